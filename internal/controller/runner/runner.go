@@ -1,0 +1,206 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// Result is what a sync asks of the runner besides its error.
+type Result struct {
+	// RequeueAfter, when > 0 and the sync returned no error, re-adds the key
+	// after this duration with AddAfter (not the error backoff; IM-5). Used for
+	// progress-deadline checks (ST-16) and minReadySeconds wake-ups (RS-7).
+	RequeueAfter time.Duration
+}
+
+// SyncFunc reconciles one object key. A non-nil error requeues the key with
+// the rate limiter (SD-13, RS-19); an error whose cause is a terminating
+// namespace is forgotten instead (CM-3).
+type SyncFunc func(ctx context.Context, key cache.ObjectName) (Result, error)
+
+// Observer receives one call per finished sync, for metrics. Optional.
+type Observer interface {
+	// SyncDone reports the controller name, how long the sync took and its error (nil on success).
+	SyncDone(controller string, duration time.Duration, err error)
+}
+
+// Runner is a named rate-limited queue plus the worker loop that drains it.
+type Runner struct {
+	name     string
+	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	sync     SyncFunc
+	observer Observer
+	// now is a test seam for sync durations.
+	now func() time.Time
+}
+
+// Option configures a Runner.
+type Option func(*Runner)
+
+// WithRateLimiter replaces the default rate limiter (tests use a fast one).
+func WithRateLimiter(rl workqueue.TypedRateLimiter[cache.ObjectName]) Option {
+	return func(r *Runner) {
+		r.queue = workqueue.NewTypedRateLimitingQueueWithConfig(rl,
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: r.name})
+	}
+}
+
+// WithObserver reports each finished sync to o.
+func WithObserver(o Observer) Option { return func(r *Runner) { r.observer = o } }
+
+// New returns a Runner whose queue is named name ("deployment", "replicaset")
+// and uses DefaultTypedControllerRateLimiter: per-key exponential backoff from
+// 5ms doubling to 1000s, combined with a global 10 qps / burst 100 bucket (CM-2).
+func New(name string, sync SyncFunc, opts ...Option) *Runner {
+	r := &Runner{name: name, sync: sync, now: time.Now}
+	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name})
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// Name returns the queue name.
+func (r *Runner) Name() string { return r.name }
+
+// Enqueue adds key to the queue (deduplicated while waiting).
+func (r *Runner) Enqueue(key cache.ObjectName) { r.queue.Add(key) }
+
+// EnqueueAfter adds key after d (a time-based wake-up, not a retry).
+func (r *Runner) EnqueueAfter(key cache.ObjectName, d time.Duration) { r.queue.AddAfter(key, d) }
+
+// EnqueueRateLimited adds key through the rate limiter, as a retry would.
+func (r *Runner) EnqueueRateLimited(key cache.ObjectName) { r.queue.AddRateLimited(key) }
+
+// Len returns the number of keys waiting (for tests and metrics).
+func (r *Runner) Len() int { return r.queue.Len() }
+
+// NumRequeues returns how many times key has been retried since its last success.
+func (r *Runner) NumRequeues(key cache.ObjectName) int { return r.queue.NumRequeues(key) }
+
+// Run starts workers goroutines and blocks until ctx is done; it then shuts the
+// queue down and waits for in-flight syncs to finish. A worker that returns is
+// restarted after 1s (CM-1). Callers wait for informer caches before calling Run.
+func (r *Runner) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+	var wg sync.WaitGroup
+	go func() {
+		<-ctx.Done()
+		r.queue.ShutDownWithDrain()
+	}()
+	logger.Info("Starting workers", "controller", r.name, "workers", workers)
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wait.UntilWithContext(ctx, r.worker, time.Second)
+		}()
+	}
+	<-ctx.Done()
+	wg.Wait()
+	logger.Info("Stopped workers", "controller", r.name)
+}
+
+func (r *Runner) worker(ctx context.Context) {
+	for r.ProcessNextItem(ctx) {
+	}
+}
+
+// ProcessNextItem takes one key, syncs it and applies the retry policy. It
+// returns false once the queue is shut down. Exported so fixture tests can
+// drive a controller one key at a time.
+func (r *Runner) ProcessNextItem(ctx context.Context) bool {
+	key, quit := r.queue.Get()
+	if quit {
+		return false
+	}
+	defer r.queue.Done(key)
+	start := r.now()
+	res, err := r.safeSync(ctx, key)
+	if r.observer != nil {
+		r.observer.SyncDone(r.name, r.now().Sub(start), err)
+	}
+	r.handleResult(ctx, key, res, err)
+	return true
+}
+
+// safeSync runs the sync and turns a panic into an error, so one strange
+// object cannot crash the controller (house style: panics are recovered,
+// logged and counted).
+func (r *Runner) safeSync(ctx context.Context, key cache.ObjectName) (res Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic while syncing %s %q: %v", r.name, key.String(), p)
+			utilruntime.HandleErrorWithContext(ctx, err, "Recovered from panic", "controller", r.name, "key", key.String())
+		}
+	}()
+	return r.sync(ctx, key)
+}
+
+func (r *Runner) handleResult(ctx context.Context, key cache.ObjectName, res Result, err error) {
+	logger := klog.FromContext(ctx)
+	switch {
+	case err == nil:
+		r.queue.Forget(key)
+		if res.RequeueAfter > 0 {
+			r.queue.AddAfter(key, res.RequeueAfter)
+		}
+	case IsNamespaceTerminating(err):
+		logger.V(2).Info("Namespace is terminating; dropping key", "controller", r.name, "key", key.String())
+		r.queue.Forget(key)
+	default:
+		// One retry policy for every controller (IM-5): back off, never drop.
+		n := r.queue.NumRequeues(key)
+		if n == 0 {
+			logger.Info("Sync failed; will retry with backoff", "controller", r.name, "key", key.String(), "err", err)
+		} else {
+			logger.V(4).Info("Sync failed again", "controller", r.name, "key", key.String(), "retries", n, "err", err)
+		}
+		r.queue.AddRateLimited(key)
+	}
+}
+
+// IsNamespaceTerminating reports whether err (or an error it wraps) is an API
+// error caused by creating in a namespace that is being deleted.
+func IsNamespaceTerminating(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	return apierrors.HasStatusCause(err, v1.NamespaceTerminatingCause)
+}
+
+// ObjectFrom returns obj as a T, unwrapping a cache.DeletedFinalStateUnknown
+// tombstone. It returns false (and logs) when obj is neither; handlers then
+// ignore the event instead of crashing.
+func ObjectFrom[T any](logger klog.Logger, obj any) (T, bool) {
+	if t, ok := obj.(T); ok {
+		return t, true
+	}
+	var zero T
+	tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
+	if !ok {
+		logger.Info("Ignoring event for an object of unexpected type", "type", fmt.Sprintf("%T", obj))
+		return zero, false
+	}
+	t, ok := tombstone.Obj.(T)
+	if !ok {
+		logger.Info("Ignoring tombstone holding an object of unexpected type", "type", fmt.Sprintf("%T", tombstone.Obj))
+		return zero, false
+	}
+	return t, true
+}
