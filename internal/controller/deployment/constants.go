@@ -1,0 +1,86 @@
+package deployment
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+)
+
+// Annotation keys (OM-1..OM-5, OM-7).
+const (
+	// RevisionAnnotation holds the decimal int64 rollout sequence number on a
+	// Deployment and on each of its ReplicaSets; missing means 0 (OM-1).
+	RevisionAnnotation = "deployment.kubernetes.io/revision"
+	// RevisionHistoryAnnotation is the comma-separated list of revisions a
+	// ReplicaSet held before (OM-2, RV-6).
+	RevisionHistoryAnnotation = "deployment.kubernetes.io/revision-history"
+	// DesiredReplicasAnnotation is d.spec.replicas (replicas) when the
+	// controller last wrote the ReplicaSet's size (OM-3).
+	DesiredReplicasAnnotation = "deployment.kubernetes.io/desired-replicas"
+	// MaxReplicasAnnotation is d.spec.replicas + maxSurge (replicas) when the
+	// controller last wrote the ReplicaSet's size (OM-4).
+	MaxReplicasAnnotation = "deployment.kubernetes.io/max-replicas"
+	// RollbackToAnnotation asks for a rollback to a revision; 0 means the
+	// previous one (OM-5, section 6).
+	RollbackToAnnotation = appsv1.DeprecatedRollbackTo
+	// lastAppliedConfigAnnotation is kubectl's client-side apply record (OM-7).
+	lastAppliedConfigAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+	// maxRevisionHistoryLength caps RevisionHistoryAnnotation, in characters (RV-6).
+	maxRevisionHistoryLength = 2000
+)
+
+// Event reasons emitted on Deployments (section 17) and condition reasons
+// (ST-4, ST-13, ST-17, SD-6, RV-3, RV-12, RV-13).
+const (
+	// SelectingAll is the Warning event reason for an empty selector (SD-2).
+	SelectingAll = "SelectingAll"
+	// ScalingReplicaSet is the Normal event reason for every ReplicaSet size
+	// change (RU-15, RV-13).
+	ScalingReplicaSet = "ScalingReplicaSet"
+	// ReplicaSetCreateError is both the Warning event reason and the
+	// Progressing=False condition reason when creating the new ReplicaSet
+	// fails (RV-12).
+	ReplicaSetCreateError = "ReplicaSetCreateError"
+	// NewReplicaSetCreated is the Progressing=True reason after the new
+	// ReplicaSet was created (RV-13).
+	NewReplicaSetCreated = "NewReplicaSetCreated"
+	// FoundNewReplicaSet is the Progressing=True reason when an existing new
+	// ReplicaSet is found and no Progressing condition exists (RV-3).
+	FoundNewReplicaSet = "FoundNewReplicaSet"
+	// ReplicaSetUpdated is the Progressing=True reason while a rollout makes
+	// progress (ST-13).
+	ReplicaSetUpdated = "ReplicaSetUpdated"
+	// NewReplicaSetAvailable is the Progressing=True reason once a rollout is
+	// complete (ST-13).
+	NewReplicaSetAvailable = "NewReplicaSetAvailable"
+	// ProgressDeadlineExceeded is the Progressing=False reason once a rollout
+	// made no progress for progressDeadlineSeconds (ST-13).
+	ProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+	// DeploymentPaused is the Progressing=Unknown reason while paused (SD-6).
+	DeploymentPaused = "DeploymentPaused"
+	// DeploymentResumed is the Progressing=Unknown reason after a resume (SD-6).
+	DeploymentResumed = "DeploymentResumed"
+	// MinimumReplicasAvailable is the Available=True reason (ST-4).
+	MinimumReplicasAvailable = "MinimumReplicasAvailable"
+	// MinimumReplicasUnavailable is the Available=False reason (ST-4).
+	MinimumReplicasUnavailable = "MinimumReplicasUnavailable"
+	// RollbackRevisionNotFound is the Warning event reason when the rollback
+	// target does not exist (RB-3, RB-4).
+	RollbackRevisionNotFound = "DeploymentRollbackRevisionNotFound"
+	// RollbackTemplateUnchanged is the Warning event reason when the rollback
+	// target has the current template (RB-7).
+	RollbackTemplateUnchanged = "DeploymentRollbackTemplateUnchanged"
+	// RollbackDone is the Normal event reason after a rollback (RB-5).
+	RollbackDone = "DeploymentRollback"
+)
+
+// Messages with fixed text (section 17, ST-4, SD-6).
+const (
+	selectingAllMessage       = "This deployment is selecting all pods. A non-empty selector is required."
+	minimumAvailableMessage   = "Deployment has minimum availability."
+	minimumUnavailableMessage = "Deployment does not have minimum availability."
+	pausedMessage             = "Deployment is paused"
+	resumedMessage            = "Deployment is resumed"
+)
+
+// controllerKind is the GroupVersionKind written in ControllerRefs (OM-24).
+var controllerKind = appsv1.SchemeGroupVersion.WithKind("Deployment")

@@ -1,0 +1,27 @@
+// Package deployment is kubedeploy's Deployment controller (spec sections
+// 1–9, 11 and 16 of spec/controllers.md, with the improvements IM-1..IM-4).
+//
+// It owns the reconciliation of apps/v1 Deployments into ReplicaSets: claiming
+// (adopting and releasing) ReplicaSets by ControllerRef, computing the
+// pod-template-hash and naming new ReplicaSets, revision bookkeeping, rolling
+// and recreate rollouts, proportional scaling, rollback through the
+// deprecated rollback annotation, revision-history cleanup, and the
+// Deployment status (counts and the Available, Progressing and
+// ReplicaFailure conditions).
+//
+// Shape: event handlers only enqueue keys (handlers.go); one shared worker
+// loop (internal/controller/runner) calls syncDeployment, which reads from the
+// informer caches, computes a per-sync context once (syncContext: the
+// Deployment copy, new and old ReplicaSets, pods by ReplicaSet, now), decides
+// with pure functions (calculateStatus, maxSurge, newRSNewReplicas,
+// proportionalSizes, isScalingEvent, …) and performs a few named writes
+// (createReplicaSet, scaleReplicaSet, updateStatus, …). After every write it
+// continues from the object the API server returned (IM-2).
+//
+// It must never create, delete or patch pods (SD-14): pods belong to the
+// ReplicaSet controller. It writes ReplicaSets (create, update, adopt/release
+// patch, delete during cleanup) and Deployments (status subresource; a full
+// Update only for rollback). It must never import k8s.io/kubernetes, and it
+// must never act on a ReplicaSet cache older than its own last write for a
+// Deployment (IM-4): such syncs return an error and are retried with backoff.
+package deployment

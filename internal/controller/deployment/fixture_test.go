@@ -1,0 +1,228 @@
+package deployment
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
+)
+
+// fixture is a controller over a fake clientset whose informer indexers are
+// filled by hand (no informer is started).
+type fixture struct {
+	t        *testing.T
+	ctx      context.Context
+	client   *fake.Clientset
+	factory  informers.SharedInformerFactory
+	c        *Controller
+	recorder *record.FakeRecorder
+	clock    *clocktesting.FakeClock
+	enqueued []cache.ObjectName
+}
+
+func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	client := fake.NewClientset(objs...)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	f := &fixture{
+		t: t, ctx: ctx, client: client, factory: factory,
+		recorder: record.NewFakeRecorder(100),
+		clock:    clocktesting.NewFakeClock(baseTime.Add(24 * 60 * 60 * 1e9)),
+	}
+	c, err := New(ctx, Config{
+		Client:      client,
+		Deployments: factory.Apps().V1().Deployments(),
+		ReplicaSets: factory.Apps().V1().ReplicaSets(),
+		Pods:        factory.Core().V1().Pods(),
+		Recorder:    f.recorder,
+		Clock:       f.clock,
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	c.enqueue = func(key cache.ObjectName) { f.enqueued = append(f.enqueued, key) }
+	f.c = c
+	for _, o := range objs {
+		f.addToCache(o)
+	}
+	return f
+}
+
+// addToCache puts obj into (or replaces it in) its informer's indexer.
+func (f *fixture) addToCache(obj runtime.Object) {
+	f.t.Helper()
+	var idx cache.Indexer
+	switch obj.(type) {
+	case *appsv1.Deployment:
+		idx = f.factory.Apps().V1().Deployments().Informer().GetIndexer()
+	case *appsv1.ReplicaSet:
+		idx = f.factory.Apps().V1().ReplicaSets().Informer().GetIndexer()
+	case *v1.Pod:
+		idx = f.factory.Core().V1().Pods().Informer().GetIndexer()
+	default:
+		f.t.Fatalf("unexpected object %T", obj)
+	}
+	if err := idx.Update(obj); err != nil {
+		f.t.Fatalf("indexer: %v", err)
+	}
+}
+
+// observe copies the API server's current Deployments and ReplicaSets into
+// the caches, as informers would.
+func (f *fixture) observe() {
+	f.t.Helper()
+	ds, err := f.client.AppsV1().Deployments("").List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for i := range ds.Items {
+		f.addToCache(&ds.Items[i])
+	}
+	rss, err := f.client.AppsV1().ReplicaSets("").List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for i := range rss.Items {
+		f.addToCache(&rss.Items[i])
+	}
+}
+
+// setRSStatus writes an RS status in the fake API server (as the RS
+// controller would) and observes it.
+func (f *fixture) setRSStatus(name string, replicas, available int32) {
+	f.t.Helper()
+	rs, err := f.client.AppsV1().ReplicaSets("ns").Get(f.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	withStatus(rs, replicas, available)
+	if _, err := f.client.AppsV1().ReplicaSets("ns").UpdateStatus(f.ctx, rs, metav1.UpdateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+	f.observe()
+}
+
+// sync runs one syncDeployment for ns/nginx after clearing recorded actions.
+func (f *fixture) sync() (runner.Result, error) {
+	f.client.ClearActions()
+	return f.c.syncDeployment(f.ctx, cache.ObjectName{Namespace: "ns", Name: "nginx"})
+}
+
+// writes counts the write actions of the last sync as "verb resource[/sub]".
+func (f *fixture) writes() map[string]int {
+	out := map[string]int{}
+	for _, a := range f.client.Actions() {
+		switch a.GetVerb() {
+		case "get", "list", "watch":
+			continue
+		}
+		k := a.GetVerb() + " " + a.GetResource().Resource
+		if s := a.GetSubresource(); s != "" {
+			k += "/" + s
+		}
+		out[k]++
+	}
+	return out
+}
+
+func (f *fixture) expectWrites(want map[string]int) {
+	f.t.Helper()
+	got := f.writes()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		f.t.Errorf("writes = %v, want %v", got, want)
+	}
+}
+
+// events drains the recorded events.
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func (f *fixture) deployment() *appsv1.Deployment {
+	f.t.Helper()
+	d, err := f.client.AppsV1().Deployments("ns").Get(f.ctx, "nginx", metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return d
+}
+
+// replicaSets returns the API server's ReplicaSets sorted by name.
+func (f *fixture) replicaSets() []appsv1.ReplicaSet {
+	f.t.Helper()
+	l, err := f.client.AppsV1().ReplicaSets("ns").List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	sort.Slice(l.Items, func(i, j int) bool { return l.Items[i].Name < l.Items[j].Name })
+	return l.Items
+}
+
+func (f *fixture) rs(name string) *appsv1.ReplicaSet {
+	f.t.Helper()
+	rs, err := f.client.AppsV1().ReplicaSets("ns").Get(f.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return rs
+}
+
+// enforceOptimisticConcurrency makes the fake API server behave like a real
+// one for updates: a stale resourceVersion is a Conflict, and every write
+// bumps the resourceVersion. Used to prove IM-2 (no self-inflicted 409s).
+func (f *fixture) enforceOptimisticConcurrency() *int {
+	conflicts := 0
+	f.client.PrependReactor("update", "*", func(action core.Action) (bool, runtime.Object, error) {
+		obj := action.(core.UpdateAction).GetObject()
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return false, nil, nil
+		}
+		stored, err := f.client.Tracker().Get(action.GetResource(), action.GetNamespace(), m.GetName())
+		if err != nil {
+			return false, nil, nil
+		}
+		sm, _ := meta.Accessor(stored)
+		if sm.GetResourceVersion() != m.GetResourceVersion() {
+			conflicts++
+			return true, nil, apierrors.NewConflict(action.GetResource().GroupResource(), m.GetName(), fmt.Errorf("stale resourceVersion %s", m.GetResourceVersion()))
+		}
+		rv, _ := strconv.Atoi(m.GetResourceVersion())
+		m.SetResourceVersion(strconv.Itoa(rv + 1))
+		return false, nil, nil
+	})
+	return &conflicts
+}
+
+type (
+	coreAction    = core.Action
+	runtimeObject = runtime.Object
+)
+
+var errQuota = apierrors.NewForbidden(appsv1.Resource("replicasets"), "x", fmt.Errorf("exceeded quota"))

@@ -1,0 +1,198 @@
+package deployment
+
+import (
+	"reflect"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
+	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
+)
+
+// registerHandlers wires EH-1..EH-8 and collects what HasSynced waits for.
+// Handlers only enqueue (house style pattern 1).
+func (c *Controller) registerHandlers(logger klog.Logger, cfg Config) error {
+	dInformer, rsInformer, podInformer := cfg.Deployments.Informer(), cfg.ReplicaSets.Informer(), cfg.Pods.Informer()
+	dReg, err := dInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.onDeployment(logger, obj) },
+		UpdateFunc: func(_, cur any) { c.onDeployment(logger, cur) },
+		DeleteFunc: func(obj any) { c.onDeployment(logger, obj) },
+	})
+	if err != nil {
+		return err
+	}
+	rsReg, err := rsInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.addReplicaSet(logger, obj) },
+		UpdateFunc: func(old, cur any) { c.updateReplicaSet(logger, old, cur) },
+		DeleteFunc: func(obj any) { c.deleteReplicaSet(logger, obj) },
+	})
+	if err != nil {
+		return err
+	}
+	podReg, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) { c.deletePod(logger, obj) },
+	})
+	if err != nil {
+		return err
+	}
+	c.synced = []cache.InformerSynced{
+		dInformer.HasSynced, rsInformer.HasSynced, podInformer.HasSynced,
+		dReg.HasSynced, rsReg.HasSynced, podReg.HasSynced,
+	}
+	return nil
+}
+
+// onDeployment enqueues the Deployment on add, update (resyncs included) and
+// delete, tombstones accepted (EH-1).
+func (c *Controller) onDeployment(logger klog.Logger, obj any) {
+	d, ok := runner.ObjectFrom[*appsv1.Deployment](logger, obj)
+	if !ok {
+		return
+	}
+	c.enqueue(cache.MetaObjectToName(d))
+}
+
+// deploymentFor resolves a ControllerRef to a cached Deployment (EH-5).
+func (c *Controller) deploymentFor(namespace string, ref *metav1.OwnerReference) (*appsv1.Deployment, bool) {
+	return ownership.Resolve(ref, controllerKind.Kind, func(name string) (*appsv1.Deployment, error) {
+		return c.dLister.Deployments(namespace).Get(name)
+	})
+}
+
+// enqueueOwner enqueues the Deployment ref resolves to, if any; it reports
+// whether ref was non-nil.
+func (c *Controller) enqueueOwner(namespace string, ref *metav1.OwnerReference) bool {
+	if ref == nil {
+		return false
+	}
+	if d, ok := c.deploymentFor(namespace, ref); ok {
+		c.enqueue(cache.MetaObjectToName(d))
+	}
+	return true
+}
+
+// enqueueMatching enqueues every Deployment in rs's namespace whose
+// non-empty selector matches rs's labels (EH-2, EH-3). A ReplicaSet without
+// labels matches none.
+func (c *Controller) enqueueMatching(logger klog.Logger, rs *appsv1.ReplicaSet) {
+	if len(rs.Labels) == 0 {
+		return
+	}
+	ds, err := c.dLister.Deployments(rs.Namespace).List(labels.Everything())
+	if err != nil {
+		logger.Info("Failed to list deployments for an orphan replica set", "replicaSet", klog.KObj(rs), "err", err)
+		return
+	}
+	for _, d := range ds {
+		selector, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+		if err != nil || selector.Empty() || !selector.Matches(labels.Set(rs.Labels)) {
+			continue
+		}
+		c.enqueue(cache.MetaObjectToName(d))
+	}
+}
+
+// addReplicaSet handles EH-2.
+func (c *Controller) addReplicaSet(logger klog.Logger, obj any) {
+	rs, ok := runner.ObjectFrom[*appsv1.ReplicaSet](logger, obj)
+	if !ok {
+		return
+	}
+	if rs.DeletionTimestamp != nil {
+		c.deleteReplicaSet(logger, rs)
+		return
+	}
+	if c.enqueueOwner(rs.Namespace, metav1.GetControllerOf(rs)) {
+		return
+	}
+	c.enqueueMatching(logger, rs)
+}
+
+// updateReplicaSet handles EH-3: resyncs (same resourceVersion) are ignored.
+func (c *Controller) updateReplicaSet(logger klog.Logger, oldObj, curObj any) {
+	old, ok1 := runner.ObjectFrom[*appsv1.ReplicaSet](logger, oldObj)
+	cur, ok2 := runner.ObjectFrom[*appsv1.ReplicaSet](logger, curObj)
+	if !ok1 || !ok2 || old.ResourceVersion == cur.ResourceVersion {
+		return
+	}
+	oldRef, curRef := metav1.GetControllerOf(old), metav1.GetControllerOf(cur)
+	refChanged := !reflect.DeepEqual(oldRef, curRef)
+	if refChanged && oldRef != nil {
+		c.enqueueOwner(old.Namespace, oldRef)
+	}
+	if c.enqueueOwner(cur.Namespace, curRef) {
+		return
+	}
+	if refChanged || !reflect.DeepEqual(old.Labels, cur.Labels) {
+		c.enqueueMatching(logger, cur)
+	}
+}
+
+// deleteReplicaSet handles EH-4: the owner is enqueued, orphans ignored.
+func (c *Controller) deleteReplicaSet(logger klog.Logger, obj any) {
+	rs, ok := runner.ObjectFrom[*appsv1.ReplicaSet](logger, obj)
+	if !ok {
+		return
+	}
+	c.enqueueOwner(rs.Namespace, metav1.GetControllerOf(rs))
+}
+
+// deletePod handles EH-7/EH-8 (the Recreate wake-up, RC-8): when a pod of a
+// Recreate Deployment's ReplicaSet goes away and none of that Deployment's
+// ReplicaSets own pods any more, the Deployment is enqueued.
+//
+// Deviation from EH-8: upstream lists the ReplicaSets live from the API
+// inside the handler; kubedeploy reads them from the ReplicaSet cache (by
+// ControllerRef index, filtered by selector) so handlers never call the API.
+// A stale cache can only cause a harmless extra or a later enqueue, and the
+// sync itself re-checks old pods (RC-3).
+func (c *Controller) deletePod(logger klog.Logger, obj any) {
+	pod, ok := runner.ObjectFrom[*v1.Pod](logger, obj)
+	if !ok {
+		return
+	}
+	ref := metav1.GetControllerOf(pod)
+	rs, ok := ownership.Resolve(ref, "ReplicaSet", func(name string) (*appsv1.ReplicaSet, error) {
+		return c.rsLister.ReplicaSets(pod.Namespace).Get(name)
+	})
+	if !ok {
+		return
+	}
+	d, ok := c.deploymentFor(rs.Namespace, metav1.GetControllerOf(rs))
+	if !ok || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		return
+	}
+	if c.deploymentOwnsPods(d) {
+		return
+	}
+	c.enqueue(cache.MetaObjectToName(d))
+}
+
+// deploymentOwnsPods reports whether any cached ReplicaSet controlled by d
+// and matching its selector controls a cached pod. Lookup errors count as
+// "owns pods" (no wake-up; a later event or resync brings one).
+func (c *Controller) deploymentOwnsPods(d *appsv1.Deployment) bool {
+	selector, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return true
+	}
+	rss, err := ownership.ByController[*appsv1.ReplicaSet](c.rsIndexer, d.UID)
+	if err != nil {
+		return true
+	}
+	for _, rs := range rss {
+		if !selector.Matches(labels.Set(rs.Labels)) {
+			continue
+		}
+		pods, err := ownership.ByController[*v1.Pod](c.podIndexer, rs.UID)
+		if err != nil || len(pods) > 0 {
+			return true
+		}
+	}
+	return false
+}

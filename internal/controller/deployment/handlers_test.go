@@ -1,0 +1,106 @@
+package deployment
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+)
+
+var nginxKey = cache.ObjectName{Namespace: "ns", Name: "nginx"}
+
+func TestReplicaSetHandlersEH2toEH5(t *testing.T) {
+	d := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
+	logger := klog.Background()
+	owned := newRS(d, "owned", "x", 1, 0, nil)
+	orphan := newRS(d, "orphan", "x", 1, 0, nil)
+	orphan.OwnerReferences = nil
+	foreign := newRS(d, "foreign", "x", 1, 0, nil)
+	foreign.OwnerReferences[0].UID = "other"
+
+	for _, tc := range []struct {
+		name string
+		do   func(f *fixture)
+		want int
+	}{
+		{"EH-2 add owned", func(f *fixture) { f.c.addReplicaSet(logger, owned) }, 1},
+		{"EH-2 add orphan enqueues matching", func(f *fixture) { f.c.addReplicaSet(logger, orphan) }, 1},
+		{"EH-2 orphan without labels matches none", func(f *fixture) {
+			o := orphan.DeepCopy()
+			o.Labels = nil
+			f.c.addReplicaSet(logger, o)
+		}, 0},
+		{"EH-5 UID mismatch ignored", func(f *fixture) { f.c.addReplicaSet(logger, foreign) }, 0},
+		{"EH-3 resync ignored", func(f *fixture) { f.c.updateReplicaSet(logger, owned, owned.DeepCopy()) }, 0},
+		{"EH-3 update owned", func(f *fixture) {
+			cur := owned.DeepCopy()
+			cur.ResourceVersion = "11"
+			f.c.updateReplicaSet(logger, owned, cur)
+		}, 1},
+		{"EH-3 released: old owner enqueued, then matching", func(f *fixture) {
+			cur := owned.DeepCopy()
+			cur.ResourceVersion = "11"
+			cur.OwnerReferences = nil
+			f.c.updateReplicaSet(logger, owned, cur)
+		}, 2},
+		{"EH-4 delete tombstone", func(f *fixture) {
+			f.c.deleteReplicaSet(logger, cache.DeletedFinalStateUnknown{Key: "ns/owned", Obj: owned})
+		}, 1},
+		{"EH-4 delete orphan ignored", func(f *fixture) { f.c.deleteReplicaSet(logger, orphan) }, 0},
+		{"unexpected type ignored", func(f *fixture) { f.c.deleteReplicaSet(logger, "junk") }, 0},
+		{"EH-1 deployment delete tombstone", func(f *fixture) {
+			f.c.onDeployment(logger, cache.DeletedFinalStateUnknown{Key: "ns/nginx", Obj: d})
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, d)
+			tc.do(f)
+			if len(f.enqueued) != tc.want {
+				t.Fatalf("enqueued %v, want %d keys", f.enqueued, tc.want)
+			}
+			for _, k := range f.enqueued {
+				if k != nginxKey {
+					t.Errorf("enqueued %v", k)
+				}
+			}
+		})
+	}
+}
+
+func TestPodDeleteHandlerEH7EH8(t *testing.T) {
+	d := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+	rs := newRS(d, "nginx-a", "x", 0, 0, nil)
+	pod := func(name string) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr.To(true),
+		}}}}
+	}
+	t.Run("RC-8 last pod gone wakes Recreate deployment", func(t *testing.T) {
+		f := newFixture(t, d, rs)
+		f.c.deletePod(klog.Background(), cache.DeletedFinalStateUnknown{Obj: pod("p1")})
+		if len(f.enqueued) != 1 || f.enqueued[0] != nginxKey {
+			t.Errorf("enqueued %v", f.enqueued)
+		}
+	})
+	t.Run("pods remain: no wake-up", func(t *testing.T) {
+		f := newFixture(t, d, rs, pod("p2"))
+		f.c.deletePod(klog.Background(), pod("p1"))
+		if len(f.enqueued) != 0 {
+			t.Errorf("enqueued %v", f.enqueued)
+		}
+	})
+	t.Run("RollingUpdate deployments ignore pod deletes", func(t *testing.T) {
+		r := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
+		f := newFixture(t, r, rs)
+		f.c.deletePod(klog.Background(), pod("p1"))
+		if len(f.enqueued) != 0 {
+			t.Errorf("enqueued %v", f.enqueued)
+		}
+	})
+}

@@ -1,0 +1,72 @@
+package deployment
+
+import (
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+)
+
+// rolloutStatus returns the status a rolling or recreate pass writes
+// (ST-8, ST-13, ST-14): calculateStatus, then the Progressing condition
+// estimated against d's stored status, then ReplicaFailure mirrored from the
+// ReplicaSets. allRSs holds old and new ReplicaSets; newRS may be nil.
+func rolloutStatus(d *appsv1.Deployment, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet, now time.Time) appsv1.DeploymentStatus {
+	status := calculateStatus(d, allRSs, newRS, now)
+	if !hasProgressDeadline(d) {
+		removeCondition(&status, appsv1.DeploymentProgressing)
+	}
+	cur := getCondition(&d.Status, appsv1.DeploymentProgressing)
+	settled := status.Replicas == status.UpdatedReplicas && cur != nil && cur.Reason == NewReplicaSetAvailable
+	if hasProgressDeadline(d) && !settled {
+		setProgressingCondition(d, &status, newRS, cur, now)
+	}
+	if c, ok := replicaFailureCondition(allRSs, newRS); ok {
+		setCondition(&status, c)
+	} else {
+		removeCondition(&status, appsv1.DeploymentReplicaFailure)
+	}
+	return status
+}
+
+// setProgressingCondition applies the first matching rule of ST-13 to status:
+// complete, progressing (always rewritten), or timed out.
+func setProgressingCondition(d *appsv1.Deployment, status *appsv1.DeploymentStatus, newRS *appsv1.ReplicaSet, cur *appsv1.DeploymentCondition, now time.Time) {
+	subject := fmt.Sprintf("Deployment %q", d.Name)
+	if newRS != nil {
+		subject = fmt.Sprintf("ReplicaSet %q", newRS.Name)
+	}
+	switch {
+	case deploymentComplete(d, status):
+		setCondition(status, newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, NewReplicaSetAvailable,
+			subject+" has successfully progressed.", now))
+	case deploymentProgressing(d, status):
+		cond := newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, ReplicaSetUpdated, subject+" is progressing.", now)
+		if cur != nil && cur.Status == v1.ConditionTrue {
+			cond.LastTransitionTime = cur.LastTransitionTime
+		}
+		removeCondition(status, appsv1.DeploymentProgressing)
+		status.Conditions = append(status.Conditions, cond)
+	case deploymentTimedOut(d, status, now):
+		setCondition(status, newCondition(appsv1.DeploymentProgressing, v1.ConditionFalse, ProgressDeadlineExceeded,
+			subject+" has timed out progressing.", now))
+	}
+}
+
+// stuckRequeueAfter returns when to look at d again to notice a progress
+// deadline passing, or 0 for never (ST-16). It is only asked when the sync
+// wrote no status. Upstream requeues through the rate limiter when the
+// deadline is less than 1s away; kubedeploy uses a plain delayed requeue
+// (IM-5) of the remaining time plus 1s, which is at most 1s in that case.
+func stuckRequeueAfter(d *appsv1.Deployment, newStatus *appsv1.DeploymentStatus, now time.Time) time.Duration {
+	if !hasProgressDeadline(d) {
+		return 0
+	}
+	cur := getCondition(&d.Status, appsv1.DeploymentProgressing)
+	if cur == nil || cur.Reason == ProgressDeadlineExceeded || deploymentComplete(d, newStatus) {
+		return 0
+	}
+	after := cur.LastUpdateTime.Add(time.Duration(*d.Spec.ProgressDeadlineSeconds) * time.Second).Sub(now)
+	return max(after, 0) + time.Second
+}

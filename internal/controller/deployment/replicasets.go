@@ -1,0 +1,136 @@
+package deployment
+
+import (
+	"fmt"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+)
+
+// unexpectedStrategyError is returned for an unknown strategy type (SD-10).
+func unexpectedStrategyError(d *appsv1.Deployment) error {
+	return fmt.Errorf("unexpected deployment strategy type: %s", d.Spec.Strategy.Type)
+}
+
+// sumSpecReplicas returns Σ spec.replicas over rss (nil entries skipped).
+func sumSpecReplicas(rss []*appsv1.ReplicaSet) int32 {
+	var n int32
+	for _, rs := range rss {
+		if rs != nil {
+			n += specReplicas(rs)
+		}
+	}
+	return n
+}
+
+// sumAvailableReplicas returns Σ status.availableReplicas over rss.
+func sumAvailableReplicas(rss []*appsv1.ReplicaSet) int32 {
+	var n int32
+	for _, rs := range rss {
+		if rs != nil {
+			n += rs.Status.AvailableReplicas
+		}
+	}
+	return n
+}
+
+// activeReplicaSets returns the ReplicaSets with spec.replicas > 0, in order.
+func activeReplicaSets(rss []*appsv1.ReplicaSet) []*appsv1.ReplicaSet {
+	var out []*appsv1.ReplicaSet
+	for _, rs := range rss {
+		if rs != nil && specReplicas(rs) > 0 {
+			out = append(out, rs)
+		}
+	}
+	return out
+}
+
+// withNew returns oldRSs followed by newRS when it is non-nil, as a new slice.
+func withNew(oldRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) []*appsv1.ReplicaSet {
+	out := make([]*appsv1.ReplicaSet, 0, len(oldRSs)+1)
+	out = append(out, oldRSs...)
+	if newRS != nil {
+		out = append(out, newRS)
+	}
+	return out
+}
+
+// olderFirst orders by creation time ascending, then name ascending.
+func olderFirst(a, b *appsv1.ReplicaSet) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}
+
+// sortOldestFirst sorts rss in place by creation time ascending, ties by name
+// (RV-1, RU-11, RB-4).
+func sortOldestFirst(rss []*appsv1.ReplicaSet) {
+	sort.SliceStable(rss, func(i, j int) bool { return olderFirst(rss[i], rss[j]) })
+}
+
+// sortNewestFirst sorts rss in place by creation time descending, ties by
+// name descending (PS-1).
+func sortNewestFirst(rss []*appsv1.ReplicaSet) {
+	sort.SliceStable(rss, func(i, j int) bool { return olderFirst(rss[j], rss[i]) })
+}
+
+// sortBySizeNewer sorts by spec.replicas descending, ties newest first (PS-3, toAdd > 0).
+func sortBySizeNewer(rss []*appsv1.ReplicaSet) {
+	sort.SliceStable(rss, func(i, j int) bool {
+		if si, sj := specReplicas(rss[i]), specReplicas(rss[j]); si != sj {
+			return si > sj
+		}
+		return olderFirst(rss[j], rss[i])
+	})
+}
+
+// sortBySizeOlder sorts by spec.replicas descending, ties oldest first (PS-3, toAdd < 0).
+func sortBySizeOlder(rss []*appsv1.ReplicaSet) {
+	sort.SliceStable(rss, func(i, j int) bool {
+		if si, sj := specReplicas(rss[i]), specReplicas(rss[j]); si != sj {
+			return si > sj
+		}
+		return olderFirst(rss[i], rss[j])
+	})
+}
+
+// sortByRevision sorts by revision ascending; when either revision does not
+// parse or both are equal, oldest first (CL-4).
+func sortByRevision(rss []*appsv1.ReplicaSet) {
+	sort.SliceStable(rss, func(i, j int) bool {
+		ri, erri := revision(rss[i])
+		rj, errj := revision(rss[j])
+		if erri != nil || errj != nil || ri == rj {
+			return olderFirst(rss[i], rss[j])
+		}
+		return ri < rj
+	})
+}
+
+// findNewReplicaSet returns the oldest ReplicaSet whose template equals d's
+// template ignoring pod-template-hash, or nil (RV-1). rsList is not modified.
+func findNewReplicaSet(d *appsv1.Deployment, rsList []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
+	sorted := append([]*appsv1.ReplicaSet(nil), rsList...)
+	sortOldestFirst(sorted)
+	for _, rs := range sorted {
+		if templatesEqualIgnoringHash(&rs.Spec.Template, &d.Spec.Template) {
+			return rs
+		}
+	}
+	return nil
+}
+
+// oldReplicaSets returns every ReplicaSet in rsList except newRS, oldest
+// first (allOldRSs, including zero-size ones).
+func oldReplicaSets(rsList []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) []*appsv1.ReplicaSet {
+	var out []*appsv1.ReplicaSet
+	for _, rs := range rsList {
+		if newRS != nil && rs.UID == newRS.UID {
+			continue
+		}
+		out = append(out, rs)
+	}
+	sortOldestFirst(out)
+	return out
+}

@@ -1,0 +1,71 @@
+package deployment
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// rollback rolls d back to the revision in RollbackToAnnotation (section 6,
+// RB-2..RB-8): it ensures the new ReplicaSet exists, finds the target
+// ReplicaSet, copies its template and annotations into d, clears the
+// annotation and Updates d. It writes no status.
+func (sc *syncContext) rollback(ctx context.Context) error {
+	if err := sc.ensureNewReplicaSet(ctx); err != nil {
+		return err
+	}
+	target, _ := rollbackTo(sc.d)
+	all := sc.allRSs()
+	if target == 0 {
+		target = lastRevision(all)
+		if target == 0 {
+			sc.c.recorder.Event(sc.d, v1.EventTypeWarning, RollbackRevisionNotFound, "Unable to find last revision.")
+			return sc.clearRollbackTo(ctx)
+		}
+	}
+	for _, rs := range all {
+		v, err := revision(rs)
+		if err != nil || v != target {
+			continue
+		}
+		return sc.rollbackToReplicaSet(ctx, rs, target)
+	}
+	sc.c.recorder.Event(sc.d, v1.EventTypeWarning, RollbackRevisionNotFound, "Unable to find the revision to rollback to.")
+	return sc.clearRollbackTo(ctx)
+}
+
+// rollbackToReplicaSet copies rs's template (without pod-template-hash) and
+// annotations into d when they differ (RB-5, RB-6), or reports an unchanged
+// template (RB-7); then clears the annotation with Update.
+func (sc *syncContext) rollbackToReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet, target int64) error {
+	if templatesEqualIgnoringHash(&rs.Spec.Template, &sc.d.Spec.Template) {
+		sc.c.recorder.Eventf(sc.d, v1.EventTypeWarning, RollbackTemplateUnchanged,
+			"The rollback revision contains the same template as current deployment %q", sc.d.Name)
+		return sc.clearRollbackTo(ctx)
+	}
+	template := rs.Spec.Template.DeepCopy()
+	delete(template.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
+	sc.d.Spec.Template.ObjectMeta = template.ObjectMeta
+	sc.d.Spec.Template.Spec = template.Spec
+	sc.d.Annotations = rollbackAnnotations(sc.d, rs)
+	if err := sc.clearRollbackTo(ctx); err != nil {
+		return err
+	}
+	sc.c.recorder.Eventf(sc.d, v1.EventTypeNormal, RollbackDone, "Rolled back deployment %q to revision %d", sc.d.Name, target)
+	return nil
+}
+
+// clearRollbackTo removes RollbackToAnnotation and Updates d (RB-3..RB-7),
+// continuing from the returned object (IM-2).
+func (sc *syncContext) clearRollbackTo(ctx context.Context) error {
+	delete(sc.d.Annotations, RollbackToAnnotation)
+	updated, err := sc.c.client.AppsV1().Deployments(sc.d.Namespace).Update(ctx, sc.d, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("clearing rollback annotation: %w", err)
+	}
+	sc.d = updated
+	return nil
+}

@@ -1,0 +1,182 @@
+package deployment
+
+import (
+	"context"
+
+	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
+)
+
+// rolloutRolling is one pass of a rolling update (RU-8..RU-13): ensure the
+// new ReplicaSet exists, then either scale it, or scale old ReplicaSets down,
+// or clean up history, and always sync the rollout status.
+func (sc *syncContext) rolloutRolling(ctx context.Context) (runner.Result, error) {
+	if err := sc.ensureNewReplicaSet(ctx); err != nil {
+		return runner.Result{}, err
+	}
+	scaled, err := sc.reconcileNewReplicaSet(ctx)
+	if err != nil {
+		return runner.Result{}, err
+	}
+	if scaled {
+		return sc.syncRolloutStatus(ctx)
+	}
+	scaled, err = sc.reconcileOldReplicaSets(ctx)
+	if err != nil {
+		return runner.Result{}, err // IM-1: never swallowed
+	}
+	if scaled {
+		return sc.syncRolloutStatus(ctx)
+	}
+	if deploymentComplete(sc.d, &sc.d.Status) {
+		if err := sc.cleanupDeployment(ctx); err != nil {
+			return runner.Result{}, err
+		}
+	}
+	return sc.syncRolloutStatus(ctx)
+}
+
+// reconcileNewReplicaSet scales the new ReplicaSet toward d.spec.replicas
+// within the surge budget (RU-9, RU-10) and reports whether it wrote.
+func (sc *syncContext) reconcileNewReplicaSet(ctx context.Context) (bool, error) {
+	replicas := desiredReplicas(sc.d)
+	current := specReplicas(sc.newRS)
+	if current == replicas {
+		return false, nil
+	}
+	if current > replicas {
+		return sc.scaleReplicaSet(ctx, sc.newRS, replicas)
+	}
+	size, err := newRSNewReplicas(sc.d, sc.allRSs(), sc.newRS)
+	if err != nil {
+		return false, err
+	}
+	return sc.scaleReplicaSet(ctx, sc.newRS, size)
+}
+
+// maxScaledDown returns how many old replicas may be removed now without
+// going below minAvailable, counting the new ReplicaSet's unavailable
+// replicas as already missing (RU-11); ≤ 0 means none.
+func maxScaledDown(d *appsv1.Deployment, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) int32 {
+	newRSUnavailable := int32(0)
+	if newRS != nil {
+		newRSUnavailable = specReplicas(newRS) - newRS.Status.AvailableReplicas
+	}
+	return sumSpecReplicas(allRSs) - minAvailable(d) - newRSUnavailable
+}
+
+// reconcileOldReplicaSets scales old ReplicaSets down (RU-11): first their
+// unhealthy replicas, then healthy ones as availability allows. Unlike
+// upstream, any failed write is returned (IM-1). It reports whether it wrote.
+func (sc *syncContext) reconcileOldReplicaSets(ctx context.Context) (bool, error) {
+	if sumSpecReplicas(activeReplicaSets(sc.oldRSs)) == 0 {
+		return false, nil
+	}
+	budget := maxScaledDown(sc.d, sc.allRSs(), sc.newRS)
+	if budget <= 0 {
+		return false, nil
+	}
+	sc.logger.V(4).Info("Found old replica sets to scale down", "maxScaledDown", budget)
+	cleaned, err := sc.cleanupUnhealthyReplicas(ctx, budget)
+	if err != nil {
+		return cleaned > 0, err
+	}
+	scaledDown, err := sc.scaleDownOldReplicaSetsForRollingUpdate(ctx)
+	return cleaned+scaledDown > 0, err
+}
+
+// unhealthyScaleDowns returns, for active old ReplicaSets oldest first, how
+// many unavailable replicas to remove from each, at most budget in total
+// (RU-11 step A). A ReplicaSet whose available count is at or above its
+// size has nothing unhealthy (upstream errors when available > size).
+func unhealthyScaleDowns(activeOld []*appsv1.ReplicaSet, budget int32) map[*appsv1.ReplicaSet]int32 {
+	sorted := append([]*appsv1.ReplicaSet(nil), activeOld...)
+	sortOldestFirst(sorted)
+	out := map[*appsv1.ReplicaSet]int32{}
+	var total int32
+	for _, rs := range sorted {
+		if total >= budget {
+			break
+		}
+		spec, avail := specReplicas(rs), rs.Status.AvailableReplicas
+		if spec == 0 || avail >= spec {
+			continue
+		}
+		n := min(budget-total, spec-avail)
+		out[rs] = n
+		total += n
+	}
+	return out
+}
+
+// cleanupUnhealthyReplicas removes unavailable replicas of active old
+// ReplicaSets, oldest first, up to budget (RU-11 step A). It returns how many
+// replicas it removed and the first write error.
+func (sc *syncContext) cleanupUnhealthyReplicas(ctx context.Context, budget int32) (int32, error) {
+	activeOld := activeReplicaSets(sc.oldRSs)
+	plan := unhealthyScaleDowns(activeOld, budget)
+	sortOldestFirst(activeOld)
+	var total int32
+	for _, rs := range activeOld {
+		n, ok := plan[rs]
+		if !ok {
+			continue
+		}
+		if _, err := sc.scaleReplicaSet(ctx, rs, specReplicas(rs)-n); err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// healthyScaleDowns returns, for active old ReplicaSets oldest first, how
+// many replicas to remove while availability over allRSs stays at or above
+// minAvailable (RU-11 step B).
+func healthyScaleDowns(d *appsv1.Deployment, activeOld, allRSs []*appsv1.ReplicaSet) map[*appsv1.ReplicaSet]int32 {
+	available := sumAvailableReplicas(allRSs)
+	floor := minAvailable(d)
+	if available <= floor {
+		return nil
+	}
+	budget := available - floor
+	sorted := append([]*appsv1.ReplicaSet(nil), activeOld...)
+	sortOldestFirst(sorted)
+	out := map[*appsv1.ReplicaSet]int32{}
+	var scaled int32
+	for _, rs := range sorted {
+		if scaled >= budget {
+			break
+		}
+		if specReplicas(rs) == 0 {
+			continue
+		}
+		n := min(specReplicas(rs), budget-scaled)
+		out[rs] = n
+		scaled += n
+	}
+	return out
+}
+
+// scaleDownOldReplicaSetsForRollingUpdate removes available replicas from
+// active old ReplicaSets, oldest first, while total availability stays above
+// minAvailable (RU-11 step B). It returns how many replicas it removed and
+// the first write error.
+func (sc *syncContext) scaleDownOldReplicaSetsForRollingUpdate(ctx context.Context) (int32, error) {
+	activeOld := activeReplicaSets(sc.oldRSs)
+	plan := healthyScaleDowns(sc.d, activeOld, withNew(activeOld, sc.newRS))
+	sortOldestFirst(activeOld)
+	var total int32
+	for _, rs := range activeOld {
+		n, ok := plan[rs]
+		if !ok {
+			continue
+		}
+		if _, err := sc.scaleReplicaSet(ctx, rs, specReplicas(rs)-n); err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
+}

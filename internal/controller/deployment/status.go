@@ -1,0 +1,108 @@
+package deployment
+
+import (
+	"math"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+)
+
+// calculateStatus returns d's status computed from its ReplicaSets (ST-1..ST-4):
+// observedGeneration, replica counts, terminatingReplicas, collisionCount
+// and the existing conditions with Available set for now. allRSs holds old
+// and new ReplicaSets; newRS may be nil.
+func calculateStatus(d *appsv1.Deployment, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet, now time.Time) appsv1.DeploymentStatus {
+	status := appsv1.DeploymentStatus{
+		ObservedGeneration:  d.Generation,
+		CollisionCount:      d.Status.CollisionCount,
+		TerminatingReplicas: terminatingReplicas(allRSs),
+	}
+	for _, rs := range allRSs {
+		if rs == nil {
+			continue
+		}
+		status.Replicas += rs.Status.Replicas
+		status.ReadyReplicas += rs.Status.ReadyReplicas
+		status.AvailableReplicas += rs.Status.AvailableReplicas
+	}
+	if newRS != nil {
+		status.UpdatedReplicas = newRS.Status.Replicas
+	}
+	status.UnavailableReplicas = max(0, sumSpecReplicas(allRSs)-status.AvailableReplicas)
+	for _, c := range d.Status.Conditions {
+		status.Conditions = append(status.Conditions, *c.DeepCopy())
+	}
+	if status.AvailableReplicas >= desiredReplicas(d)-maxUnavailable(d) {
+		setCondition(&status, newCondition(appsv1.DeploymentAvailable, v1.ConditionTrue, MinimumReplicasAvailable, minimumAvailableMessage, now))
+	} else {
+		setCondition(&status, newCondition(appsv1.DeploymentAvailable, v1.ConditionFalse, MinimumReplicasUnavailable, minimumUnavailableMessage, now))
+	}
+	return status
+}
+
+// terminatingReplicas returns Σ status.terminatingReplicas (ST-3): ReplicaSets
+// never observed by their controller (observedGeneration 0, nil value) are
+// skipped; any other nil value makes the sum unknown (nil).
+func terminatingReplicas(allRSs []*appsv1.ReplicaSet) *int32 {
+	var n int32
+	for _, rs := range allRSs {
+		switch {
+		case rs == nil:
+		case rs.Status.TerminatingReplicas == nil && rs.Status.ObservedGeneration == 0:
+		case rs.Status.TerminatingReplicas == nil:
+			return nil
+		default:
+			n += *rs.Status.TerminatingReplicas
+		}
+	}
+	return &n
+}
+
+// hasProgressDeadline reports whether progressDeadlineSeconds is set and not
+// MaxInt32 (ST-12).
+func hasProgressDeadline(d *appsv1.Deployment) bool {
+	p := d.Spec.ProgressDeadlineSeconds
+	return p != nil && *p != math.MaxInt32
+}
+
+// deploymentComplete reports whether status shows every replica updated and
+// available for the current generation (ST-9).
+func deploymentComplete(d *appsv1.Deployment, status *appsv1.DeploymentStatus) bool {
+	replicas := desiredReplicas(d)
+	return status.UpdatedReplicas == replicas &&
+		status.Replicas == replicas &&
+		status.AvailableReplicas == replicas &&
+		status.ObservedGeneration >= d.Generation
+}
+
+// deploymentProgressing reports whether newStatus shows progress over d's
+// stored status (ST-10): more updated, fewer old, more ready or more
+// available replicas.
+func deploymentProgressing(d *appsv1.Deployment, newStatus *appsv1.DeploymentStatus) bool {
+	old := d.Status
+	return newStatus.UpdatedReplicas > old.UpdatedReplicas ||
+		newStatus.Replicas-newStatus.UpdatedReplicas < old.Replicas-old.UpdatedReplicas ||
+		newStatus.ReadyReplicas > old.ReadyReplicas ||
+		newStatus.AvailableReplicas > old.AvailableReplicas
+}
+
+// deploymentTimedOut reports whether the Progressing condition in newStatus
+// is older than progressDeadlineSeconds at now (ST-11).
+func deploymentTimedOut(d *appsv1.Deployment, newStatus *appsv1.DeploymentStatus, now time.Time) bool {
+	if !hasProgressDeadline(d) {
+		return false
+	}
+	cond := getCondition(newStatus, appsv1.DeploymentProgressing)
+	if cond == nil {
+		return false
+	}
+	switch cond.Reason {
+	case NewReplicaSetAvailable:
+		return false
+	case ProgressDeadlineExceeded:
+		return true
+	}
+	deadline := cond.LastUpdateTime.Add(time.Duration(*d.Spec.ProgressDeadlineSeconds) * time.Second)
+	return deadline.Before(now)
+}

@@ -1,0 +1,212 @@
+package deployment
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+func pct25() (intstr.IntOrString, intstr.IntOrString) {
+	return intstr.FromString("25%"), intstr.FromString("25%")
+}
+
+// TestSyncNewDeployment: a new Deployment gets its first ReplicaSet
+// (RV-9, OM-10..OM-12, OM-21, OM-24, RV-13) and a status write.
+func TestSyncNewDeployment(t *testing.T) {
+	s, u := pct25()
+	d := newDeployment(3, s, u)
+	d.Annotations = map[string]string{"custom": "yes", lastAppliedConfigAnnotation: "{}"}
+	f := newFixture(t, d)
+	conflicts := f.enforceOptimisticConcurrency()
+	if _, err := f.sync(); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	f.expectWrites(map[string]int{"create replicasets": 1, "update deployments/status": 2})
+	if *conflicts != 0 {
+		t.Errorf("IM-2: %d self-inflicted conflicts", *conflicts)
+	}
+	rss := f.replicaSets()
+	if len(rss) != 1 {
+		t.Fatalf("got %d replica sets", len(rss))
+	}
+	rs := rss[0]
+	hash := computeHash(&d.Spec.Template, nil)
+	if rs.Name != "nginx-"+hash {
+		t.Errorf("name = %q, want nginx-%s", rs.Name, hash)
+	}
+	for where, labels := range map[string]map[string]string{
+		"labels": rs.Labels, "selector": rs.Spec.Selector.MatchLabels, "template": rs.Spec.Template.Labels,
+	} {
+		if labels[appsv1.DefaultDeploymentUniqueLabelKey] != hash || labels["app"] != "nginx" {
+			t.Errorf("%s = %v, want app=nginx and hash %s", where, labels, hash)
+		}
+	}
+	if *rs.Spec.Replicas != 3 {
+		t.Errorf("replicas = %d, want 3", *rs.Spec.Replicas)
+	}
+	wantAnn := map[string]string{RevisionAnnotation: "1", DesiredReplicasAnnotation: "3", MaxReplicasAnnotation: "4", "custom": "yes"}
+	if !reflect.DeepEqual(rs.Annotations, wantAnn) {
+		t.Errorf("annotations = %v, want %v", rs.Annotations, wantAnn)
+	}
+	ref := metav1.GetControllerOf(&rs)
+	if ref == nil || ref.UID != d.UID || ref.Kind != "Deployment" || ref.APIVersion != "apps/v1" || !*ref.BlockOwnerDeletion {
+		t.Errorf("ControllerRef = %+v", ref)
+	}
+	if got, want := f.events(), []string{"Normal ScalingReplicaSet Scaled up replica set nginx-" + hash + " from 0 to 3"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("events = %q, want %q", got, want)
+	}
+	got := f.deployment()
+	if got.Annotations[RevisionAnnotation] != "1" {
+		t.Errorf("deployment revision = %q", got.Annotations[RevisionAnnotation])
+	}
+	p := getCondition(&got.Status, appsv1.DeploymentProgressing)
+	if p == nil || p.Reason != NewReplicaSetCreated || p.Message != `Created new replica set "nginx-`+hash+`"` || p.Status != v1.ConditionTrue {
+		t.Errorf("Progressing = %+v", p)
+	}
+	a := getCondition(&got.Status, appsv1.DeploymentAvailable)
+	if a == nil || a.Reason != MinimumReplicasUnavailable || got.Status.ObservedGeneration != 1 {
+		t.Errorf("Available = %+v, observedGeneration %d", a, got.Status.ObservedGeneration)
+	}
+}
+
+// TestSyncRollingUpdateTraceRU16 drives the RU-16 worked trace.
+func TestSyncRollingUpdateTraceRU16(t *testing.T) {
+	s, u := pct25()
+	d := newDeployment(10, s, u)
+	d.Spec.Template = podTemplate("nginx:2")
+	d.Annotations = map[string]string{RevisionAnnotation: "1"}
+	a := withStatus(newRS(d, "nginx-a", "nginx:1", 10, 0, sizeAnnotations(10, 13, 1)), 10, 10)
+	f := newFixture(t, d, a)
+	f.enforceOptimisticConcurrency()
+
+	// Sync 1: create B at 3, scale A 10 -> 8.
+	if _, err := f.sync(); err != nil {
+		t.Fatalf("sync 1: %v", err)
+	}
+	f.expectWrites(map[string]int{"create replicasets": 1, "update replicasets": 1, "update deployments/status": 2})
+	b := "nginx-" + computeHash(&d.Spec.Template, nil)
+	if got := *f.rs(b).Spec.Replicas; got != 3 {
+		t.Errorf("sync 1: B = %d, want 3", got)
+	}
+	if got := *f.rs("nginx-a").Spec.Replicas; got != 8 {
+		t.Errorf("sync 1: A = %d, want 8", got)
+	}
+	if f.rs(b).Annotations[RevisionAnnotation] != "2" {
+		t.Errorf("B revision = %q, want 2", f.rs(b).Annotations[RevisionAnnotation])
+	}
+	wantEvents := []string{
+		"Normal ScalingReplicaSet Scaled up replica set " + b + " from 0 to 3",
+		"Normal ScalingReplicaSet Scaled down replica set nginx-a from 10 to 8",
+	}
+	if got := f.events(); !reflect.DeepEqual(got, wantEvents) {
+		t.Errorf("sync 1 events = %q, want %q", got, wantEvents)
+	}
+
+	// Sync 2: A reports 8 available, B 0 available: B 3 -> 5.
+	f.setRSStatus("nginx-a", 8, 8)
+	f.setRSStatus(b, 3, 0)
+	if _, err := f.sync(); err != nil {
+		t.Fatalf("sync 2: %v", err)
+	}
+	if got := f.writes()["update replicasets"]; got != 1 {
+		t.Errorf("sync 2: %d replica set updates, want 1", got)
+	}
+	if got := *f.rs(b).Spec.Replicas; got != 5 {
+		t.Errorf("sync 2: B = %d, want 5", got)
+	}
+	if got := *f.rs("nginx-a").Spec.Replicas; got != 8 {
+		t.Errorf("sync 2: A = %d, want 8", got)
+	}
+
+	// Sync 3: B still 0 available: nothing but status.
+	f.setRSStatus(b, 5, 0)
+	f.events()
+	if _, err := f.sync(); err != nil {
+		t.Fatalf("sync 3: %v", err)
+	}
+	w := f.writes()
+	if w["update replicasets"] != 0 || w["create replicasets"] != 0 {
+		t.Errorf("sync 3 wrote replica sets: %v", w)
+	}
+	if got := f.deployment().Status; got.Replicas != 13 || got.UpdatedReplicas != 5 || got.AvailableReplicas != 8 || got.UnavailableReplicas != 5 {
+		t.Errorf("sync 3 status = %+v", got)
+	}
+
+	// Once B is available, A is scaled down further.
+	f.setRSStatus(b, 5, 5)
+	if _, err := f.sync(); err != nil {
+		t.Fatalf("sync 4: %v", err)
+	}
+	if got := *f.rs("nginx-a").Spec.Replicas; got != 3 {
+		t.Errorf("sync 4: A = %d, want 3 (13 available - 8 min = 5 scaled down)", got)
+	}
+}
+
+// TestSyncScalingEventOneActiveRS: SD-9/SD-12 with PS-1.
+func TestSyncScalingEventOneActiveRS(t *testing.T) {
+	s, u := pct25()
+	d := newDeployment(5, s, u)
+	d.Annotations = map[string]string{RevisionAnnotation: "1"}
+	progressing := newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, NewReplicaSetAvailable, "done", baseTime)
+	d.Status.Conditions = []appsv1.DeploymentCondition{progressing}
+	rs := withStatus(newRS(d, "nginx-a", "nginx:1.14.2", 3, 0, sizeAnnotations(3, 4, 1)), 3, 3)
+	f := newFixture(t, d, rs)
+	if !isScalingEvent(d, []*appsv1.ReplicaSet{rs}) {
+		t.Fatal("isScalingEvent = false")
+	}
+	if _, err := f.sync(); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	f.expectWrites(map[string]int{"update replicasets": 1, "update deployments/status": 1})
+	got := f.rs("nginx-a")
+	if *got.Spec.Replicas != 5 || got.Annotations[DesiredReplicasAnnotation] != "5" || got.Annotations[MaxReplicasAnnotation] != "7" {
+		t.Errorf("RS = %d replicas, annotations %v", *got.Spec.Replicas, got.Annotations)
+	}
+	if ev := f.events(); len(ev) != 1 || ev[0] != "Normal ScalingReplicaSet Scaled up replica set nginx-a from 3 to 5" {
+		t.Errorf("events = %q", ev)
+	}
+	// The status sync is plain (ST-5): Progressing is carried over unchanged.
+	if p := getCondition(&f.deployment().Status, appsv1.DeploymentProgressing); p == nil || *p != progressing {
+		t.Errorf("Progressing = %+v, want %+v", p, progressing)
+	}
+}
+
+// TestSyncDeletedAndMissing: SD-1 NotFound is success; SD-5 deleting
+// Deployment writes only status and never creates.
+func TestSyncDeletedAndMissing(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.sync(); err != nil {
+		t.Fatalf("missing deployment: %v", err)
+	}
+	f.expectWrites(map[string]int{})
+
+	s, u := pct25()
+	d := newDeployment(3, s, u)
+	now := metav1.NewTime(baseTime)
+	d.DeletionTimestamp = &now
+	f = newFixture(t, d)
+	if _, err := f.sync(); err != nil {
+		t.Fatalf("deleting deployment: %v", err)
+	}
+	f.expectWrites(map[string]int{"update deployments/status": 1})
+}
+
+// TestSyncSelectingAll: SD-2.
+func TestSyncSelectingAll(t *testing.T) {
+	s, u := pct25()
+	d := newDeployment(3, s, u)
+	d.Spec.Selector = &metav1.LabelSelector{}
+	f := newFixture(t, d)
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.expectWrites(map[string]int{"update deployments/status": 1})
+	if ev := f.events(); len(ev) != 1 || !strings.Contains(ev[0], "Warning SelectingAll "+selectingAllMessage) {
+		t.Errorf("events = %q", ev)
+	}
+}

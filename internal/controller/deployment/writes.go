@@ -1,0 +1,120 @@
+package deployment
+
+import (
+	"context"
+	"reflect"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"k8s.io/klog/v2"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
+)
+
+// updateStatus writes sc.d's status (UpdateStatus) and continues from the
+// returned Deployment (IM-2). It returns the API error.
+func (sc *syncContext) updateStatus(ctx context.Context) error {
+	updated, err := sc.c.client.AppsV1().Deployments(sc.d.Namespace).UpdateStatus(ctx, sc.d, metav1.UpdateOptions{})
+	if err != nil {
+		return err
+	}
+	sc.d = updated
+	return nil
+}
+
+// syncStatus is the plain status sync (ST-5): calculateStatus, and
+// UpdateStatus unless nothing changed.
+func (sc *syncContext) syncStatus(ctx context.Context) error {
+	status := calculateStatus(sc.d, sc.allRSs(), sc.newRS, sc.now)
+	if reflect.DeepEqual(sc.d.Status, status) {
+		return nil
+	}
+	sc.d.Status = status
+	return sc.updateStatus(ctx)
+}
+
+// syncRolloutStatus writes the rollout status (ST-8, ST-13..ST-15) unless it
+// is unchanged, in which case it asks for a delayed requeue to notice a
+// progress deadline (ST-16).
+func (sc *syncContext) syncRolloutStatus(ctx context.Context) (runner.Result, error) {
+	status := rolloutStatus(sc.d, sc.allRSs(), sc.newRS, sc.now)
+	if reflect.DeepEqual(sc.d.Status, status) {
+		after := stuckRequeueAfter(sc.d, &status, sc.now)
+		if after > 0 {
+			sc.logger.V(4).Info("Requeueing to check the progress deadline", "after", after)
+		}
+		return runner.Result{RequeueAfter: after}, nil
+	}
+	sc.d.Status = status
+	return runner.Result{}, sc.updateStatus(ctx)
+}
+
+// replaceReplicaSet puts updated (returned by the API server) in place of the
+// ReplicaSet with the same UID in the context (IM-2) and remembers the write
+// for IM-4.
+func (sc *syncContext) replaceReplicaSet(updated *appsv1.ReplicaSet) {
+	sc.c.writes.record(sc.key, updated)
+	swap := func(rss []*appsv1.ReplicaSet) {
+		for i, rs := range rss {
+			if rs != nil && rs.UID == updated.UID {
+				rss[i] = updated
+			}
+		}
+	}
+	swap(sc.rsList)
+	swap(sc.oldRSs)
+	if sc.newRS != nil && sc.newRS.UID == updated.UID {
+		sc.newRS = updated
+	}
+}
+
+// updateReplicaSet writes rs (a modified copy of a ReplicaSet in the context)
+// with Update, optimistic on its resourceVersion, and continues from the
+// result (IM-2). It returns the stored ReplicaSet or the API error.
+func (sc *syncContext) updateReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet) (*appsv1.ReplicaSet, error) {
+	updated, err := sc.c.client.AppsV1().ReplicaSets(rs.Namespace).Update(ctx, rs, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	sc.replaceReplicaSet(updated)
+	return updated, nil
+}
+
+// scaleReplicaSet sets rs to size replicas unless it already has that size
+// (RU-15 with force=false); see syncReplicaSetScale. It reports whether it wrote.
+func (sc *syncContext) scaleReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet, size int32) (bool, error) {
+	if specReplicas(rs) == size {
+		return false, nil
+	}
+	return sc.syncReplicaSetScale(ctx, rs, size)
+}
+
+// syncReplicaSetScale sets rs to size replicas and refreshes its desired/max
+// annotations, writing (Update) only if one of them differs (RU-15 with
+// force=true). A size change emits a Normal ScalingReplicaSet event
+// "Scaled up|down replica set <rs> from <old> to <new>". It reports whether
+// it wrote and returns the API error.
+func (sc *syncContext) syncReplicaSetScale(ctx context.Context, rs *appsv1.ReplicaSet, size int32) (bool, error) {
+	oldSize := specReplicas(rs)
+	desired, maxReplicas := desiredReplicas(sc.d), desiredReplicas(sc.d)+maxSurge(sc.d)
+	if oldSize == size && !replicasAnnotationsNeedUpdate(rs, desired, maxReplicas) {
+		return false, nil
+	}
+	rsCopy := rs.DeepCopy()
+	rsCopy.Spec.Replicas = &size
+	setReplicasAnnotations(rsCopy, desired, maxReplicas)
+	if _, err := sc.updateReplicaSet(ctx, rsCopy); err != nil {
+		return false, err
+	}
+	if oldSize != size {
+		direction := "up"
+		if size < oldSize {
+			direction = "down"
+		}
+		sc.c.recorder.Eventf(sc.d, v1.EventTypeNormal, ScalingReplicaSet, "Scaled %s replica set %s from %d to %d", direction, rs.Name, oldSize, size)
+		sc.logger.V(2).Info("Scaled replica set", "replicaSet", klog.KObj(rs), "from", oldSize, "to", size)
+	}
+	return true, nil
+}
