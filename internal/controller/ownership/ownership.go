@@ -109,7 +109,10 @@ func (c *Claimer[T]) claimOne(ctx context.Context, obj T) (bool, error) {
 		return false, nil
 	}
 	if err := c.adopt(ctx, obj); err != nil {
-		if apierrors.IsNotFound(err) {
+		// AD-1: only a NotFound from the adopt patch itself is ignored. A
+		// failed CanAdopt check wraps its cause (possibly NotFound for an
+		// owner that is gone) and must fail the adoption (AD-3).
+		if c.canAdoptErr == nil && apierrors.IsNotFound(err) {
 			return false, nil
 		}
 		return false, err

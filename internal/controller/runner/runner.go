@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -194,12 +195,12 @@ func ObjectFrom[T any](logger klog.Logger, obj any) (T, bool) {
 	var zero T
 	tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
 	if !ok {
-		logger.Info("Ignoring event for an object of unexpected type", "type", fmt.Sprintf("%T", obj))
+		logger.Info("Ignoring event for an object of unexpected type", "type", reflect.TypeOf(obj))
 		return zero, false
 	}
 	t, ok := tombstone.Obj.(T)
 	if !ok {
-		logger.Info("Ignoring tombstone holding an object of unexpected type", "type", fmt.Sprintf("%T", tombstone.Obj))
+		logger.Info("Ignoring tombstone holding an object of unexpected type", "type", reflect.TypeOf(tombstone.Obj))
 		return zero, false
 	}
 	return t, true

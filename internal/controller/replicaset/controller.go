@@ -1,0 +1,160 @@
+package replicaset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/expectations"
+	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
+	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
+)
+
+// Name is the controller's queue name and the label value in its metrics.
+const Name = "replicaset"
+
+// Resource names used with the IM-4 consistency guard.
+const (
+	resourcePods        = "pods"
+	resourceReplicaSets = "replicasets"
+)
+
+// Config is what New needs. Client, ReplicaSets, Pods and Recorder are required.
+type Config struct {
+	// Client writes pods and ReplicaSet status and does the uncached GET of AD-3.
+	Client kubernetes.Interface
+	// ReplicaSets is the shared ReplicaSet informer.
+	ReplicaSets appsinformers.ReplicaSetInformer
+	// Pods is the shared pod informer; New adds ownership.ControllerIndex to it.
+	Pods coreinformers.PodInformer
+	// Recorder records events on ReplicaSets; the manager builds it for the
+	// component "replicaset-controller" (CM-8).
+	Recorder record.EventRecorder
+	// BurstReplicas caps pod creations/deletions per sync (RS-12); 0 means
+	// DefaultBurstReplicas (500, CM-4). Negative is invalid.
+	BurstReplicas int
+	// Clock is the controller's notion of now; nil means the real clock.
+	Clock clock.Clock
+}
+
+// Validate returns an error naming every missing or invalid field.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Client == nil {
+		errs = append(errs, errors.New("Client is required"))
+	}
+	if c.ReplicaSets == nil {
+		errs = append(errs, errors.New("ReplicaSets informer is required"))
+	}
+	if c.Pods == nil {
+		errs = append(errs, errors.New("Pods informer is required"))
+	}
+	if c.Recorder == nil {
+		errs = append(errs, errors.New("Recorder is required"))
+	}
+	if c.BurstReplicas < 0 {
+		errs = append(errs, fmt.Errorf("BurstReplicas must not be negative, got %d", c.BurstReplicas))
+	}
+	return errors.Join(errs...)
+}
+
+// Controller is the ReplicaSet controller: it keeps each ReplicaSet's active
+// pods at spec.replicas and writes its status (spec section 12).
+type Controller struct {
+	client        kubernetes.Interface
+	rsLister      appslisters.ReplicaSetLister
+	podLister     corelisters.PodLister
+	podIndexer    cache.Indexer
+	recorder      record.EventRecorder
+	burstReplicas int
+	clock         clock.Clock
+
+	expectations *expectations.Tracker
+	consistency  *expectations.ConsistencyTracker
+	runner       *runner.Runner
+
+	rsSynced, podSynced cache.InformerSynced
+}
+
+// New validates cfg, adds ownership.ControllerIndex to the pod informer and
+// registers the event handlers (EH-9..EH-12), which log with ctx's logger.
+// It returns the Config error or the informer's error when the index or a
+// handler cannot be added (e.g. the informer already started).
+func New(ctx context.Context, cfg Config) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid replicaset controller config: %w", err)
+	}
+	if cfg.BurstReplicas == 0 {
+		cfg.BurstReplicas = DefaultBurstReplicas
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	podInformer, rsInformer := cfg.Pods.Informer(), cfg.ReplicaSets.Informer()
+	if err := ownership.AddControllerIndex(podInformer); err != nil {
+		return nil, fmt.Errorf("adding the controller index to the pod informer: %w", err)
+	}
+	c := &Controller{
+		client:        cfg.Client,
+		rsLister:      cfg.ReplicaSets.Lister(),
+		podLister:     cfg.Pods.Lister(),
+		podIndexer:    podInformer.GetIndexer(),
+		recorder:      cfg.Recorder,
+		burstReplicas: cfg.BurstReplicas,
+		clock:         cfg.Clock,
+		expectations:  expectations.NewTracker(Name, cfg.Clock),
+		consistency: expectations.NewConsistencyTracker(Name, cfg.Clock, map[string]expectations.ObservedFunc{
+			resourcePods:        expectations.InformerObserved(podInformer),
+			resourceReplicaSets: expectations.InformerObserved(rsInformer),
+		}),
+	}
+	c.runner = runner.New(Name, c.sync)
+	logger := klog.FromContext(ctx)
+	rsReg, err := rsInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.addReplicaSet(logger, obj) },
+		UpdateFunc: func(old, cur any) { c.updateReplicaSet(logger, old, cur) },
+		DeleteFunc: func(obj any) { c.deleteReplicaSet(logger, obj) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("adding ReplicaSet event handler: %w", err)
+	}
+	podReg, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.addPod(logger, obj) },
+		UpdateFunc: func(old, cur any) { c.updatePod(logger, old, cur) },
+		DeleteFunc: func(obj any) { c.deletePod(logger, obj) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("adding pod event handler: %w", err)
+	}
+	c.rsSynced, c.podSynced = rsReg.HasSynced, podReg.HasSynced
+	return c, nil
+}
+
+// Run waits for the ReplicaSet and pod caches to sync, then runs workers
+// workers (CM-1: 5 in the controller manager) until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	logger := klog.FromContext(ctx).WithValues("controller", Name)
+	ctx = klog.NewContext(ctx, logger)
+	logger.Info("Starting ReplicaSet controller")
+	defer logger.Info("Shutting down ReplicaSet controller")
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.rsSynced, c.podSynced) {
+		return
+	}
+	c.runner.Run(ctx, workers)
+}
+
+// HasSynced reports whether both informers have synced and delivered their
+// initial events to this controller's handlers.
+func (c *Controller) HasSynced() bool {
+	return c.rsSynced() && c.podSynced()
+}

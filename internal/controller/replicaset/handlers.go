@@ -1,0 +1,192 @@
+package replicaset
+
+import (
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
+	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
+)
+
+// Event handlers only enqueue keys and observe expectations (house style 1).
+
+func (c *Controller) enqueue(rs *appsv1.ReplicaSet) {
+	c.runner.Enqueue(cache.ObjectName{Namespace: rs.Namespace, Name: rs.Name})
+}
+
+// addReplicaSet enqueues a new ReplicaSet (EH-9).
+func (c *Controller) addReplicaSet(logger klog.Logger, obj any) {
+	rs, ok := runner.ObjectFrom[*appsv1.ReplicaSet](logger, obj)
+	if !ok {
+		return
+	}
+	logger.V(4).Info("Adding ReplicaSet", "replicaSet", klog.KObj(rs))
+	c.enqueue(rs)
+}
+
+// updateReplicaSet enqueues every update, resyncs included; a UID change
+// means the old object was deleted and recreated under the same name (EH-9).
+func (c *Controller) updateReplicaSet(logger klog.Logger, oldObj, curObj any) {
+	oldRS, ok1 := runner.ObjectFrom[*appsv1.ReplicaSet](logger, oldObj)
+	curRS, ok2 := runner.ObjectFrom[*appsv1.ReplicaSet](logger, curObj)
+	if !ok1 || !ok2 {
+		return
+	}
+	if oldRS.UID != curRS.UID {
+		c.deleteReplicaSet(logger, cache.DeletedFinalStateUnknown{Key: keyOf(oldRS), Obj: oldRS})
+	}
+	c.enqueue(curRS)
+}
+
+// deleteReplicaSet clears the consistency record and expectations of a
+// deleted ReplicaSet and enqueues it (EH-9, RS-11).
+func (c *Controller) deleteReplicaSet(logger klog.Logger, obj any) {
+	rs, ok := runner.ObjectFrom[*appsv1.ReplicaSet](logger, obj)
+	if !ok {
+		return
+	}
+	key := keyOf(rs)
+	logger.V(4).Info("Deleting ReplicaSet", "replicaSet", klog.KObj(rs))
+	c.consistency.Forget(key)
+	c.expectations.DeleteExpectations(logger, key)
+	c.enqueue(rs)
+}
+
+// resolveOwner returns the ReplicaSet named by ref in namespace, if ref is a
+// ReplicaSet ControllerRef whose UID matches the cached object (EH-5).
+func (c *Controller) resolveOwner(namespace string, ref *metav1.OwnerReference) (*appsv1.ReplicaSet, bool) {
+	return ownership.Resolve(ref, controllerKind.Kind, func(name string) (*appsv1.ReplicaSet, error) {
+		return c.rsLister.ReplicaSets(namespace).Get(name)
+	})
+}
+
+// addPod observes a creation for the owning ReplicaSet and enqueues it, or
+// enqueues every ReplicaSet that could adopt an orphan (EH-10).
+func (c *Controller) addPod(logger klog.Logger, obj any) {
+	pod, ok := runner.ObjectFrom[*v1.Pod](logger, obj)
+	if !ok {
+		return
+	}
+	if pod.DeletionTimestamp != nil {
+		// A pod created already terminating (e.g. after a restart) is a deletion.
+		c.deletePod(logger, pod)
+		return
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		rs, ok := c.resolveOwner(pod.Namespace, ref)
+		if !ok {
+			return
+		}
+		logger.V(4).Info("Pod created", "pod", klog.KObj(pod), "replicaSet", klog.KObj(rs))
+		c.expectations.CreationObserved(logger, keyOf(rs))
+		c.enqueue(rs)
+		return
+	}
+	for _, rs := range c.replicaSetsSelecting(logger, pod) {
+		c.enqueue(rs)
+	}
+}
+
+// updatePod handles pod updates (EH-11).
+func (c *Controller) updatePod(logger klog.Logger, oldObj, curObj any) {
+	oldPod, ok1 := runner.ObjectFrom[*v1.Pod](logger, oldObj)
+	curPod, ok2 := runner.ObjectFrom[*v1.Pod](logger, curObj)
+	if !ok1 || !ok2 || oldPod.ResourceVersion == curPod.ResourceVersion {
+		return
+	}
+	labelsChanged := !equality.Semantic.DeepEqual(oldPod.Labels, curPod.Labels)
+	if curPod.DeletionTimestamp != nil {
+		// Graceful deletion has started: observe it now rather than when the
+		// kubelet finishes (RS-10).
+		c.deletePod(logger, curPod)
+		if labelsChanged {
+			c.deletePod(logger, oldPod)
+		}
+		return
+	}
+	curRef, oldRef := metav1.GetControllerOf(curPod), metav1.GetControllerOf(oldPod)
+	refChanged := !equality.Semantic.DeepEqual(curRef, oldRef)
+	if refChanged && oldRef != nil {
+		if rs, ok := c.resolveOwner(oldPod.Namespace, oldRef); ok {
+			c.enqueue(rs)
+		}
+	}
+	if curRef != nil {
+		rs, ok := c.resolveOwner(curPod.Namespace, curRef)
+		if !ok {
+			return
+		}
+		c.enqueue(rs)
+		// EH-11: wake up when the pod becomes available (IM-5: AddAfter).
+		if !isPodReady(oldPod) && isPodReady(curPod) && rs.Spec.MinReadySeconds > 0 {
+			d := time.Duration(rs.Spec.MinReadySeconds) * time.Second
+			logger.V(2).Info("Pod became ready; checking availability later", "pod", klog.KObj(curPod), "replicaSet", klog.KObj(rs), "after", d)
+			c.runner.EnqueueAfter(cache.ObjectName{Namespace: rs.Namespace, Name: rs.Name}, d)
+		}
+		return
+	}
+	if labelsChanged || refChanged {
+		for _, rs := range c.replicaSetsSelecting(logger, curPod) {
+			c.enqueue(rs)
+		}
+	}
+}
+
+// deletePod observes an expected deletion for the owning ReplicaSet and
+// enqueues it; orphans are ignored (EH-12).
+func (c *Controller) deletePod(logger klog.Logger, obj any) {
+	pod, ok := runner.ObjectFrom[*v1.Pod](logger, obj)
+	if !ok {
+		return
+	}
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		return
+	}
+	rs, ok := c.resolveOwner(pod.Namespace, ref)
+	if !ok {
+		return
+	}
+	logger.V(4).Info("Pod deleted", "pod", klog.KObj(pod), "replicaSet", klog.KObj(rs))
+	c.expectations.DeletionObserved(logger, keyOf(rs), podKey(pod))
+	c.enqueue(rs)
+}
+
+// replicaSetsSelecting returns the ReplicaSets in pod's namespace whose
+// non-empty, valid selector matches pod's labels (EH-10, EH-11).
+func (c *Controller) replicaSetsSelecting(logger klog.Logger, pod *v1.Pod) []*appsv1.ReplicaSet {
+	all, err := c.rsLister.ReplicaSets(pod.Namespace).List(labels.Everything())
+	if err != nil {
+		logger.Error(err, "Listing ReplicaSets for an orphan pod", "pod", klog.KObj(pod))
+		return nil
+	}
+	var out []*appsv1.ReplicaSet
+	for _, rs := range all {
+		sel, ok := selectorOf(rs)
+		if ok && sel.Matches(labels.Set(pod.Labels)) {
+			out = append(out, rs)
+		}
+	}
+	return out
+}
+
+// selectorOf returns rs's selector, or false when it is missing, empty or
+// invalid: an empty selector would select every pod in the namespace and the
+// API server never accepts one for apps/v1, so it is treated as invalid.
+func selectorOf(rs *appsv1.ReplicaSet) (labels.Selector, bool) {
+	if rs.Spec.Selector == nil {
+		return nil, false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
+	if err != nil || sel.Empty() {
+		return nil, false
+	}
+	return sel, true
+}

@@ -1,0 +1,94 @@
+package replicaset
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+)
+
+// TestHandlers covers EH-9..EH-12: what each event enqueues and observes.
+func TestHandlers(t *testing.T) {
+	rs := testRS(3)
+	rs.Spec.MinReadySeconds = 5
+	db := testRS(1)
+	db.Name, db.UID = "db", "db-uid"
+	db.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}
+	emptySel := testRS(1)
+	emptySel.Name, emptySel.UID = "empty", "empty-uid"
+	emptySel.Spec.Selector = &metav1.LabelSelector{}
+
+	t.Run("EH-10 owned pod add observes a creation", func(t *testing.T) {
+		f := newFixture(t, rs)
+		f.c.expectations.ExpectCreations(klogFor(f), "ns/rs", 1)
+		f.c.addPod(klogFor(f), newPod("p", ownedBy(rs), webLabels))
+		if add, _, _ := f.c.expectations.Pending("ns/rs"); add != 0 || f.c.runner.Len() != 1 {
+			t.Errorf("add = %d, queue = %d; want 0, 1", add, f.c.runner.Len())
+		}
+	})
+	t.Run("EH-10 pod owned by an unknown kind is ignored", func(t *testing.T) {
+		f := newFixture(t, rs)
+		f.c.addPod(klogFor(f), newPod("p", webLabels, func(p *v1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{Kind: "StatefulSet", Name: "rs", UID: "rs-uid", Controller: ptr.To(true)}}
+		}))
+		if f.c.runner.Len() != 0 {
+			t.Error("a pod controlled by another kind must not enqueue")
+		}
+	})
+	t.Run("EH-10 orphan add enqueues matching non-empty selectors only", func(t *testing.T) {
+		f := newFixture(t, rs, db, emptySel)
+		f.c.addPod(klogFor(f), newPod("p", webLabels))
+		if f.c.runner.Len() != 1 {
+			t.Errorf("queue = %d, want 1 (only rs)", f.c.runner.Len())
+		}
+	})
+	t.Run("EH-11 not-Ready to Ready enqueues now and after minReadySeconds", func(t *testing.T) {
+		f := newFixture(t, rs)
+		old := newPod("p", ownedBy(rs), webLabels, rv("1"))
+		cur := newPod("p", ownedBy(rs), webLabels, rv("2"), readySince(testNow))
+		f.c.updatePod(klogFor(f), old, cur)
+		if f.c.runner.Len() != 1 {
+			t.Errorf("queue = %d, want 1", f.c.runner.Len())
+		}
+	})
+	t.Run("EH-11 resync with the same resourceVersion is ignored", func(t *testing.T) {
+		f := newFixture(t, rs)
+		p := newPod("p", ownedBy(rs), webLabels, rv("1"))
+		f.c.updatePod(klogFor(f), p, p)
+		if f.c.runner.Len() != 0 {
+			t.Error("an unchanged pod must not enqueue")
+		}
+	})
+	t.Run("EH-11 deletionTimestamp observes the expected deletion", func(t *testing.T) {
+		f := newFixture(t, rs)
+		f.c.expectations.ExpectDeletions(klogFor(f), "ns/rs", []string{"ns/p"})
+		old := newPod("p", ownedBy(rs), webLabels, rv("1"))
+		cur := old.DeepCopy()
+		cur.ResourceVersion, cur.DeletionTimestamp = "2", &metav1.Time{Time: testNow}
+		f.c.updatePod(klogFor(f), old, cur)
+		if _, del, _ := f.c.expectations.Pending("ns/rs"); del != 0 {
+			t.Errorf("del = %d, want 0", del)
+		}
+	})
+	t.Run("EH-9 RS recreated with a new UID drops old expectations", func(t *testing.T) {
+		f := newFixture(t, rs)
+		f.c.expectations.ExpectCreations(klogFor(f), "ns/rs", 3)
+		recreated := rs.DeepCopy()
+		recreated.UID = "new-uid"
+		f.c.updateReplicaSet(klogFor(f), rs, recreated)
+		if _, _, ok := f.c.expectations.Pending("ns/rs"); ok || f.c.runner.Len() != 1 {
+			t.Errorf("expectations kept = %v, queue = %d; want false, 1", ok, f.c.runner.Len())
+		}
+	})
+	t.Run("EH-9 RS delete tombstone clears expectations", func(t *testing.T) {
+		f := newFixture(t)
+		f.c.expectations.ExpectCreations(klogFor(f), "ns/rs", 3)
+		f.c.deleteReplicaSet(klogFor(f), cache.DeletedFinalStateUnknown{Key: "ns/rs", Obj: rs})
+		f.c.deleteReplicaSet(klogFor(f), "garbage") // never crashes
+		if _, _, ok := f.c.expectations.Pending("ns/rs"); ok {
+			t.Error("expectations kept after delete")
+		}
+	})
+}

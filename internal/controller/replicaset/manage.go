@@ -1,0 +1,179 @@
+package replicaset
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
+)
+
+// Event reasons the controller records on ReplicaSets (section 17).
+const (
+	// SuccessfulCreate: Normal, "Created pod: <name>".
+	SuccessfulCreate = "SuccessfulCreate"
+	// FailedCreate: Warning, "Error creating: <err>" (not for a terminating namespace).
+	FailedCreate = "FailedCreate"
+	// SuccessfulDelete: Normal, "Deleted pod: <name>".
+	SuccessfulDelete = "SuccessfulDelete"
+	// FailedDelete: Warning, "Error deleting: <err>" (not for NotFound).
+	FailedDelete = "FailedDelete"
+)
+
+// DefaultBurstReplicas is the most pods created or deleted in one sync (CM-4, RS-12).
+const DefaultBurstReplicas = 500
+
+// slowStartInitialBatchSize is the size of the first create batch (RS-13, CM-8).
+const slowStartInitialBatchSize = 1
+
+// replicaDiff returns active − desired, clamped in magnitude to burst (RS-12).
+func replicaDiff(active, desired, burst int) int {
+	return max(-burst, min(active-desired, burst))
+}
+
+// manageReplicas creates or deletes pods so that sc.pods approaches
+// spec.replicas (RS-12..RS-14), setting expectations before any write
+// (RS-9, RS-10). It returns the first write error.
+func (c *Controller) manageReplicas(ctx context.Context, sc *syncContext) error {
+	diff := replicaDiff(len(sc.pods), replicas(sc.rs), c.burstReplicas)
+	logger := klog.FromContext(ctx)
+	switch {
+	case diff < 0:
+		n := -diff
+		c.expectations.ExpectCreations(logger, sc.key, n)
+		logger.V(2).Info("Too few replicas", "replicaSet", klog.KObj(sc.rs), "need", replicas(sc.rs), "creating", n)
+		created, err := c.createPods(ctx, sc.rs, n)
+		if skipped := n - created; skipped > 0 {
+			// RS-9: pods never attempted (or failed) will produce no add event.
+			logger.V(2).Info("Slow-start failure; skipping remaining pod creations", "replicaSet", klog.KObj(sc.rs), "skipped", skipped)
+			c.expectations.LowerExpectations(logger, sc.key, skipped, 0)
+		}
+		return err
+	case diff > 0:
+		related, err := c.relatedPods(sc.rs)
+		if err != nil {
+			return fmt.Errorf("listing pods related to ReplicaSet %s: %w", sc.key, err)
+		}
+		victims := podsToDelete(sc.pods, related, diff, sc.now)
+		keys := make([]string, len(victims))
+		for i, p := range victims {
+			keys[i] = podKey(p)
+		}
+		c.expectations.ExpectDeletions(logger, sc.key, keys)
+		logger.V(2).Info("Too many replicas", "replicaSet", klog.KObj(sc.rs), "need", replicas(sc.rs), "deleting", diff)
+		return c.deletePods(ctx, sc.key, sc.rs, victims)
+	}
+	return nil
+}
+
+// slowStartBatchSizes returns the batch sizes used to make count calls:
+// initial, then doubling, the last batch holding what remains (RS-13).
+func slowStartBatchSizes(count, initial int) []int {
+	var sizes []int
+	for size := min(count, initial); count > 0; size = min(2*size, count) {
+		sizes = append(sizes, size)
+		count -= size
+	}
+	return sizes
+}
+
+// slowStartBatch calls fn count times in batches of slowStartBatchSizes, each
+// batch concurrently, and stops after the first batch with a failure (RS-13).
+// It returns the number of successful calls and the first error.
+func slowStartBatch(count, initial int, fn func() error) (int, error) {
+	successes := 0
+	for _, size := range slowStartBatchSizes(count, initial) {
+		errCh := make(chan error, size)
+		var wg sync.WaitGroup
+		for range size {
+			wg.Go(func() {
+				if err := fn(); err != nil {
+					errCh <- err
+				}
+			})
+		}
+		wg.Wait()
+		successes += size - len(errCh)
+		if len(errCh) > 0 {
+			return successes, <-errCh
+		}
+	}
+	return successes, nil
+}
+
+// createPods creates n pods from rs's template with slow start (RS-13),
+// recording an event per pod and each returned resourceVersion for IM-4. A
+// create refused because the namespace is terminating counts as a success.
+// It returns the number of successes and the first error.
+func (c *Controller) createPods(ctx context.Context, rs *appsv1.ReplicaSet, n int) (int, error) {
+	key := keyOf(rs)
+	return slowStartBatch(n, slowStartInitialBatchSize, func() error {
+		pod, err := podFromTemplate(rs)
+		if err != nil {
+			c.recorder.Eventf(rs, v1.EventTypeWarning, FailedCreate, "Error creating: %v", err)
+			return err
+		}
+		created, err := c.client.CoreV1().Pods(rs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			if runner.IsNamespaceTerminating(err) {
+				return nil
+			}
+			c.recorder.Eventf(rs, v1.EventTypeWarning, FailedCreate, "Error creating: %v", err)
+			return err
+		}
+		c.consistency.RecordWrite(key, resourcePods, created.ResourceVersion)
+		klog.FromContext(ctx).V(4).Info("Created pod", "replicaSet", klog.KObj(rs), "pod", klog.KObj(created))
+		c.recorder.Eventf(rs, v1.EventTypeNormal, SuccessfulCreate, "Created pod: %v", created.Name)
+		return nil
+	})
+}
+
+// deletePods deletes victims concurrently (RS-14). A failed delete lowers
+// the deletion expectation at once; NotFound is not an error and records no
+// event (RS-10). It returns the first other error.
+func (c *Controller) deletePods(ctx context.Context, key string, rs *appsv1.ReplicaSet, victims []*v1.Pod) error {
+	logger := klog.FromContext(ctx)
+	errCh := make(chan error, len(victims))
+	var wg sync.WaitGroup
+	for _, pod := range victims {
+		wg.Go(func() {
+			err := c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
+			if err == nil {
+				logger.V(4).Info("Deleted pod", "replicaSet", klog.KObj(rs), "pod", klog.KObj(pod))
+				c.recorder.Eventf(rs, v1.EventTypeNormal, SuccessfulDelete, "Deleted pod: %v", pod.Name)
+				return
+			}
+			c.expectations.DeletionObserved(logger, key, podKey(pod))
+			if apierrors.IsNotFound(err) {
+				logger.V(2).Info("Pod already deleted", "replicaSet", klog.KObj(rs), "pod", klog.KObj(pod))
+				return
+			}
+			c.recorder.Eventf(rs, v1.EventTypeWarning, FailedDelete, "Error deleting: %v", err)
+			errCh <- fmt.Errorf("deleting pod %s: %w", podKey(pod), err)
+		})
+	}
+	wg.Wait()
+	select {
+	case err := <-errCh:
+		return err
+	default:
+		return nil
+	}
+}
+
+// podKey is the expectations key of pod, "ns/name" (RS-10).
+func podKey(pod *v1.Pod) string {
+	return cache.ObjectName{Namespace: pod.Namespace, Name: pod.Name}.String()
+}
+
+// keyOf is the queue and expectations key of rs, "ns/name".
+func keyOf(rs *appsv1.ReplicaSet) string {
+	return cache.ObjectName{Namespace: rs.Namespace, Name: rs.Name}.String()
+}

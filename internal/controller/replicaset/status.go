@@ -1,0 +1,179 @@
+package replicaset
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+)
+
+// Condition reasons of the ReplicaFailure condition (RS-17).
+const (
+	// ReasonFailedCreate is the ReplicaFailure reason when pods were missing.
+	ReasonFailedCreate = "FailedCreate"
+	// ReasonFailedDelete is the ReplicaFailure reason when pods were in excess.
+	ReasonFailedDelete = "FailedDelete"
+)
+
+// statusUpdateAttempts is the number of UpdateStatus calls per sync: one
+// retry after a GET (RS-18, CM-4).
+const statusUpdateAttempts = 2
+
+// replicas returns spec.replicas, treating nil as 1: the API server defaults
+// the field to 1 (VA-2), so nil only comes from objects that bypassed
+// defaulting (e.g. hand-built test objects).
+func replicas(rs *appsv1.ReplicaSet) int {
+	if rs.Spec.Replicas == nil {
+		return 1
+	}
+	return int(*rs.Spec.Replicas)
+}
+
+// calculateStatus returns rs's new status (RS-15..RS-17) from its active
+// claimed pods, its terminating count (RS-5; nil keeps the field unset), the
+// manageReplicas error (nil when it succeeded or was skipped) and now.
+func calculateStatus(rs *appsv1.ReplicaSet, pods []*v1.Pod, terminating *int32, manageErr error, now time.Time) appsv1.ReplicaSetStatus {
+	status := *rs.Status.DeepCopy()
+	templateLabels := labels.Set(rs.Spec.Template.Labels).AsSelectorPreValidated()
+	minReady := time.Duration(rs.Spec.MinReadySeconds) * time.Second
+	var fullyLabeled, ready, available int32
+	for _, p := range pods {
+		if templateLabels.Matches(labels.Set(p.Labels)) {
+			fullyLabeled++
+		}
+		if isPodReady(p) {
+			ready++
+			if isAvailable(p, minReady, now) {
+				available++
+			}
+		}
+	}
+	status.Replicas = int32(len(pods))
+	status.FullyLabeledReplicas = fullyLabeled
+	status.ReadyReplicas = ready
+	status.AvailableReplicas = available
+	status.TerminatingReplicas = terminating
+	status.ObservedGeneration = rs.Generation // RS-16
+
+	cond := replicaFailureIndex(status.Conditions)
+	switch {
+	case manageErr != nil && cond < 0:
+		reason := ""
+		if diff := len(pods) - replicas(rs); diff < 0 {
+			reason = ReasonFailedCreate
+		} else if diff > 0 {
+			reason = ReasonFailedDelete
+		}
+		status.Conditions = append(status.Conditions, appsv1.ReplicaSetCondition{
+			Type:               appsv1.ReplicaSetReplicaFailure,
+			Status:             v1.ConditionTrue,
+			Reason:             reason,
+			Message:            manageErr.Error(),
+			LastTransitionTime: metav1.NewTime(now),
+		})
+	case manageErr == nil && cond >= 0:
+		status.Conditions = append(status.Conditions[:cond:cond], status.Conditions[cond+1:]...)
+	}
+	if len(status.Conditions) == 0 {
+		status.Conditions = nil
+	}
+	return status
+}
+
+// isAvailable reports whether a ready pod has been Ready for minReady (RS-15):
+// always when minReady is 0; never when its transition time is unknown.
+func isAvailable(pod *v1.Pod, minReady time.Duration, now time.Time) bool {
+	if minReady == 0 {
+		return true
+	}
+	t := podReadyTime(pod)
+	return !t.IsZero() && !t.Add(minReady).After(now)
+}
+
+func replicaFailureIndex(conds []appsv1.ReplicaSetCondition) int {
+	for i := range conds {
+		if conds[i].Type == appsv1.ReplicaSetReplicaFailure {
+			return i
+		}
+	}
+	return -1
+}
+
+// statusUnchanged reports whether writing status to rs would change nothing
+// (RS-18): counts, terminating (pointer-equal), conditions, and an
+// observedGeneration that already equals the generation.
+func statusUnchanged(rs *appsv1.ReplicaSet, status appsv1.ReplicaSetStatus) bool {
+	old := rs.Status
+	return old.Replicas == status.Replicas &&
+		old.FullyLabeledReplicas == status.FullyLabeledReplicas &&
+		old.ReadyReplicas == status.ReadyReplicas &&
+		old.AvailableReplicas == status.AvailableReplicas &&
+		equality.Semantic.DeepEqual(old.TerminatingReplicas, status.TerminatingReplicas) &&
+		equality.Semantic.DeepEqual(old.Conditions, status.Conditions) &&
+		rs.Generation == old.ObservedGeneration
+}
+
+// nextAvailableCheck returns when to sync again so a ready pod that is not
+// yet available is counted once minReadySeconds have passed (RS-7): the
+// earliest Ready lastTransitionTime + minReadySeconds − now (0 if already
+// past), or minReadySeconds when no such pod is found. ok is false when no
+// wake-up is needed.
+func nextAvailableCheck(rs *appsv1.ReplicaSet, pods []*v1.Pod, status appsv1.ReplicaSetStatus, now time.Time) (time.Duration, bool) {
+	if rs.Spec.MinReadySeconds <= 0 || status.ReadyReplicas == status.AvailableReplicas {
+		return 0, false
+	}
+	minReady := time.Duration(rs.Spec.MinReadySeconds) * time.Second
+	next, found := minReady, false
+	for _, p := range pods {
+		t := podReadyTime(p)
+		if !isPodReady(p) || t.IsZero() || isAvailable(p, minReady, now) {
+			continue
+		}
+		if d := max(t.Add(minReady).Sub(now), 0); !found || d < next {
+			next, found = d, true
+		}
+	}
+	return next, true
+}
+
+// updateStatus writes status to rs unless nothing changed (RS-18). On
+// failure it GETs the latest ReplicaSet and retries once, then returns the
+// last error. It returns the ReplicaSet the API server returned (or rs when
+// no write was needed) and records the write for the IM-4 guard.
+func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, status appsv1.ReplicaSetStatus) (*appsv1.ReplicaSet, error) {
+	if statusUnchanged(rs, status) {
+		return rs, nil
+	}
+	logger := klog.FromContext(ctx)
+	client := c.client.AppsV1().ReplicaSets(rs.Namespace)
+	key := keyOf(rs)
+	var err error
+	for attempt := 1; ; attempt++ {
+		logger.V(4).Info("Updating ReplicaSet status", "replicaSet", klog.KObj(rs),
+			"replicas", status.Replicas, "readyReplicas", status.ReadyReplicas,
+			"availableReplicas", status.AvailableReplicas, "observedGeneration", status.ObservedGeneration)
+		next := rs.DeepCopy()
+		next.Status = status
+		var updated *appsv1.ReplicaSet
+		updated, err = client.UpdateStatus(ctx, next, metav1.UpdateOptions{})
+		if err == nil {
+			c.consistency.RecordWrite(key, resourceReplicaSets, updated.ResourceVersion)
+			return updated, nil
+		}
+		if attempt >= statusUpdateAttempts {
+			break
+		}
+		fresh, getErr := client.Get(ctx, rs.Name, metav1.GetOptions{})
+		if getErr != nil {
+			return nil, fmt.Errorf("updating status of ReplicaSet %s: %w (and getting the latest failed: %w)", key, err, getErr)
+		}
+		rs = fresh
+	}
+	return nil, fmt.Errorf("updating status of ReplicaSet %s: %w", key, err)
+}

@@ -1,0 +1,196 @@
+package replicaset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
+	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
+)
+
+// ErrCacheBehind is returned by a sync (and so retried with backoff) while
+// the informer caches have not observed this controller's own last writes
+// for the ReplicaSet (RS-1, IM-4).
+var ErrCacheBehind = errors.New("informer caches have not observed our last writes yet")
+
+// syncContext is what one sync computes once (house style 4).
+type syncContext struct {
+	// key is "ns/name" of the ReplicaSet.
+	key string
+	// rs is a deep copy of the cached ReplicaSet.
+	rs       *appsv1.ReplicaSet
+	selector labels.Selector
+	// now is the single "now" of the sync (RS-7, RS-15).
+	now time.Time
+	// pods are the active pods rs controls after claiming (RS-4).
+	pods []*v1.Pod
+	// terminating is RS-5's count (gate DeploymentReplicaSetTerminatingReplicas on).
+	terminating *int32
+}
+
+// sync reconciles one ReplicaSet (RS-1..RS-7).
+func (c *Controller) sync(ctx context.Context, name cache.ObjectName) (runner.Result, error) {
+	logger := klog.FromContext(ctx)
+	key := name.String()
+	start := c.clock.Now()
+	defer func() {
+		logger.V(4).Info("Finished syncing ReplicaSet", "replicaSet", klog.KRef(name.Namespace, name.Name), "duration", c.clock.Since(start))
+	}()
+	if !c.consistency.CaughtUp(logger, key) {
+		return runner.Result{}, fmt.Errorf("ReplicaSet %s: %w", key, ErrCacheBehind)
+	}
+	cached, err := c.rsLister.ReplicaSets(name.Namespace).Get(name.Name)
+	if apierrors.IsNotFound(err) {
+		logger.V(4).Info("ReplicaSet has been deleted", "replicaSet", klog.KRef(name.Namespace, name.Name))
+		c.consistency.Forget(key)
+		c.expectations.DeleteExpectations(logger, key)
+		return runner.Result{}, nil
+	}
+	if err != nil {
+		return runner.Result{}, err
+	}
+	needsSync := c.expectations.SatisfiedExpectations(logger, key)
+	selector, ok := selectorOf(cached)
+	if !ok {
+		// RS-3: not retried; a spec change will enqueue the ReplicaSet again.
+		logger.Info("Ignoring ReplicaSet with a missing, empty or invalid selector", "replicaSet", klog.KObj(cached))
+		return runner.Result{}, nil
+	}
+	sc := &syncContext{key: key, rs: cached.DeepCopy(), selector: selector, now: c.clock.Now()}
+	if err := c.claimPods(ctx, sc); err != nil {
+		return runner.Result{}, err
+	}
+	var manageErr error
+	if needsSync && sc.rs.DeletionTimestamp == nil {
+		manageErr = c.manageReplicas(ctx, sc)
+	}
+	status := calculateStatus(sc.rs, sc.pods, sc.terminating, manageErr, sc.now)
+	if _, err := c.updateStatus(ctx, sc.rs, status); err != nil {
+		return runner.Result{}, err
+	}
+	if manageErr != nil {
+		return runner.Result{}, manageErr
+	}
+	if d, ok := nextAvailableCheck(sc.rs, sc.pods, status, sc.now); ok {
+		return runner.Result{RequeueAfter: d}, nil
+	}
+	return runner.Result{}, nil
+}
+
+// claimPods fills sc.pods and sc.terminating (RS-4, RS-5, AD-8): candidates
+// are the pods indexed as controlled by sc.rs plus the namespace's orphans;
+// only active ones are claimed (adopted or released as AD-1 says).
+func (c *Controller) claimPods(ctx context.Context, sc *syncContext) error {
+	owned, err := ownership.ByController[*v1.Pod](c.podIndexer, sc.rs.UID)
+	if err != nil {
+		return err
+	}
+	orphans, err := ownership.Orphans[*v1.Pod](c.podIndexer, sc.rs.Namespace)
+	if err != nil {
+		return err
+	}
+	var active []*v1.Pod
+	var terminating int32
+	for _, p := range append(owned, orphans...) {
+		switch {
+		case p.Namespace != sc.rs.Namespace:
+		case isPodActive(p):
+			active = append(active, p)
+		case p.DeletionTimestamp != nil && !isTerminal(p) && isControlledBy(p, sc.rs.UID) && sc.selector.Matches(labels.Set(p.Labels)):
+			terminating++
+		}
+	}
+	sc.terminating = &terminating
+	claimer := &ownership.Claimer[*v1.Pod]{
+		Owner:      sc.rs,
+		OwnerKind:  controllerKind,
+		ObjectKind: "Pod",
+		Selector:   sc.selector,
+		CanAdopt:   ownership.RecheckDeletionTimestamp(sc.rs, controllerKind.Kind, c.getFreshReplicaSet(sc.rs)),
+		Patch: func(ctx context.Context, pod *v1.Pod, patch []byte) error {
+			return c.patchPod(ctx, sc.key, pod, patch)
+		},
+	}
+	sc.pods, err = claimer.Claim(ctx, active)
+	return err
+}
+
+// getFreshReplicaSet returns an uncached, quorum read of rs for AD-3.
+func (c *Controller) getFreshReplicaSet(rs *appsv1.ReplicaSet) func(ctx context.Context) (metav1.Object, error) {
+	return func(ctx context.Context) (metav1.Object, error) {
+		fresh, err := c.client.AppsV1().ReplicaSets(rs.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return fresh, nil
+	}
+}
+
+// patchPod sends an adopt or release patch (AD-4, AD-5) and records the
+// returned resourceVersion for the IM-4 guard.
+func (c *Controller) patchPod(ctx context.Context, key string, pod *v1.Pod, patch []byte) error {
+	updated, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return err
+	}
+	c.consistency.RecordWrite(key, resourcePods, updated.ResourceVersion)
+	return nil
+}
+
+// relatedPods returns the pods selected by any ReplicaSet that shares rs's
+// controller (rs included), deduplicated by UID, for RS-14's rank. An rs
+// without a controller has no related pods, so every rank is 0.
+func (c *Controller) relatedPods(rs *appsv1.ReplicaSet) ([]*v1.Pod, error) {
+	ref := metav1.GetControllerOf(rs)
+	if ref == nil {
+		return nil, nil
+	}
+	all, err := c.rsLister.ReplicaSets(rs.Namespace).List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	seen := map[types.UID]bool{}
+	var out []*v1.Pod
+	for _, other := range all {
+		if otherRef := metav1.GetControllerOf(other); otherRef == nil || otherRef.UID != ref.UID {
+			continue
+		}
+		sel, ok := selectorOf(other)
+		if !ok {
+			continue
+		}
+		pods, err := c.podLister.Pods(rs.Namespace).List(sel)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range pods {
+			if !seen[p.UID] {
+				seen[p.UID] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out, nil
+}
+
+// isTerminal reports whether pod has finished (Succeeded or Failed).
+func isTerminal(pod *v1.Pod) bool {
+	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+}
+
+// isControlledBy reports whether pod's ControllerRef has uid.
+func isControlledBy(pod *v1.Pod, uid types.UID) bool {
+	ref := metav1.GetControllerOf(pod)
+	return ref != nil && ref.UID == uid
+}

@@ -1,0 +1,151 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2/ktesting"
+)
+
+func nsTerminatingErr() error {
+	err := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "p", errors.New("namespace is terminating"))
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: v1.NamespaceTerminatingCause}}
+	return err
+}
+
+type countingObserver struct{ errs []error }
+
+func (o *countingObserver) SyncDone(_ string, _ time.Duration, err error) {
+	o.errs = append(o.errs, err)
+}
+
+// TestProcessNextItem covers the retry policy (IM-5, RS-19, CM-3's
+// NamespaceTerminating rule) and panic recovery.
+func TestProcessNextItem(t *testing.T) {
+	cases := []struct {
+		name          string
+		result        Result
+		err           error
+		panics        bool
+		wantRequeues  int  // NumRequeues after the sync
+		wantRequeued  bool // the key comes back (eventually)
+		wantObsFailed bool
+	}{
+		{name: "success forgets"},
+		{name: "error backs off", err: errors.New("boom"), wantRequeues: 1, wantRequeued: true, wantObsFailed: true},
+		{name: "namespace terminating is forgotten", err: fmt.Errorf("wrapped: %w", nsTerminatingErr()), wantObsFailed: true},
+		{name: "panic is an error", panics: true, wantRequeues: 1, wantRequeued: true, wantObsFailed: true},
+		{name: "requeue after is not a retry", result: Result{RequeueAfter: time.Millisecond}, wantRequeued: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			key := cache.ObjectName{Namespace: "ns", Name: "a"}
+			obs := &countingObserver{}
+			r := New("test", func(context.Context, cache.ObjectName) (Result, error) {
+				if tc.panics {
+					panic("strange object")
+				}
+				return tc.result, tc.err
+			}, WithObserver(obs), WithRateLimiter(workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond)))
+			defer r.queue.ShutDown()
+			r.Enqueue(key)
+			if !r.ProcessNextItem(ctx) {
+				t.Fatal("queue shut down unexpectedly")
+			}
+			if got := r.NumRequeues(key); got != tc.wantRequeues {
+				t.Errorf("NumRequeues = %d, want %d", got, tc.wantRequeues)
+			}
+			if len(obs.errs) != 1 || (obs.errs[0] != nil) != tc.wantObsFailed {
+				t.Errorf("observer saw %v", obs.errs)
+			}
+			// Poll with a generous deadline when the key must come back; an
+			// absent requeue is checked after 100ms (the limiter waits 1ms).
+			wait := 5 * time.Second
+			if !tc.wantRequeued {
+				wait = 100 * time.Millisecond
+			}
+			requeued := false
+			for deadline := time.Now().Add(wait); !requeued && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				requeued = r.Len() > 0
+			}
+			if requeued != tc.wantRequeued {
+				t.Errorf("requeued = %v, want %v", requeued, tc.wantRequeued)
+			}
+		})
+	}
+}
+
+func TestRunStopsOnCancel(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	synced := make(chan cache.ObjectName, 1)
+	r := New("test", func(_ context.Context, key cache.ObjectName) (Result, error) {
+		synced <- key
+		return Result{}, nil
+	})
+	done := make(chan struct{})
+	go func() { r.Run(ctx, 2); close(done) }()
+	r.Enqueue(cache.ObjectName{Namespace: "ns", Name: "a"})
+	select {
+	case <-synced:
+	case <-time.After(10 * time.Second):
+		t.Fatal("key never synced")
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}
+
+func TestIsNamespaceTerminating(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"plain error", errors.New("x"), false},
+		{"API error without the cause", apierrors.NewConflict(schema.GroupResource{}, "x", errors.New("c")), false},
+		{"API error with the cause", nsTerminatingErr(), true},
+		{"wrapped", fmt.Errorf("create: %w", nsTerminatingErr()), true},
+	}
+	for _, tc := range cases {
+		if got := IsNamespaceTerminating(tc.err); got != tc.want {
+			t.Errorf("%s: IsNamespaceTerminating = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestObjectFrom(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	cases := []struct {
+		name string
+		obj  any
+		ok   bool
+	}{
+		{"object", p, true},
+		{"tombstone", cache.DeletedFinalStateUnknown{Key: "ns/p", Obj: p}, true},
+		{"wrong type", &v1.Node{}, false},
+		{"tombstone of the wrong type", cache.DeletedFinalStateUnknown{Key: "n", Obj: &v1.Node{}}, false},
+		{"nil", nil, false},
+	}
+	for _, tc := range cases {
+		got, ok := ObjectFrom[*v1.Pod](logger, tc.obj)
+		if ok != tc.ok || (ok && got != p) {
+			t.Errorf("%s: ObjectFrom = %v, %v; want ok=%v", tc.name, got, ok, tc.ok)
+		}
+	}
+}
