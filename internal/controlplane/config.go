@@ -1,0 +1,65 @@
+package controlplane
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+const (
+	// DefaultNodes is the number of KWOK fake nodes used when Config.Nodes is zero.
+	DefaultNodes = 3
+	// DefaultPodStartupDelay is used when Config.PodStartupDelay is zero.
+	DefaultPodStartupDelay = time.Second
+	// DefaultPodTerminationDelay is used when Config.PodTerminationDelay is zero.
+	DefaultPodTerminationDelay = time.Second
+	// NodePodCapacity is the number of pods each fake node accepts (its allocatable and capacity "pods").
+	NodePodCapacity = 1000
+)
+
+// Config configures an embedded control plane. Call Default to fill zero values and Validate before New.
+type Config struct {
+	// DataDir is required; it holds etcd/, pki/, logs/, kubeconfig and the lock file.
+	DataDir string
+	// APIPort is the kube-apiserver secure port on 127.0.0.1; 0 picks any free port.
+	APIPort int
+	// Nodes is the number of KWOK fake nodes (kwok-node-0 … kwok-node-N-1), each with room for NodePodCapacity pods.
+	Nodes int
+	// PodStartupDelay is how long a scheduled pod waits before it becomes Running and Ready.
+	PodStartupDelay time.Duration
+	// PodTerminationDelay is how long a pod with a deletionTimestamp waits before it is really removed.
+	PodTerminationDelay time.Duration
+}
+
+// Default fills zero values: Nodes DefaultNodes (3), both pod delays 1s. APIPort 0 stays 0 (any free port).
+func (c *Config) Default() {
+	if c.Nodes == 0 {
+		c.Nodes = DefaultNodes
+	}
+	if c.PodStartupDelay == 0 {
+		c.PodStartupDelay = DefaultPodStartupDelay
+	}
+	if c.PodTerminationDelay == 0 {
+		c.PodTerminationDelay = DefaultPodTerminationDelay
+	}
+}
+
+// Validate returns an error naming the first invalid field: an empty data dir, a port outside 0–65535, a
+// negative or zero node count, or a negative delay. It does not touch the file system.
+func (c Config) Validate() error {
+	switch {
+	case c.DataDir == "":
+		return errors.New("data dir must not be empty")
+	case c.APIPort < 0 || c.APIPort > 65535:
+		return fmt.Errorf("api port %d is out of range 0-65535", c.APIPort)
+	case c.Nodes < 1:
+		return fmt.Errorf("nodes must be at least 1, got %d", c.Nodes)
+	case c.Nodes > 1000:
+		return fmt.Errorf("nodes must be at most 1000, got %d", c.Nodes)
+	case c.PodStartupDelay < 0:
+		return fmt.Errorf("pod startup delay must not be negative, got %s", c.PodStartupDelay)
+	case c.PodTerminationDelay < 0:
+		return fmt.Errorf("pod termination delay must not be negative, got %s", c.PodTerminationDelay)
+	}
+	return nil
+}

@@ -1,0 +1,93 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"k8s.io/component-base/configz"
+	kcmapp "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	kcmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
+)
+
+// controllerManagerControllers lists the only kube-controller-manager controllers the embedded cluster runs: the
+// generic ones a cluster needs around Deployments. KCM's deployment and replicaset controllers are kubedeploy's
+// job and must never appear here. It is pure.
+func controllerManagerControllers() []string {
+	return []string{
+		"garbage-collector-controller",
+		"namespace-controller",
+		"serviceaccount-controller",
+		"serviceaccount-token-controller",
+		"root-ca-certificate-publisher-controller",
+		"pod-garbage-collector-controller",
+		"clusterrole-aggregation-controller",
+	}
+}
+
+// controllerManagerParams is everything controllerManagerArgs needs; all paths are absolute.
+type controllerManagerParams struct {
+	kubeconfig string
+	caFile     string
+	saKeyFile  string
+}
+
+// controllerManagerArgs returns kube-controller-manager's flags: only controllerManagerControllers, no leader
+// election, per-controller service-account credentials, our service-account key and CA, no serving port. It is
+// pure.
+func controllerManagerArgs(p controllerManagerParams) []string {
+	return []string{
+		"--kubeconfig=" + p.kubeconfig,
+		"--controllers=" + strings.Join(controllerManagerControllers(), ","),
+		"--leader-elect=false",
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file=" + p.saKeyFile,
+		"--root-ca-file=" + p.caFile,
+		"--secure-port=0",
+		"--profiling=false",
+	}
+}
+
+// forbiddenControllers are KCM controllers kubedeploy replaces; newControllerManager refuses to start them.
+var forbiddenControllers = []string{"deployment-controller", "deployment", "replicaset-controller", "replicaset"}
+
+// newControllerManager parses args into kube-controller-manager's options and builds its configuration. The
+// returned function runs the controllers until ctx is cancelled and then releases the global configz entry so a
+// later control plane in the same process can start again.
+func newControllerManager(ctx context.Context, args []string) (func(context.Context) error, error) {
+	s, err := kcmoptions.NewKubeControllerManagerOptions()
+	if err != nil {
+		return nil, fmt.Errorf("kube-controller-manager options: %w", err)
+	}
+	all, disabled, aliases := kcmapp.KnownControllers(), kcmapp.ControllersDisabledByDefault(), kcmapp.ControllerAliases()
+	namedFlagSets := s.Flags(all, disabled, aliases)
+	fs := pflag.NewFlagSet("kube-controller-manager", pflag.ContinueOnError)
+	for _, f := range namedFlagSets.FlagSets {
+		fs.AddFlagSet(f)
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("kube-controller-manager flags: %w", err)
+	}
+	s.ParsedFlags = &namedFlagSets
+	for _, c := range s.Generic.Controllers {
+		if slices.Contains(forbiddenControllers, c) || c == "*" {
+			return nil, fmt.Errorf("kube-controller-manager must never run controller %q", c)
+		}
+	}
+	c, err := s.Config(ctx, all, disabled, aliases)
+	if err != nil {
+		return nil, fmt.Errorf("kube-controller-manager config: %w", err)
+	}
+	completed := c.Complete()
+	return func(ctx context.Context) error {
+		defer configz.Delete(kcmapp.ConfigzName)
+		err := kcmapp.Run(ctx, completed)
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return nil
+		}
+		return err
+	}, nil
+}

@@ -1,0 +1,367 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+)
+
+// Stop timeouts per component.
+const (
+	apiserverStopTimeout = 60 * time.Second
+	componentStopTimeout = 30 * time.Second
+	etcdStopTimeout      = 30 * time.Second
+)
+
+// ControlPlane is an embedded Kubernetes control plane: etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler and KWOK, all in this process and all on 127.0.0.1. Only one may run per process at a time.
+type ControlPlane struct {
+	cfg    Config
+	layout layout
+
+	mu      sync.Mutex
+	started bool
+	sup     *supervisor
+	pki     *pki
+	port    int
+	admin   *rest.Config
+}
+
+// New returns a ControlPlane for cfg after applying Default and Validate; it starts nothing and touches no file.
+// It returns Validate's error for an invalid cfg.
+func New(cfg Config) (*ControlPlane, error) {
+	cfg.Default()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &ControlPlane{cfg: cfg, layout: layout{dataDir: cfg.DataDir}, sup: newSupervisor(context.Background())}, nil
+}
+
+// Start brings the control plane up in order: data-dir lock, API port, PKI, etcd, kube-apiserver (until /readyz
+// is ok), kubeconfigs, kube-controller-manager, kube-scheduler, KWOK nodes and pod lifecycle. It returns once
+// /readyz is ok and every fake node is Ready. If a step fails it undoes everything it started and returns a
+// one-line error (busy port, unwritable or locked data dir, or the failing component). Components run until ctx
+// is cancelled, Stop is called or one of them fails. Start may be called only once per ControlPlane.
+func (cp *ControlPlane) Start(ctx context.Context) error {
+	cp.mu.Lock()
+	if cp.started {
+		cp.mu.Unlock()
+		return errors.New("control plane already started")
+	}
+	cp.started = true
+	cp.mu.Unlock()
+	select {
+	case <-cp.sup.done:
+		return errors.New("control plane already stopped")
+	default:
+	}
+	cp.sup.setBase(ctx)
+
+	logger := klog.FromContext(ctx)
+	begin := time.Now()
+	if err := cp.start(ctx); err != nil {
+		if stopErr := cp.sup.stop(); stopErr != nil {
+			logger.Error(stopErr, "Undoing a failed start")
+		}
+		if failErr := cp.sup.err(); failErr != nil && errors.Is(err, errControlPlaneFailed) {
+			return failErr
+		}
+		return err
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = cp.Stop()
+		case <-cp.sup.done:
+		}
+	}()
+	logger.Info("Control plane ready", "server", cp.Server(), "kubeconfig", cp.KubeconfigPath(),
+		"nodes", cp.cfg.Nodes, "duration", time.Since(begin).Round(time.Millisecond))
+	return nil
+}
+
+// start runs every step of Start; the caller undoes them on error.
+func (cp *ControlPlane) start(ctx context.Context) error {
+	if err := cp.prepareDataDir(); err != nil {
+		return err
+	}
+	ln, err := cp.listenAPI()
+	if err != nil {
+		return err
+	}
+	if cp.pki, err = ensurePKI(cp.layout.pkiDir()); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("pki in %s: %w", cp.layout.pkiDir(), err)
+	}
+	etcdCfg, err := cp.startEtcd(ctx)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	if err := cp.writeKubeconfigs(); err != nil {
+		_ = ln.Close()
+		return err
+	}
+	if err := cp.startAPIServer(ctx, etcdCfg, ln); err != nil {
+		return err
+	}
+	if err := waitForReadyz(ctx, cp.admin, cp.sup.failed); err != nil {
+		return err
+	}
+	if err := cp.startControllerManager(); err != nil {
+		return err
+	}
+	if err := cp.startScheduler(); err != nil {
+		return err
+	}
+	return cp.startKWOK(ctx)
+}
+
+// prepareDataDir checks the data dir is writable, locks it and creates logs/.
+func (cp *ControlPlane) prepareDataDir() error {
+	if err := ensureWritable(cp.cfg.DataDir); err != nil {
+		return err
+	}
+	lock, err := lockDataDir(cp.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	cp.sup.push("data dir lock", lock.release)
+	if err := os.MkdirAll(cp.layout.logsDir(), 0o700); err != nil {
+		return fmt.Errorf("data dir %s is not writable: %w", cp.cfg.DataDir, err)
+	}
+	return nil
+}
+
+// listenAPI takes the API port before anything heavy starts, so a busy port fails fast.
+func (cp *ControlPlane) listenAPI() (net.Listener, error) {
+	ln, port, err := listenAPIPort(cp.cfg.APIPort)
+	if err != nil {
+		return nil, err
+	}
+	cp.mu.Lock()
+	cp.port = port
+	cp.mu.Unlock()
+	return ln, nil
+}
+
+func (cp *ControlPlane) startEtcd(ctx context.Context) (*embed.Config, error) {
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	cfg := etcdConfig(cp.layout.etcdDir(), cp.layout.log("etcd.log"), ports[0], ports[1])
+	e, err := startEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w (log: %s)", err, cp.layout.log("etcd.log"))
+	}
+	klog.FromContext(ctx).V(2).Info("Started etcd", "url", etcdClientURL(cfg), "dataDir", cfg.Dir)
+	cp.sup.push("etcd", func() error { return closeEtcd(e) })
+	go func() {
+		select {
+		case err, ok := <-e.Err():
+			if ok && err != nil {
+				cp.sup.fail(fmt.Errorf("etcd failed: %w", err))
+			}
+		case <-cp.sup.done:
+		}
+	}()
+	return cfg, nil
+}
+
+// closeEtcd closes etcd, which flushes its data, waiting at most etcdStopTimeout.
+func closeEtcd(e *embed.Etcd) error {
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		e.Close()
+	}()
+	select {
+	case <-closed:
+		return nil
+	case <-time.After(etcdStopTimeout):
+		return fmt.Errorf("etcd did not stop within %s", etcdStopTimeout)
+	}
+}
+
+func (cp *ControlPlane) startAPIServer(ctx context.Context, etcdCfg *embed.Config, ln net.Listener) error {
+	args := apiserverArgs(apiserverParams{
+		port:      cp.port,
+		etcdURL:   etcdClientURL(etcdCfg),
+		caFile:    cp.pki.caFile(),
+		certFile:  cp.pki.certFile("apiserver"),
+		keyFile:   cp.pki.keyFile("apiserver"),
+		saKeyFile: cp.pki.saKeyFile(),
+		saPubFile: cp.pki.saPubFile(),
+		certDir:   cp.layout.pki("apiserver-generated"),
+	})
+	err := cp.sup.goRun("kube-apiserver", apiserverStopTimeout, func(ctx context.Context) (func(context.Context) error, error) {
+		s, err := newAPIServer(ctx, args, ln)
+		if err != nil {
+			_ = ln.Close()
+			return nil, err
+		}
+		return s.run, nil
+	})
+	if err != nil {
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("Started kube-apiserver", "server", cp.Server())
+	return nil
+}
+
+// writeKubeconfigs writes the admin kubeconfig (certificates inlined) and one kubeconfig per component under pki/.
+func (cp *ControlPlane) writeKubeconfigs() error {
+	server := cp.Server()
+	for _, name := range []string{"controller-manager", "scheduler", "kwok"} {
+		cfg := kubeconfigFor(server, cp.pki.caPEM, cp.pki.certFile(name), cp.pki.keyFile(name))
+		if err := writeKubeconfig(cp.componentKubeconfig(name), cfg); err != nil {
+			return err
+		}
+	}
+	admin, err := embedCertificates(kubeconfigFor(server, cp.pki.caPEM, cp.pki.certFile("admin"), cp.pki.keyFile("admin")))
+	if err != nil {
+		return err
+	}
+	if err := writeKubeconfig(cp.KubeconfigPath(), admin); err != nil {
+		return err
+	}
+	rc, err := restConfigFor(admin)
+	if err != nil {
+		return err
+	}
+	cp.mu.Lock()
+	cp.admin = rc
+	cp.mu.Unlock()
+	return nil
+}
+
+func (cp *ControlPlane) componentKubeconfig(name string) string {
+	return cp.layout.pki(name + ".kubeconfig")
+}
+
+func (cp *ControlPlane) startControllerManager() error {
+	args := controllerManagerArgs(controllerManagerParams{
+		kubeconfig: cp.componentKubeconfig("controller-manager"),
+		caFile:     cp.pki.caFile(),
+		saKeyFile:  cp.pki.saKeyFile(),
+	})
+	return cp.sup.goRun("kube-controller-manager", componentStopTimeout, func(ctx context.Context) (func(context.Context) error, error) {
+		return newControllerManager(ctx, args)
+	})
+}
+
+func (cp *ControlPlane) startScheduler() error {
+	args := schedulerArgs(cp.componentKubeconfig("scheduler"))
+	return cp.sup.goRun("kube-scheduler", componentStopTimeout, func(ctx context.Context) (func(context.Context) error, error) {
+		return newScheduler(ctx, args)
+	})
+}
+
+func (cp *ControlPlane) startKWOK(ctx context.Context) error {
+	client, err := kubernetes.NewForConfig(cp.AdminConfig())
+	if err != nil {
+		return fmt.Errorf("admin client: %w", err)
+	}
+	if err := ensureNodes(ctx, client, cp.cfg.Nodes); err != nil {
+		return err
+	}
+	st, err := stages(cp.cfg.PodStartupDelay, cp.cfg.PodTerminationDelay)
+	if err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(cp.layout.log("kwok.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open kwok log: %w", err)
+	}
+	cp.sup.push("kwok log", logFile.Close)
+	err = cp.sup.goRun("kwok", componentStopTimeout, func(context.Context) (func(context.Context) error, error) {
+		return newKWOK(cp.componentKubeconfig("kwok"), logFile, st)
+	})
+	if err != nil {
+		return err
+	}
+	return waitForNodesReady(ctx, client, cp.cfg.Nodes, cp.sup.failed)
+}
+
+// Stop stops every component in reverse start order (KWOK, scheduler, controller manager, API server, etcd),
+// releases the data-dir lock and returns the aggregated errors (components that did not stop in time or failed
+// while stopping). It is idempotent: later calls return the same result. Stop before Start returns nil.
+func (cp *ControlPlane) Stop() error {
+	return cp.sup.stop()
+}
+
+// Done is closed when the control plane has stopped: after Stop, after the Start context is cancelled, or after a
+// component failed. Err tells why.
+func (cp *ControlPlane) Done() <-chan struct{} {
+	return cp.sup.done
+}
+
+// Err returns the component failure that stopped the control plane, or nil if it stopped cleanly or still runs.
+func (cp *ControlPlane) Err() error {
+	return cp.sup.err()
+}
+
+// KubeconfigPath returns <data-dir>/kubeconfig, the admin kubeconfig written by Start (mode 0600).
+func (cp *ControlPlane) KubeconfigPath() string {
+	return cp.layout.adminKubeconfig()
+}
+
+// AdminConfig returns a copy of the admin client configuration (client certificate in group system:masters), or
+// nil before Start has written the kubeconfig.
+func (cp *ControlPlane) AdminConfig() *rest.Config {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if cp.admin == nil {
+		return nil
+	}
+	return rest.CopyConfig(cp.admin)
+}
+
+// ClientConfig returns a client configuration for the API server authenticating with a fresh client certificate,
+// signed by the cluster CA, for user (certificate CN) in groups (certificate O). It is meant for kubedeploy's own
+// controllers' dedicated identities. It returns an error before Start has loaded the PKI or if user is empty.
+func (cp *ControlPlane) ClientConfig(user string, groups ...string) (*rest.Config, error) {
+	if user == "" {
+		return nil, errors.New("client certificate user must not be empty")
+	}
+	cp.mu.Lock()
+	p, server := cp.pki, cp.server()
+	cp.mu.Unlock()
+	if p == nil {
+		return nil, errors.New("control plane not started")
+	}
+	certPEM, keyPEM, err := p.clientCertPEM(user, groups)
+	if err != nil {
+		return nil, err
+	}
+	return &rest.Config{
+		Host: server,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData:   append([]byte(nil), p.caPEM...),
+			CertData: certPEM,
+			KeyData:  keyPEM,
+		},
+	}, nil
+}
+
+// Server returns the API server URL, https://127.0.0.1:<port>; the port is known once Start has begun.
+func (cp *ControlPlane) Server() string {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.server()
+}
+
+func (cp *ControlPlane) server() string {
+	return "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(cp.port))
+}

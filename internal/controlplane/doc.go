@@ -1,0 +1,21 @@
+// Package controlplane owns the embedded Kubernetes control plane that `kubedeploy up` runs in one process:
+// embedded etcd, kube-apiserver, kube-controller-manager (generic controllers only), kube-scheduler and KWOK
+// (simulated nodes and pod lifecycle), plus the certificates, keys and kubeconfigs under the data dir.
+//
+// It is the only package of kubedeploy that imports k8s.io/kubernetes.
+//
+// It must never:
+//   - start kube-controller-manager's deployment or replicaset controllers (those are kubedeploy's own);
+//   - be imported for anything other than running the embedded cluster (tests and `kubedeploy up`);
+//   - listen on or contact anything but 127.0.0.1.
+//
+// Only one ControlPlane may run per process at a time: kube-apiserver, kube-controller-manager and
+// kube-scheduler register global metrics, feature gates and configz entries. A ControlPlane may be stopped and a
+// new one started in the same process (tests do this), but never two at once.
+//
+// KWOK drives pods through their lifecycle with stages (see stages/*.yaml): a scheduled pod becomes Running and
+// Ready after Config.PodStartupDelay; a pod with a deletionTimestamp is removed after Config.PodTerminationDelay; a
+// pod any of whose container images has a tag starting with "broken" (for example "nginx:broken" or
+// "nginx:broken-2") never becomes Ready and reports ImagePullBackOff, so failed rollouts can be shown without a
+// registry.
+package controlplane

@@ -1,0 +1,216 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/kwok/pkg/apis/internalversion"
+	"sigs.k8s.io/kwok/pkg/client/clientset/versioned"
+	"sigs.k8s.io/kwok/pkg/kwok/controllers"
+	kwoklog "sigs.k8s.io/kwok/pkg/log"
+	kwokclient "sigs.k8s.io/kwok/pkg/utils/client"
+)
+
+const (
+	// NodeNamePrefix prefixes the fake nodes' names: kwok-node-0, kwok-node-1, …
+	NodeNamePrefix = "kwok-node-"
+	// NodeAnnotation marks a node as fake and managed by the embedded KWOK.
+	NodeAnnotation = "kwok.x-k8s.io/node"
+	// NodeLabelType is the label key ("type") and NodeLabelValue its value ("kwok") set on every fake node.
+	NodeLabelType  = "type"
+	NodeLabelValue = "kwok"
+	// podCIDR is the range KWOK assigns pod IPs from; nodeIP is every fake node's InternalIP.
+	podCIDR = "10.244.0.0/16"
+	nodeIP  = "10.1.0.1"
+	// nodeLeaseDurationSeconds is the fake nodes' lease duration (seconds); KWOK renews it.
+	nodeLeaseDurationSeconds = 40
+	// nodesReadyTimeout bounds how long Start waits for every fake node to be Ready.
+	nodesReadyTimeout = time.Minute
+)
+
+// nodeName returns the name of fake node i.
+func nodeName(i int) string { return NodeNamePrefix + strconv.Itoa(i) }
+
+// fakeNode builds fake node i: labelled type=kwok, annotated kwok.x-k8s.io/node=fake, with capacity for
+// NodePodCapacity pods, 1000 CPUs and 1000Gi of memory. It is pure.
+func fakeNode(i int) *corev1.Node {
+	name := nodeName(i)
+	resources := corev1.ResourceList{
+		corev1.ResourcePods:   *resource.NewQuantity(NodePodCapacity, resource.DecimalSI),
+		corev1.ResourceCPU:    resource.MustParse("1000"),
+		corev1.ResourceMemory: resource.MustParse("1000Gi"),
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Labels: map[string]string{
+				NodeLabelType:            NodeLabelValue,
+				"kubernetes.io/hostname": name,
+				"kubernetes.io/os":       "linux",
+				"kubernetes.io/arch":     "amd64",
+			},
+			Annotations: map[string]string{NodeAnnotation: "fake"},
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    resources,
+			Allocatable: resources.DeepCopy(),
+			Phase:       corev1.NodeRunning,
+		},
+	}
+}
+
+// ensureNodes creates fake nodes 0…n-1 that do not exist yet and deletes fake nodes left over from an earlier
+// run with more nodes.
+func ensureNodes(ctx context.Context, client kubernetes.Interface, n int) error {
+	for i := range n {
+		_, err := client.CoreV1().Nodes().Create(ctx, fakeNode(i), metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create node %s: %w", nodeName(i), err)
+		}
+	}
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: NodeLabelType + "=" + NodeLabelValue})
+	if err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	want := map[string]bool{}
+	for i := range n {
+		want[nodeName(i)] = true
+	}
+	for _, node := range list.Items {
+		if node.Annotations[NodeAnnotation] != "fake" || want[node.Name] {
+			continue
+		}
+		err := client.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete surplus node %s: %w", node.Name, err)
+		}
+	}
+	return nil
+}
+
+// kwokConfig builds KWOK's controller configuration for our fake nodes and stages. It is pure apart from the
+// clients it is given.
+func kwokConfig(id string, stages map[internalversion.StageResourceRef][]*internalversion.Stage) controllers.Config {
+	return controllers.Config{
+		Clock:                             clock.RealClock{},
+		ManageNodesWithAnnotationSelector: NodeAnnotation + "=fake",
+		CIDR:                              podCIDR,
+		NodeIP:                            nodeIP,
+		LocalStages:                       stages,
+		PodPlayStageParallelism:           4,
+		NodePlayStageParallelism:          4,
+		NodeLeaseParallelism:              4,
+		NodeLeaseDurationSeconds:          nodeLeaseDurationSeconds,
+		PodsOnNodeSyncParallelism:         1,
+		EnablePodsOnNodeSyncListPager:     true,
+		ID:                                id,
+	}
+}
+
+// newKWOK builds the KWOK controller talking to the API server through kubeconfig, logging to logOut. The
+// returned function starts it and blocks until ctx is cancelled.
+func newKWOK(kubeconfig string, logOut io.Writer, stages map[internalversion.StageResourceRef][]*internalversion.Stage) (func(context.Context) error, error) {
+	id, err := controllers.Identity()
+	if err != nil {
+		return nil, fmt.Errorf("kwok identity: %w", err)
+	}
+	conf := kwokConfig(id, stages)
+	if err := kwokClients(&conf, kubeconfig); err != nil {
+		return nil, err
+	}
+	ctr, err := controllers.NewController(conf)
+	if err != nil {
+		return nil, fmt.Errorf("kwok controller: %w", err)
+	}
+	logger := kwoklog.NewLogger(logOut, kwoklog.LevelInfo)
+	return func(ctx context.Context) error {
+		ctx = kwoklog.NewContext(ctx, logger)
+		if err := ctr.Start(ctx); err != nil {
+			return fmt.Errorf("start kwok controller: %w", err)
+		}
+		<-ctx.Done()
+		return nil
+	}, nil
+}
+
+// kwokClients fills conf's clients the way the kwok command does, from kubeconfig.
+func kwokClients(conf *controllers.Config, kubeconfig string) error {
+	cs, err := kwokclient.NewClientset("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kwok clients: %w", err)
+	}
+	restConfig, err := cs.ToRESTConfig()
+	if err != nil {
+		return fmt.Errorf("kwok clients: %w", err)
+	}
+	if conf.DynamicClient, err = cs.ToDynamicClient(); err != nil {
+		return fmt.Errorf("kwok clients: %w", err)
+	}
+	if conf.RESTMapper, err = cs.ToRESTMapper(); err != nil {
+		return fmt.Errorf("kwok clients: %w", err)
+	}
+	conf.ImpersonatingDynamicClient = cs.ToImpersonatingDynamicClient()
+	conf.ImpersonatingTypedClient = cs.ToImpersonatingTypedClient()
+	// restConfig is KWOK's unstructured-serializer config; RESTClientFor needs exactly that.
+	restClient, err := rest.RESTClientFor(restConfig)
+	if err != nil {
+		return fmt.Errorf("kwok clients: %w", err)
+	}
+	conf.RESTClient = restClient
+	if conf.TypedClient, err = kubernetes.NewForConfig(restConfig); err != nil {
+		return fmt.Errorf("kwok clients: %w", err)
+	}
+	if conf.TypedKwokClient, err = versioned.NewForConfig(restConfig); err != nil {
+		return fmt.Errorf("kwok clients: %w", err)
+	}
+	return nil
+}
+
+// waitForNodesReady polls until fake nodes 0…n-1 all have condition Ready=True.
+func waitForNodesReady(ctx context.Context, client kubernetes.Interface, n int, failed <-chan struct{}) error {
+	logger := klog.FromContext(ctx)
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, nodesReadyTimeout, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-failed:
+			return false, errControlPlaneFailed
+		default:
+		}
+		for i := range n {
+			node, err := client.CoreV1().Nodes().Get(ctx, nodeName(i), metav1.GetOptions{})
+			if err != nil {
+				logger.V(4).Info("Waiting for node", "node", klog.KRef("", nodeName(i)), "err", err)
+				return false, nil
+			}
+			if !nodeReady(node) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("fake nodes not Ready within %s: %w", nodesReadyTimeout, err)
+	}
+	return nil
+}
+
+// nodeReady reports whether node has condition Ready=True.
+func nodeReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
