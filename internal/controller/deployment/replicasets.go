@@ -23,12 +23,14 @@ func sumSpecReplicas(rss []*appsv1.ReplicaSet) int32 {
 	return n
 }
 
-// sumAvailableReplicas returns Σ status.availableReplicas over rss.
-func sumAvailableReplicas(rss []*appsv1.ReplicaSet) int32 {
+// sumAvailableWithinSize returns Σ min(spec.replicas, status.availableReplicas)
+// over rss: the replicas that stay available once each ReplicaSet's
+// controller has caught up with its size.
+func sumAvailableWithinSize(rss []*appsv1.ReplicaSet) int32 {
 	var n int32
 	for _, rs := range rss {
 		if rs != nil {
-			n += rs.Status.AvailableReplicas
+			n += min(specReplicas(rs), rs.Status.AvailableReplicas)
 		}
 	}
 	return n

@@ -134,8 +134,15 @@ func (sc *syncContext) cleanupUnhealthyReplicas(ctx context.Context, budget int3
 // healthyScaleDowns returns, for active old ReplicaSets oldest first, how
 // many replicas to remove while availability over allRSs stays at or above
 // minAvailable (RU-11 step B).
+//
+// Unlike upstream, availability is counted per ReplicaSet as at most its
+// size (sumAvailableWithinSize): right after a scale-down, a ReplicaSet's
+// cached status still counts pods its controller is about to delete, and
+// counting them let a second pass scale old ReplicaSets down again below
+// minAvailable (seen on the embedded control plane: old 10 with 15 available
+// + new 15 with 8 available gave a budget of 8 instead of 3).
 func healthyScaleDowns(d *appsv1.Deployment, activeOld, allRSs []*appsv1.ReplicaSet) map[*appsv1.ReplicaSet]int32 {
-	available := sumAvailableReplicas(allRSs)
+	available := sumAvailableWithinSize(allRSs)
 	floor := minAvailable(d)
 	if available <= floor {
 		return nil

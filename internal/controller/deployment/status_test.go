@@ -309,3 +309,21 @@ func TestRollingScaleDownPlansRU11(t *testing.T) {
 		t.Errorf("step B plan = %v", plan)
 	}
 }
+
+// TestScaleDownIgnoresAvailabilityAboveSize reproduces the state seen on the
+// embedded control plane: a ReplicaSet just scaled to 10 whose cached status
+// still shows 15 available must count as 10, or step B (RU-11) removes 8
+// replicas and availability drops to 10 of the 15 required.
+func TestScaleDownIgnoresAvailabilityAboveSize(t *testing.T) {
+	d := newDeployment(20, intstr.FromString("25%"), intstr.FromString("25%"))
+	old := withStatus(newRS(d, "old", "1", 10, 0, nil), 15, 15)
+	nrs := withStatus(newRS(d, "new", "2", 15, 1, nil), 15, 8)
+	plan := healthyScaleDowns(d, []*appsv1.ReplicaSet{old}, []*appsv1.ReplicaSet{old, nrs})
+	// available within size = 10 + 8 = 18; minAvailable 15 → remove 3.
+	if plan[old] != 3 {
+		t.Errorf("step B removes %d from the old ReplicaSet, want 3", plan[old])
+	}
+	if got := (specReplicas(old) - plan[old]) + nrs.Status.AvailableReplicas; got < minAvailable(d) {
+		t.Errorf("availability after the scale-down %d < minAvailable %d", got, minAvailable(d))
+	}
+}

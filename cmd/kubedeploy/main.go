@@ -1,0 +1,28 @@
+// Command kubedeploy runs the kubedeploy Deployment and ReplicaSet controllers,
+// either inside an embedded local control plane (`kubedeploy up`) or against a
+// real cluster, and bundles kubectl (`kubedeploy kubectl`).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kubedeploy/kubedeploy/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal, restore the default handling so a second
+		// Ctrl-C ends the process at once.
+		<-ctx.Done()
+		stop()
+	}()
+	if err := cli.NewRootCommand().ExecuteContext(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "kubedeploy: %v\n", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+
+	"github.com/kubedeploy/kubedeploy/internal/controlplane"
+	"github.com/kubedeploy/kubedeploy/internal/manager"
+)
+
+// upOptions are the flags of `kubedeploy up`.
+type upOptions struct {
+	dataDir             string
+	apiPort             int
+	nodes               int
+	podStartupDelay     time.Duration
+	podTerminationDelay time.Duration
+	controllers         string
+	verbosity           int
+}
+
+func newUpCommand() *cobra.Command {
+	o := upOptions{}
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Start a local control plane with the kubedeploy controllers and run until interrupted",
+		Long: `Starts, in this process: embedded etcd, kube-apiserver on 127.0.0.1, kube-scheduler,
+the generic controllers of kube-controller-manager (garbage collector, namespace, service
+accounts; never its deployment or replicaset controllers), KWOK-simulated nodes and pods,
+and kubedeploy's own Deployment and ReplicaSet controllers. State lives in --data-dir;
+starting again on the same data dir resumes with every object intact.
+
+Pods whose image tag starts with "broken" (e.g. nginx:broken) never become ready.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runUp(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.dataDir, "data-dir", defaultDataDir(), "directory holding etcd data, certificates, the kubeconfig and logs")
+	f.IntVar(&o.apiPort, "api-port", 6443, "kube-apiserver port on 127.0.0.1 (0 picks a free port)")
+	f.IntVar(&o.nodes, "nodes", 3, "number of simulated nodes (each fits 1000 pods)")
+	f.DurationVar(&o.podStartupDelay, "pod-startup-delay", time.Second, "time from a pod being scheduled to it being Running and Ready")
+	f.DurationVar(&o.podTerminationDelay, "pod-termination-delay", time.Second, "time a deleted pod stays Terminating before it is gone")
+	f.StringVar(&o.controllers, "controllers", "deployment,replicaset", "kubedeploy controllers to run ('*' for all, '' for none)")
+	f.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity of the kubedeploy controllers")
+	return cmd
+}
+
+func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
+	mcfg := manager.Config{Controllers: manager.ParseControllers(o.controllers), Version: Version}
+	mcfg.Default()
+	cfg := controlplane.Config{
+		DataDir:             o.dataDir,
+		APIPort:             o.apiPort,
+		Nodes:               o.nodes,
+		PodStartupDelay:     o.podStartupDelay,
+		PodTerminationDelay: o.podTerminationDelay,
+	}
+	cfg.Default()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := manager.ValidateControllers(mcfg.Controllers); err != nil {
+		return err
+	}
+
+	ourLogger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(stderr), textlogger.Verbosity(o.verbosity)))
+	closeLogs, err := redirectComponentLogs(o.dataDir)
+	if err != nil {
+		return err
+	}
+	defer closeLogs()
+
+	cp, err := controlplane.New(cfg)
+	if err != nil {
+		return err
+	}
+	started := time.Now()
+	fmt.Fprintf(stdout, "Starting the control plane in %s ...\n", cfg.DataDir)
+	if err := cp.Start(ctx); err != nil {
+		return err
+	}
+	printReady(stdout, cp, mcfg.Controllers, time.Since(started))
+
+	mcfg.RESTConfig = cp.AdminConfig()
+	mctx, cancelManager := context.WithCancel(klog.NewContext(ctx, ourLogger))
+	managerDone := make(chan error, 1)
+	go func() { managerDone <- manager.Run(mctx, mcfg) }()
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(stdout, "Shutting down ...")
+	case <-cp.Done():
+		runErr = fmt.Errorf("control plane stopped: %w", cp.Err())
+	case err := <-managerDone:
+		managerDone <- err
+		if err != nil {
+			runErr = fmt.Errorf("controllers stopped: %w", err)
+		}
+	}
+	cancelManager()
+	if err := <-managerDone; err != nil && runErr == nil {
+		runErr = err
+	}
+	if err := cp.Stop(); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	if runErr == nil {
+		fmt.Fprintln(stdout, "Stopped.")
+	}
+	return runErr
+}
+
+func printReady(w io.Writer, cp *controlplane.ControlPlane, controllers []string, took time.Duration) {
+	fmt.Fprintf(w, "kubedeploy is up (%.1fs): API server %s, controllers %v\n", took.Seconds(), cp.Server(), controllers)
+	fmt.Fprintf(w, "  kubeconfig: %s\n", cp.KubeconfigPath())
+	fmt.Fprintf(w, "  try:        kubedeploy kubectl apply -f examples/nginx-deployment.yaml\n")
+	fmt.Fprintf(w, "              (or any kubectl with KUBECONFIG=%s)\n", cp.KubeconfigPath())
+	fmt.Fprintf(w, "Press Ctrl-C to stop; state is kept in the data dir.\n")
+}
+
+// redirectComponentLogs sends the global klog output (kube-apiserver,
+// scheduler, controller-manager, KWOK) to <data-dir>/logs/control-plane.log so
+// the terminal shows kubedeploy's own messages only.
+func redirectComponentLogs(dataDir string) (func(), error) {
+	dir := filepath.Join(dataDir, "logs")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir %s is not writable: %w", dataDir, err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "control-plane.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("data dir %s is not writable: %w", dataDir, err)
+	}
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	for name, value := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL", "one_output": "true"} {
+		if err := fs.Set(name, value); err != nil {
+			return nil, fmt.Errorf("configuring component logs: %w", err)
+		}
+	}
+	klog.SetOutput(f)
+	return func() {
+		klog.Flush()
+		_ = f.Close()
+	}, nil
+}

@@ -1,0 +1,11 @@
+// Package manager runs a set of kubedeploy controllers against one API server:
+// it builds one client per controller (user agent and field manager
+// "kubedeploy-<controller>-controller", so our writes are recognisable in
+// metadata.managedFields), one shared informer factory, one event broadcaster
+// per controller (event source "deployment-controller" /
+// "replicaset-controller", as upstream's, CM-8), and the workers.
+//
+// It owns the process-level plumbing only. It must never contain controller
+// decisions, and it must not know whether the API server is the embedded one
+// or a real cluster: `kubedeploy up` and `kubedeploy controllers` both use it.
+package manager

@@ -1,0 +1,247 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/controller/replicaset"
+)
+
+// Controller names accepted in Config.Controllers (as kube-controller-manager's --controllers names them).
+const (
+	DeploymentController = "deployment"
+	ReplicaSetController = "replicaset"
+)
+
+// KnownControllers lists every controller this manager can run, sorted.
+var KnownControllers = []string{DeploymentController, ReplicaSetController}
+
+// minResyncPeriod is kube-controller-manager's default --min-resync-period (CM-5).
+const minResyncPeriod = 12 * time.Hour
+
+// Config says what to run and how to reach the API server.
+type Config struct {
+	// RESTConfig reaches the API server; it is copied, never modified.
+	RESTConfig *rest.Config
+	// Controllers to run: a subset of KnownControllers. Empty runs none.
+	Controllers []string
+	// ConcurrentDeploymentSyncs is the number of Deployment workers (CM-1, default 5).
+	ConcurrentDeploymentSyncs int
+	// ConcurrentReplicaSetSyncs is the number of ReplicaSet workers (CM-1, default 5).
+	ConcurrentReplicaSetSyncs int
+	// QPS and Burst limit each controller's client, in requests/s and requests (CM-6, defaults 20 and 30).
+	QPS   float32
+	Burst int
+	// Version goes into the user agent.
+	Version string
+}
+
+// Default fills zero values with kube-controller-manager's defaults (CM-1, CM-6).
+func (c *Config) Default() {
+	if c.ConcurrentDeploymentSyncs == 0 {
+		c.ConcurrentDeploymentSyncs = 5
+	}
+	if c.ConcurrentReplicaSetSyncs == 0 {
+		c.ConcurrentReplicaSetSyncs = 5
+	}
+	if c.QPS == 0 {
+		c.QPS = 20
+	}
+	if c.Burst == 0 {
+		c.Burst = 30
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+}
+
+// Validate returns an error naming the first bad field: a missing RESTConfig,
+// an unknown or repeated controller name, or a non-positive worker count, QPS or burst.
+func (c Config) Validate() error {
+	if c.RESTConfig == nil {
+		return fmt.Errorf("no API server configuration")
+	}
+	if err := ValidateControllers(c.Controllers); err != nil {
+		return err
+	}
+	if c.ConcurrentDeploymentSyncs < 1 || c.ConcurrentReplicaSetSyncs < 1 {
+		return fmt.Errorf("concurrent syncs must be at least 1")
+	}
+	if c.QPS <= 0 || c.Burst < 1 {
+		return fmt.Errorf("kube-api-qps must be > 0 and kube-api-burst >= 1")
+	}
+	return nil
+}
+
+// ValidateControllers returns an error for an unknown or repeated controller name.
+func ValidateControllers(names []string) error {
+	seen := map[string]bool{}
+	for _, name := range names {
+		if !slices.Contains(KnownControllers, name) {
+			return fmt.Errorf("unknown controller %q (known: %s)", name, strings.Join(KnownControllers, ", "))
+		}
+		if seen[name] {
+			return fmt.Errorf("controller %q is listed twice", name)
+		}
+		seen[name] = true
+	}
+	return nil
+}
+
+// ParseControllers turns a --controllers value ("deployment,replicaset", "*",
+// or "" for none) into a sorted list of names. "*" means every known controller.
+func ParseControllers(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		switch f {
+		case "":
+		case "*":
+			out = append(out, KnownControllers...)
+		default:
+			out = append(out, f)
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// UserAgent returns the user agent, and so the default field manager, of the
+// named controller's client: "kubedeploy-<name>-controller/<version>".
+func UserAgent(controller, version string) string {
+	return fmt.Sprintf("kubedeploy-%s-controller/%s", controller, version)
+}
+
+// EventSource returns the event source component of the named controller, as upstream names it (CM-8).
+func EventSource(controller string) string { return controller + "-controller" }
+
+// clientFor builds the named controller's client.
+func (c Config) clientFor(controller string) (kubernetes.Interface, error) {
+	cfg := rest.CopyConfig(c.RESTConfig)
+	cfg.UserAgent = UserAgent(controller, c.Version)
+	cfg.QPS = c.QPS
+	cfg.Burst = c.Burst
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building client for the %s controller: %w", controller, err)
+	}
+	return cs, nil
+}
+
+// stripManagedFields is the informer transform kube-controller-manager uses: caches never hold managedFields (CM-5).
+func stripManagedFields(obj any) (any, error) {
+	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		if m := acc.GetObjectMeta(); m != nil && m.GetManagedFields() != nil {
+			m.SetManagedFields(nil)
+		}
+	}
+	return obj, nil
+}
+
+// runnable is what both controllers offer.
+type runnable interface {
+	Run(ctx context.Context, workers int)
+}
+
+// Run builds the configured controllers, starts the informers, runs the
+// workers and blocks until ctx is cancelled; then it waits for in-flight syncs
+// to finish and stops the event broadcasters. It returns an error only when the
+// controllers cannot be built (bad config, a client cannot be created).
+func Run(ctx context.Context, cfg Config) error {
+	cfg.Default()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	logger := klog.FromContext(ctx)
+	if len(cfg.Controllers) == 0 {
+		logger.Info("No controllers to run")
+		<-ctx.Done()
+		return nil
+	}
+	infClient, err := cfg.clientFor("shared-informers")
+	if err != nil {
+		return err
+	}
+	resync := time.Duration(float64(minResyncPeriod) * (1 + rand.Float64()))
+	factory := informers.NewSharedInformerFactoryWithOptions(infClient, resync, informers.WithTransform(stripManagedFields))
+
+	var (
+		runs        []func(context.Context)
+		broadcaster []record.EventBroadcaster
+	)
+	for _, name := range cfg.Controllers {
+		client, err := cfg.clientFor(name)
+		if err != nil {
+			return err
+		}
+		b := record.NewBroadcaster(record.WithContext(ctx))
+		b.StartStructuredLogging(3)
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+		broadcaster = append(broadcaster, b)
+		recorder := b.NewRecorder(scheme.Scheme, v1.EventSource{Component: EventSource(name)})
+		ctrl, workers, err := newController(ctx, cfg, name, client, factory, recorder)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, func(ctx context.Context) { ctrl.Run(ctx, workers) })
+	}
+	factory.Start(ctx.Done())
+	logger.Info("Started controllers", "controllers", cfg.Controllers)
+
+	var wg sync.WaitGroup
+	for _, run := range runs {
+		wg.Add(1)
+		go func() { defer wg.Done(); run(ctx) }()
+	}
+	wg.Wait()
+	factory.Shutdown()
+	for _, b := range broadcaster {
+		b.Shutdown()
+	}
+	logger.Info("Stopped controllers")
+	return nil
+}
+
+func newController(ctx context.Context, cfg Config, name string, client kubernetes.Interface,
+	factory informers.SharedInformerFactory, recorder record.EventRecorder) (runnable, int, error) {
+	ctx = klog.NewContext(ctx, klog.LoggerWithName(klog.FromContext(ctx), EventSource(name)))
+	switch name {
+	case DeploymentController:
+		c, err := deployment.New(ctx, deployment.Config{
+			Client:      client,
+			Deployments: factory.Apps().V1().Deployments(),
+			ReplicaSets: factory.Apps().V1().ReplicaSets(),
+			Pods:        factory.Core().V1().Pods(),
+			Recorder:    recorder,
+		})
+		return c, cfg.ConcurrentDeploymentSyncs, err
+	case ReplicaSetController:
+		c, err := replicaset.New(ctx, replicaset.Config{
+			Client:      client,
+			ReplicaSets: factory.Apps().V1().ReplicaSets(),
+			Pods:        factory.Core().V1().Pods(),
+			Recorder:    recorder,
+		})
+		return c, cfg.ConcurrentReplicaSetSyncs, err
+	}
+	return nil, 0, fmt.Errorf("unknown controller %q", name)
+}

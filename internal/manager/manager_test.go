@@ -1,0 +1,76 @@
+package manager
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/rest"
+)
+
+func TestParseControllers(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"deployment,replicaset", []string{"deployment", "replicaset"}},
+		{"replicaset, deployment", []string{"deployment", "replicaset"}},
+		{"*", []string{"deployment", "replicaset"}},
+		{"", nil},
+		{"deployment,deployment", []string{"deployment"}},
+	} {
+		if got := ParseControllers(tc.in); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("ParseControllers(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	good := func() Config {
+		c := Config{RESTConfig: &rest.Config{}, Controllers: []string{"deployment"}}
+		c.Default()
+		return c
+	}
+	for _, tc := range []struct {
+		name    string
+		mutate  func(*Config)
+		wantErr string
+	}{
+		{"valid", func(*Config) {}, ""},
+		{"no rest config", func(c *Config) { c.RESTConfig = nil }, "no API server"},
+		{"unknown controller", func(c *Config) { c.Controllers = []string{"statefulset"} }, `unknown controller "statefulset"`},
+		{"repeated controller", func(c *Config) { c.Controllers = []string{"deployment", "deployment"} }, "listed twice"},
+		{"zero workers", func(c *Config) { c.ConcurrentReplicaSetSyncs = -1 }, "at least 1"},
+		{"bad qps", func(c *Config) { c.QPS = -1 }, "kube-api-qps"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := good()
+			tc.mutate(&c)
+			err := c.Validate()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("unexpected error %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestDefaultsMatchKubeControllerManager(t *testing.T) {
+	var c Config
+	c.Default()
+	// CM-1, CM-6
+	if c.ConcurrentDeploymentSyncs != 5 || c.ConcurrentReplicaSetSyncs != 5 || c.QPS != 20 || c.Burst != 30 {
+		t.Errorf("defaults = %+v", c)
+	}
+	if got := UserAgent("deployment", "v1"); got != "kubedeploy-deployment-controller/v1" {
+		t.Errorf("UserAgent = %q", got)
+	}
+	if got := EventSource("replicaset"); got != "replicaset-controller" {
+		t.Errorf("EventSource = %q", got)
+	}
+}

@@ -1,0 +1,133 @@
+package harness
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Bounds are the rolling-update safety bounds of one Deployment, in replicas:
+// the ReplicaSets it owns may never total more than MaxTotal (spec.replicas +
+// maxSurge) and their available replicas never fewer than MinAvailable
+// (spec.replicas - maxUnavailable).
+type Bounds struct {
+	MaxTotal     int32
+	MinAvailable int32
+}
+
+// RolloutWatch watches every ReplicaSet of one Deployment from an informer and
+// checks Bounds on every change it sees, not only at the end.
+type RolloutWatch struct {
+	t          *testing.T
+	deployment string
+	bounds     Bounds
+	stop       chan struct{}
+	store      cache.Store
+
+	mu           sync.Mutex
+	changes      int
+	maxTotal     int32
+	minAvailable int32
+	violations   []string
+	history      []string
+}
+
+// WatchRollout starts watching Deployment ns/name. Call it once the Deployment
+// is complete and before the change that starts a rollout; call Stop and then
+// Check when the rollout is done.
+func WatchRollout(t *testing.T, client kubernetes.Interface, ns, name string, b Bounds) *RolloutWatch {
+	t.Helper()
+	w := &RolloutWatch{t: t, deployment: name, bounds: b, stop: make(chan struct{}), minAvailable: 1<<31 - 1}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
+	inf := factory.Apps().V1().ReplicaSets().Informer()
+	w.store = inf.GetStore()
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { w.observe() },
+		UpdateFunc: func(any, any) { w.observe() },
+		DeleteFunc: func(any) { w.observe() },
+	})
+	if err != nil {
+		t.Fatalf("watching ReplicaSets: %v", err)
+	}
+	factory.Start(w.stop)
+	if !cache.WaitForCacheSync(w.stop, inf.HasSynced) {
+		t.Fatalf("ReplicaSet informer did not sync")
+	}
+	t.Cleanup(w.Stop)
+	return w
+}
+
+func (w *RolloutWatch) owned(rs *appsv1.ReplicaSet) bool {
+	ref := metav1.GetControllerOf(rs)
+	return ref != nil && ref.Kind == "Deployment" && ref.Name == w.deployment
+}
+
+func (w *RolloutWatch) observe() {
+	var total, available int32
+	var sizes []string
+	for _, obj := range w.store.List() {
+		rs := obj.(*appsv1.ReplicaSet)
+		if !w.owned(rs) {
+			continue
+		}
+		spec := int32(1)
+		if rs.Spec.Replicas != nil {
+			spec = *rs.Spec.Replicas
+		}
+		total += spec
+		available += rs.Status.AvailableReplicas
+		sizes = append(sizes, fmt.Sprintf("%s=%d/%d", rs.Name, spec, rs.Status.AvailableReplicas))
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.changes++
+	w.history = append(w.history, fmt.Sprint(sizes))
+	w.maxTotal = max(w.maxTotal, total)
+	w.minAvailable = min(w.minAvailable, available)
+	if total > w.bounds.MaxTotal {
+		w.violations = append(w.violations, fmt.Sprintf("ReplicaSets total %d > %d: %v", total, w.bounds.MaxTotal, sizes))
+	}
+	if available < w.bounds.MinAvailable {
+		w.violations = append(w.violations, fmt.Sprintf("available %d < %d: %v", available, w.bounds.MinAvailable, sizes))
+	}
+}
+
+// Stop stops watching. It is safe to call more than once.
+func (w *RolloutWatch) Stop() {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+}
+
+// Check fails the test if a bound was ever broken, or if fewer than
+// minChanges ReplicaSet changes were seen (a watch that saw nothing proves
+// nothing). It logs the extremes observed.
+func (w *RolloutWatch) Check(minChanges int) {
+	w.t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.t.Logf("rollout of %s: %d ReplicaSet changes seen, max total %d (bound %d), min available %d (bound %d)",
+		w.deployment, w.changes, w.maxTotal, w.bounds.MaxTotal, w.minAvailable, w.bounds.MinAvailable)
+	if w.changes < minChanges {
+		w.t.Errorf("saw only %d ReplicaSet changes, want at least %d", w.changes, minChanges)
+	}
+	if len(w.violations) > 0 {
+		w.t.Logf("ReplicaSet states seen (name=spec/available):\n%s", strings.Join(w.history, "\n"))
+	}
+	for i, v := range w.violations {
+		if i == 10 {
+			w.t.Errorf("... and %d more violations", len(w.violations)-10)
+			break
+		}
+		w.t.Errorf("bound broken: %s", v)
+	}
+}

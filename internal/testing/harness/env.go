@@ -1,0 +1,220 @@
+package harness
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/kubedeploy/kubedeploy/internal/controlplane"
+	"github.com/kubedeploy/kubedeploy/internal/manager"
+)
+
+// Options configure the shared environment of one test package.
+type Options struct {
+	// Nodes is the number of simulated nodes (default 3).
+	Nodes int
+	// PodStartupDelay and PodTerminationDelay drive the KWOK pod lifecycle (default 200ms each).
+	PodStartupDelay, PodTerminationDelay time.Duration
+	// Controllers to run (default: deployment and replicaset).
+	Controllers []string
+}
+
+// Env is a running control plane plus the kubedeploy controllers.
+type Env struct {
+	// ControlPlane is the embedded cluster.
+	ControlPlane *controlplane.ControlPlane
+	// Config is an admin REST config; Client an admin clientset built from it.
+	Config *rest.Config
+	Client kubernetes.Interface
+
+	dataDir string
+	cancel  context.CancelFunc
+	done    chan error
+	nsSeq   atomic.Int64
+}
+
+// Main starts the environment, stores it in *env, runs the package's tests and
+// tears everything down; TestMain returns its result to os.Exit. With -short
+// the environment is not started and every test using it is skipped.
+func Main(m *testing.M, opts Options, env **Env) int {
+	flag.Parse()
+	if testing.Short() {
+		return m.Run()
+	}
+	e, err := Start(opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting the integration environment: %v\n", err)
+		return 1
+	}
+	*env = e
+	code := m.Run()
+	if err := e.Stop(code == 0); err != nil {
+		fmt.Fprintf(os.Stderr, "stopping the integration environment: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "control plane and controller logs kept in %s\n", filepath.Join(e.dataDir, "logs"))
+	}
+	return code
+}
+
+// redirectLogs sends the global klog output (every embedded component and the
+// controllers) to <dir>/logs/test.log, so test output shows only the tests.
+func redirectLogs(dir string) error {
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "logs", "test.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	for name, value := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL", "one_output": "true", "v": "2"} {
+		if err := fs.Set(name, value); err != nil {
+			return err
+		}
+	}
+	klog.SetOutput(f)
+	return nil
+}
+
+// Start starts a control plane in a fresh temporary data dir on a free port
+// and runs the controllers on it. It returns once the control plane is ready.
+func Start(opts Options) (*Env, error) {
+	if opts.Nodes == 0 {
+		opts.Nodes = 3
+	}
+	if opts.PodStartupDelay == 0 {
+		opts.PodStartupDelay = 200 * time.Millisecond
+	}
+	if opts.PodTerminationDelay == 0 {
+		opts.PodTerminationDelay = 200 * time.Millisecond
+	}
+	if opts.Controllers == nil {
+		opts.Controllers = manager.KnownControllers
+	}
+	dir, err := os.MkdirTemp("", "kubedeploy-it-")
+	if err != nil {
+		return nil, err
+	}
+	if err := redirectLogs(dir); err != nil {
+		return nil, err
+	}
+	cp, err := controlplane.New(controlplane.Config{
+		DataDir: dir, APIPort: 0, Nodes: opts.Nodes,
+		PodStartupDelay: opts.PodStartupDelay, PodTerminationDelay: opts.PodTerminationDelay,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := cp.Start(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	cfg := cp.AdminConfig()
+	testCfg := rest.CopyConfig(cfg)
+	testCfg.QPS, testCfg.Burst = 200, 400 // tests poll a lot; don't throttle them
+	client, err := kubernetes.NewForConfig(testCfg)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	e := &Env{ControlPlane: cp, Config: cfg, Client: client, dataDir: dir, cancel: cancel, done: make(chan error, 1)}
+	mctx := klog.NewContext(ctx, klog.Background().WithName("kubedeploy"))
+	go func() {
+		e.done <- manager.Run(mctx, manager.Config{RESTConfig: cfg, Controllers: opts.Controllers, Version: "test"})
+	}()
+	return e, nil
+}
+
+// Stop stops the controllers and the control plane, and removes the data dir
+// when removeData is true (keep it to read the logs of a failed run).
+func (e *Env) Stop(removeData bool) error {
+	e.cancel()
+	err := <-e.done
+	if stopErr := e.ControlPlane.Stop(); stopErr != nil && err == nil {
+		err = stopErr
+	}
+	klog.Flush()
+	if removeData {
+		_ = os.RemoveAll(e.dataDir)
+	}
+	return err
+}
+
+// Skip skips t when the environment was not started (go test -short).
+func Skip(t *testing.T, e *Env) {
+	t.Helper()
+	if e == nil {
+		t.Skip("integration environment not started (-short)")
+	}
+}
+
+// Namespace creates a namespace for t and deletes it when t ends.
+func (e *Env) Namespace(t *testing.T) string {
+	t.Helper()
+	Skip(t, e)
+	name := fmt.Sprintf("%s-%d", sanitize(t.Name()), e.nsSeq.Add(1))
+	ctx := context.Background()
+	_, err := e.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating namespace %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = e.Client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return name
+}
+
+// Context returns a context with a ktesting logger that ends with t (or after timeout).
+func Context(t *testing.T, timeout time.Duration) context.Context {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Eventually polls cond every 100ms until it returns true, an error, or timeout passes;
+// it fails t with what on timeout.
+func Eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, cond)
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func sanitize(s string) string {
+	s = strings.ToLower(s)
+	var b strings.Builder
+	for _, r := range s {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteRune('-')
+		}
+	}
+	out := strings.Trim(b.String(), "-")
+	if len(out) > 40 {
+		out = strings.Trim(out[len(out)-40:], "-")
+	}
+	return out
+}

@@ -1,0 +1,79 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+)
+
+// NewDeployment returns a RollingUpdate Deployment ns/name of replicas pods
+// running image, selected by label app=name, with maxSurge/maxUnavailable 25%.
+func NewDeployment(ns, name string, replicas int32, image string) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	surge, unavail := intstr.FromString("25%"), intstr.FromString("25%")
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Strategy: appsv1.DeploymentStrategy{
+				Type:          appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &surge, MaxUnavailable: &unavail},
+			},
+			Template: v1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       v1.PodSpec{Containers: []v1.Container{{Name: name, Image: image}}},
+			},
+		},
+	}
+}
+
+// DeploymentComplete reports whether d's status shows a finished rollout of
+// its current generation: every replica updated and available, and no extra
+// pods (ST-9).
+func DeploymentComplete(d *appsv1.Deployment) bool {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	s := d.Status
+	return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.Replicas == want && s.AvailableReplicas == want
+}
+
+// WaitComplete waits up to timeout for Deployment ns/name to be complete and returns it.
+func WaitComplete(t *testing.T, client kubernetes.Interface, ns, name string, timeout time.Duration) *appsv1.Deployment {
+	t.Helper()
+	var last *appsv1.Deployment
+	Eventually(t, timeout, fmt.Sprintf("deployment %s/%s to complete", ns, name), func(ctx context.Context) (bool, error) {
+		d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		last = d
+		return DeploymentComplete(d), nil
+	})
+	return last
+}
+
+// OwnedReplicaSets lists the ReplicaSets in ns whose ControllerRef is Deployment d.
+func OwnedReplicaSets(ctx context.Context, t *testing.T, client kubernetes.Interface, d *appsv1.Deployment) []appsv1.ReplicaSet {
+	t.Helper()
+	list, err := client.AppsV1().ReplicaSets(d.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("listing ReplicaSets: %v", err)
+	}
+	var out []appsv1.ReplicaSet
+	for _, rs := range list.Items {
+		if ref := metav1.GetControllerOf(&rs); ref != nil && ref.UID == d.UID {
+			out = append(out, rs)
+		}
+	}
+	return out
+}
