@@ -100,6 +100,12 @@ func ensureNodes(ctx context.Context, client kubernetes.Interface, n int) error 
 	return nil
 }
 
+// kwokIdentity is the holder identity of KWOK's node leases. It is the same
+// in every process: the data-dir lock guarantees one KWOK per cluster, and a
+// per-process identity (KWOK's default) would leave a restarted `up` unable
+// to touch its nodes' pods until the previous process's 40s leases expired.
+const kwokIdentity = "kubedeploy-kwok"
+
 // kwokConfig builds KWOK's controller configuration for our fake nodes and stages. It is pure apart from the
 // clients it is given.
 func kwokConfig(id string, stages map[internalversion.StageResourceRef][]*internalversion.Stage) controllers.Config {
@@ -122,11 +128,7 @@ func kwokConfig(id string, stages map[internalversion.StageResourceRef][]*intern
 // newKWOK builds the KWOK controller talking to the API server through kubeconfig, logging to logOut. The
 // returned function starts it and blocks until ctx is cancelled.
 func newKWOK(kubeconfig string, logOut io.Writer, stages map[internalversion.StageResourceRef][]*internalversion.Stage) (func(context.Context) error, error) {
-	id, err := controllers.Identity()
-	if err != nil {
-		return nil, fmt.Errorf("kwok identity: %w", err)
-	}
-	conf := kwokConfig(id, stages)
+	conf := kwokConfig(kwokIdentity, stages)
 	if err := kwokClients(&conf, kubeconfig); err != nil {
 		return nil, err
 	}
