@@ -2,7 +2,6 @@ package replicaset
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -22,7 +21,7 @@ import (
 // ErrCacheBehind is returned by a sync (and so retried with backoff) while
 // the informer caches have not observed this controller's own last writes
 // for the ReplicaSet (RS-1, IM-4).
-var ErrCacheBehind = errors.New("informer caches have not observed our last writes yet")
+var ErrCacheBehind = fmt.Errorf("informer caches have not observed our last writes yet (%w)", runner.ErrWaiting)
 
 // syncContext is what one sync computes once (house style 4).
 type syncContext struct {

@@ -25,6 +25,12 @@ type Result struct {
 	RequeueAfter time.Duration
 }
 
+// ErrWaiting marks a sync error that is an expected wait rather than a
+// failure (for example IM-4: the informer cache has not yet observed our own
+// last write). Such errors are retried with the same backoff as any other
+// (IM-5) but logged only at V(4). Wrap it: fmt.Errorf("...: %w", ErrWaiting).
+var ErrWaiting = errors.New("waiting")
+
 // SyncFunc reconciles one object key. A non-nil error requeues the key with
 // the rate limiter (SD-13, RS-19); an error whose cause is a terminating
 // namespace is forgotten instead (CM-3).
@@ -160,6 +166,9 @@ func (r *Runner) handleResult(ctx context.Context, key cache.ObjectName, res Res
 		if res.RequeueAfter > 0 {
 			r.queue.AddAfter(key, res.RequeueAfter)
 		}
+	case errors.Is(err, ErrWaiting):
+		logger.V(4).Info("Sync is waiting; will retry with backoff", "controller", r.name, "key", key.String(), "reason", err)
+		r.queue.AddRateLimited(key)
 	case IsNamespaceTerminating(err):
 		logger.V(2).Info("Namespace is terminating; dropping key", "controller", r.name, "key", key.String())
 		r.queue.Forget(key)

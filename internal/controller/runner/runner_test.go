@@ -149,3 +149,24 @@ func TestObjectFrom(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitingIsRetriedNotDropped: an expected wait (IM-4) is retried with
+// backoff like any error (IM-5), never forgotten.
+func TestWaitingIsRetriedNotDropped(t *testing.T) {
+	key := cache.ObjectName{Namespace: "ns", Name: "rs"}
+	calls := 0
+	r := New("test", func(context.Context, cache.ObjectName) (Result, error) {
+		calls++
+		return Result{}, fmt.Errorf("cache behind: %w", ErrWaiting)
+	}, WithRateLimiter(workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond)))
+	r.Enqueue(key)
+	ctx := context.Background()
+	r.ProcessNextItem(ctx)
+	if got := r.NumRequeues(key); got != 1 {
+		t.Fatalf("NumRequeues = %d after a wait, want 1", got)
+	}
+	r.ProcessNextItem(ctx)
+	if calls != 2 {
+		t.Fatalf("sync called %d times, want 2 (the key must come back)", calls)
+	}
+}
