@@ -1,6 +1,9 @@
 package controlplane
 
 import (
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -92,6 +95,116 @@ func TestControllerManagerArgs(t *testing.T) {
 		"root-ca-file":                     "/d/pki/ca.crt",
 		"secure-port":                      "0",
 	})
+}
+
+// TestControllerManagerArgsUpstreamWorkload: the default controller list never names KCM's deployment or
+// replicaset controllers; only the differential-test option adds exactly those two, on top of the generic ones.
+func TestControllerManagerArgsUpstreamWorkload(t *testing.T) {
+	base := controllerManagerParams{kubeconfig: "/d/k", caFile: "/d/ca", saKeyFile: "/d/sa"}
+	tests := []struct {
+		name             string
+		upstreamWorkload bool
+		want             []string
+	}{
+		{name: "default", want: controllerManagerControllers()},
+		{name: "upstream workload controllers", upstreamWorkload: true,
+			want: append(controllerManagerControllers(), "deployment-controller", "replicaset-controller")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := base
+			p.upstreamWorkload = tc.upstreamWorkload
+			v, _ := flagValue(controllerManagerArgs(p), "controllers")
+			got := strings.Split(v, ",")
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("--controllers = %v, want %v", got, tc.want)
+			}
+			for _, c := range []string{"deployment-controller", "replicaset-controller"} {
+				if slices.Contains(got, c) != tc.upstreamWorkload {
+					t.Errorf("--controllers contains %s = %v, want %v", c, !tc.upstreamWorkload, tc.upstreamWorkload)
+				}
+			}
+			if err := checkControllers(got, tc.upstreamWorkload); err != nil {
+				t.Errorf("checkControllers refuses our own list: %v", err)
+			}
+		})
+	}
+}
+
+// TestCheckControllers: the refusal of KCM's workload controllers stays for normal use; the option allows exactly
+// their canonical names and never "*".
+func TestCheckControllers(t *testing.T) {
+	tests := []struct {
+		name             string
+		controllers      []string
+		upstreamWorkload bool
+		wantErr          string
+	}{
+		{name: "generic", controllers: controllerManagerControllers()},
+		{name: "deployment-controller refused", controllers: []string{"namespace-controller", "deployment-controller"}, wantErr: `"deployment-controller"`},
+		{name: "replicaset alias refused", controllers: []string{"replicaset"}, wantErr: `"replicaset"`},
+		{name: "star refused", controllers: []string{"*"}, wantErr: `"*"`},
+		{name: "option allows upstream", controllers: []string{"deployment-controller", "replicaset-controller"}, upstreamWorkload: true},
+		{name: "option still refuses star", controllers: []string{"*"}, upstreamWorkload: true, wantErr: `"*"`},
+		{name: "option refuses aliases", controllers: []string{"deployment"}, upstreamWorkload: true, wantErr: `"deployment"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkControllers(tc.controllers, tc.upstreamWorkload)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("checkControllers(%v, %v) = %v, want nil", tc.controllers, tc.upstreamWorkload, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("checkControllers(%v, %v) = %v, want error naming %s", tc.controllers, tc.upstreamWorkload, err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestUpstreamWorkloadControllersOnlyInTests keeps the differential-test option out of normal use: no non-test Go
+// file of the module outside this package (so neither the CLI nor the manager) mentions it.
+func TestUpstreamWorkloadControllersOnlyInTests(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scanned int
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path == self || (path != root && strings.HasPrefix(d.Name(), ".")) || d.Name() == "vendor" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		scanned++
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(src), "UpstreamWorkloadControllers") {
+			t.Errorf("%s mentions UpstreamWorkloadControllers; only tests may set it", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scanned < 10 {
+		t.Fatalf("scanned only %d Go files under %s; the guard looks in the wrong place", scanned, root)
+	}
 }
 
 func TestSchedulerArgs(t *testing.T) {

@@ -29,6 +29,12 @@ type Config struct {
 	PodStartupDelay time.Duration
 	// PodTerminationDelay is how long a pod with a deletionTimestamp waits before it is really removed.
 	PodTerminationDelay time.Duration
+
+	// UpstreamWorkloadControllers is for differential tests only (test/differential): it makes
+	// kube-controller-manager also run its own deployment and replicaset controllers, the reference
+	// implementation kubedeploy's controllers are compared against. The cluster must then run none of
+	// kubedeploy's controllers. `kubedeploy up` never sets it; no non-test code outside this package may.
+	UpstreamWorkloadControllers bool
 }
 
 // Default fills zero values: Nodes DefaultNodes (3), both pod delays 1s. APIPort 0 stays 0 (any free port).

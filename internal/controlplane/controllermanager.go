@@ -13,6 +13,11 @@ import (
 	kcmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
 )
 
+// upstreamWorkloadControllers are KCM's own deployment and replicaset controllers (their v1.36 names in
+// cmd/kube-controller-manager/names). kubedeploy replaces them; only Config.UpstreamWorkloadControllers, a
+// differential-test option, starts them.
+var upstreamWorkloadControllers = []string{"deployment-controller", "replicaset-controller"}
+
 // controllerManagerControllers lists the only kube-controller-manager controllers the embedded cluster runs: the
 // generic ones a cluster needs around Deployments. KCM's deployment and replicaset controllers are kubedeploy's
 // job and must never appear here. It is pure.
@@ -33,15 +38,21 @@ type controllerManagerParams struct {
 	kubeconfig string
 	caFile     string
 	saKeyFile  string
+	// upstreamWorkload adds upstreamWorkloadControllers (Config.UpstreamWorkloadControllers, tests only).
+	upstreamWorkload bool
 }
 
-// controllerManagerArgs returns kube-controller-manager's flags: only controllerManagerControllers, no leader
-// election, per-controller service-account credentials, our service-account key and CA, no serving port. It is
-// pure.
+// controllerManagerArgs returns kube-controller-manager's flags: only controllerManagerControllers (plus
+// upstreamWorkloadControllers when p.upstreamWorkload is set), no leader election, per-controller service-account
+// credentials, our service-account key and CA, no serving port. It is pure.
 func controllerManagerArgs(p controllerManagerParams) []string {
+	controllers := controllerManagerControllers()
+	if p.upstreamWorkload {
+		controllers = append(controllers, upstreamWorkloadControllers...)
+	}
 	return []string{
 		"--kubeconfig=" + p.kubeconfig,
-		"--controllers=" + strings.Join(controllerManagerControllers(), ","),
+		"--controllers=" + strings.Join(controllers, ","),
 		"--leader-elect=false",
 		"--use-service-account-credentials=true",
 		"--service-account-private-key-file=" + p.saKeyFile,
@@ -54,10 +65,23 @@ func controllerManagerArgs(p controllerManagerParams) []string {
 // forbiddenControllers are KCM controllers kubedeploy replaces; newControllerManager refuses to start them.
 var forbiddenControllers = []string{"deployment-controller", "deployment", "replicaset-controller", "replicaset"}
 
-// newControllerManager parses args into kube-controller-manager's options and builds its configuration. The
-// returned function runs the controllers until ctx is cancelled and then releases the global configz entry so a
-// later control plane in the same process can start again.
-func newControllerManager(ctx context.Context, args []string) (func(context.Context) error, error) {
+// checkControllers returns an error for the first KCM controller in controllers that the embedded cluster must not
+// run: "*" always, and forbiddenControllers unless upstreamWorkload (Config.UpstreamWorkloadControllers) allows
+// exactly the two upstreamWorkloadControllers. It is pure.
+func checkControllers(controllers []string, upstreamWorkload bool) error {
+	for _, c := range controllers {
+		allowed := upstreamWorkload && slices.Contains(upstreamWorkloadControllers, c)
+		if c == "*" || (slices.Contains(forbiddenControllers, c) && !allowed) {
+			return fmt.Errorf("kube-controller-manager must never run controller %q", c)
+		}
+	}
+	return nil
+}
+
+// newControllerManager parses args into kube-controller-manager's options and builds its configuration; it refuses
+// the controllers checkControllers rejects. The returned function runs the controllers until ctx is cancelled and
+// then releases the global configz entry so a later control plane in the same process can start again.
+func newControllerManager(ctx context.Context, args []string, upstreamWorkload bool) (func(context.Context) error, error) {
 	s, err := kcmoptions.NewKubeControllerManagerOptions()
 	if err != nil {
 		return nil, fmt.Errorf("kube-controller-manager options: %w", err)
@@ -72,10 +96,8 @@ func newControllerManager(ctx context.Context, args []string) (func(context.Cont
 		return nil, fmt.Errorf("kube-controller-manager flags: %w", err)
 	}
 	s.ParsedFlags = &namedFlagSets
-	for _, c := range s.Generic.Controllers {
-		if slices.Contains(forbiddenControllers, c) || c == "*" {
-			return nil, fmt.Errorf("kube-controller-manager must never run controller %q", c)
-		}
+	if err := checkControllers(s.Generic.Controllers, upstreamWorkload); err != nil {
+		return nil, err
 	}
 	c, err := s.Config(ctx, all, disabled, aliases)
 	if err != nil {

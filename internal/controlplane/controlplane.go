@@ -252,12 +252,13 @@ func (cp *ControlPlane) componentKubeconfig(name string) string {
 
 func (cp *ControlPlane) startControllerManager() error {
 	args := controllerManagerArgs(controllerManagerParams{
-		kubeconfig: cp.componentKubeconfig("controller-manager"),
-		caFile:     cp.pki.caFile(),
-		saKeyFile:  cp.pki.saKeyFile(),
+		kubeconfig:       cp.componentKubeconfig("controller-manager"),
+		caFile:           cp.pki.caFile(),
+		saKeyFile:        cp.pki.saKeyFile(),
+		upstreamWorkload: cp.cfg.UpstreamWorkloadControllers,
 	})
 	return cp.sup.goRun("kube-controller-manager", componentStopTimeout, func(ctx context.Context) (func(context.Context) error, error) {
-		return newControllerManager(ctx, args)
+		return newControllerManager(ctx, args, cp.cfg.UpstreamWorkloadControllers)
 	})
 }
 

@@ -5,7 +5,9 @@
 // It is the only package of kubedeploy that imports k8s.io/kubernetes.
 //
 // It must never:
-//   - start kube-controller-manager's deployment or replicaset controllers (those are kubedeploy's own);
+//   - start kube-controller-manager's deployment or replicaset controllers (those are kubedeploy's own), except
+//     under Config.UpstreamWorkloadControllers, an option only the differential tests (test/differential) set to
+//     run the upstream reference implementation; `kubedeploy up` never sets it;
 //   - be imported for anything other than running the embedded cluster (tests and `kubedeploy up`);
 //   - listen on or contact anything but 127.0.0.1.
 //
