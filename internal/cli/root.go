@@ -17,6 +17,6 @@ process; "kubedeploy kubectl" is kubectl, pointed at it.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newUpCommand(), newKubectlCommand(), newVersionCommand())
+	root.AddCommand(newUpCommand(), newControllersCommand(), newKubectlCommand(), newVersionCommand())
 	return root
 }

@@ -11,9 +11,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 
+	"github.com/kubedeploy/kubedeploy/deploy"
 	"github.com/kubedeploy/kubedeploy/internal/controlplane"
 	"github.com/kubedeploy/kubedeploy/internal/manager"
 )
@@ -58,7 +61,13 @@ Pods whose image tag starts with "broken" (e.g. nginx:broken) never become ready
 }
 
 func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
-	mcfg := manager.Config{Controllers: manager.ParseControllers(o.controllers), Version: Version}
+	mcfg := manager.Config{
+		Controllers: manager.ParseControllers(o.controllers),
+		Version:     Version,
+		// The same Lease as `kubedeploy controllers`: one run against this
+		// cluster stands by while these controllers lead.
+		LeaderElection: manager.LeaderElection{Enabled: true},
+	}
 	mcfg.Default()
 	cfg := controlplane.Config{
 		DataDir:             o.dataDir,
@@ -91,9 +100,11 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
 	if err := cp.Start(ctx); err != nil {
 		return err
 	}
+	if mcfg.RESTConfig, err = controllersIdentity(ctx, cp); err != nil {
+		return errors.Join(err, cp.Stop())
+	}
 	printReady(stdout, cp, mcfg.Controllers, time.Since(started))
 
-	mcfg.RESTConfig = cp.AdminConfig()
 	mctx, cancelManager := context.WithCancel(klog.NewContext(ctx, ourLogger))
 	managerDone := make(chan error, 1)
 	go func() { managerDone <- manager.Run(mctx, mcfg) }()
@@ -121,6 +132,21 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "Stopped.")
 	}
 	return runErr
+}
+
+// controllersIdentity applies deploy/'s Namespace, ServiceAccount and RBAC
+// with the admin client (idempotently) and returns a client configuration
+// for that ServiceAccount's user name with no groups, so the controllers have
+// only the permissions the manifests grant. It returns the first API error.
+func controllersIdentity(ctx context.Context, cp *controlplane.ControlPlane) (*rest.Config, error) {
+	admin, err := kubernetes.NewForConfig(cp.AdminConfig())
+	if err != nil {
+		return nil, err
+	}
+	if err := deploy.ApplyIdentity(ctx, admin); err != nil {
+		return nil, fmt.Errorf("applying the controllers' RBAC from deploy/: %w", err)
+	}
+	return cp.ClientConfig(deploy.User)
 }
 
 func printReady(w io.Writer, cp *controlplane.ControlPlane, controllers []string, took time.Duration) {

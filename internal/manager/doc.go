@@ -3,7 +3,10 @@
 // "kubedeploy-<controller>-controller", so our writes are recognisable in
 // metadata.managedFields), one shared informer factory, one event broadcaster
 // per controller (event source "deployment-controller" /
-// "replicaset-controller", as upstream's, CM-8), and the workers.
+// "replicaset-controller", as upstream's, CM-8), and the workers; optionally
+// leader election on a Lease (CM-7, released on graceful stop) and an HTTPS
+// endpoint for /healthz, /readyz, /livez and /metrics with authentication and
+// authorization delegated to the API server, as kube-controller-manager's.
 //
 // It owns the process-level plumbing only. It must never contain controller
 // decisions, and it must not know whether the API server is the embedded one

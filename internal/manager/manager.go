@@ -12,11 +12,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
@@ -51,6 +53,10 @@ type Config struct {
 	Burst int
 	// Version goes into the user agent.
 	Version string
+	// LeaderElection, when enabled, runs the controllers only while this process holds the Lease (CM-7).
+	LeaderElection LeaderElection
+	// Serving, when enabled, serves /healthz, /readyz, /livez and /metrics over HTTPS.
+	Serving Serving
 }
 
 // Default fills zero values with kube-controller-manager's defaults (CM-1, CM-6).
@@ -70,10 +76,12 @@ func (c *Config) Default() {
 	if c.Version == "" {
 		c.Version = "dev"
 	}
+	c.LeaderElection.Default()
 }
 
 // Validate returns an error naming the first bad field: a missing RESTConfig,
-// an unknown or repeated controller name, or a non-positive worker count, QPS or burst.
+// an unknown or repeated controller name, a non-positive worker count, QPS or
+// burst, inconsistent leader election durations, or a bad port or bind address.
 func (c Config) Validate() error {
 	if c.RESTConfig == nil {
 		return fmt.Errorf("no API server configuration")
@@ -87,7 +95,10 @@ func (c Config) Validate() error {
 	if c.QPS <= 0 || c.Burst < 1 {
 		return fmt.Errorf("kube-api-qps must be > 0 and kube-api-burst >= 1")
 	}
-	return nil
+	if err := c.LeaderElection.Validate(); err != nil {
+		return err
+	}
+	return c.Serving.Validate()
 }
 
 // ValidateControllers returns an error for an unknown or repeated controller name.
@@ -160,23 +171,80 @@ func stripManagedFields(obj any) (any, error) {
 // runnable is what both controllers offer.
 type runnable interface {
 	Run(ctx context.Context, workers int)
+	HasSynced() bool
 }
 
-// Run builds the configured controllers, starts the informers, runs the
-// workers and blocks until ctx is cancelled; then it waits for in-flight syncs
-// to finish and stops the event broadcasters. It returns an error only when the
-// controllers cannot be built (bad config, a client cannot be created).
+// Run runs the configured controllers until ctx is cancelled, then waits for
+// in-flight syncs to finish and, with leader election, releases the Lease.
+// With leader election the controllers run only while this process holds the
+// Lease (CM-7); when it loses the Lease, Run stops the workers, waits for
+// in-flight syncs and returns ErrLeaderElectionLost. With Serving enabled it
+// serves health and metrics (on standby too) until it returns. Other errors:
+// bad config, a client or controller that cannot be built, a port that cannot
+// be bound. With no controllers it only waits for ctx.
 func Run(ctx context.Context, cfg Config) error {
 	cfg.Default()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	registerMetrics()
 	logger := klog.FromContext(ctx)
 	if len(cfg.Controllers) == 0 {
 		logger.Info("No controllers to run")
 		<-ctx.Done()
 		return nil
 	}
+	var (
+		syncCheck informerSyncCheck
+		watchdog  *leaderelection.HealthzAdaptor
+		runErr    error
+	)
+	if cfg.LeaderElection.Enabled {
+		// As kube-controller-manager: unhealthy when leading but not renewed for RenewDeadline + 20s.
+		watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	}
+	if cfg.Serving.Enabled() {
+		serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+		defer stopServing()
+		if err := cfg.startServing(serveCtx, watchdog, &syncCheck); err != nil {
+			return err
+		}
+	}
+	run := func(ctx context.Context) { runErr = runControllers(ctx, cfg, &syncCheck) }
+	if !cfg.LeaderElection.Enabled {
+		run(ctx)
+		return runErr
+	}
+	client, err := cfg.clientFor("leader-election")
+	if err != nil {
+		return err
+	}
+	err = runLeading(ctx, cfg.LeaderElection, client, watchdog, run)
+	if runErr != nil {
+		return runErr
+	}
+	return err
+}
+
+// startServing serves health and metrics; see serve.
+func (c Config) startServing(ctx context.Context, watchdog *leaderelection.HealthzAdaptor, syncCheck *informerSyncCheck) error {
+	client, err := c.clientFor("auth-delegator")
+	if err != nil {
+		return err
+	}
+	live := []healthz.HealthChecker{healthz.PingHealthz}
+	if watchdog != nil {
+		live = append(live, watchdog)
+	}
+	return serve(ctx, c.Serving, client, live, syncCheck)
+}
+
+// runControllers builds the configured controllers, starts the informers,
+// runs the workers and blocks until ctx is cancelled; then it waits for
+// in-flight syncs to finish and stops the event broadcasters. It returns an
+// error only when the controllers cannot be built.
+func runControllers(ctx context.Context, cfg Config, syncCheck *informerSyncCheck) error {
+	logger := klog.FromContext(ctx)
 	infClient, err := cfg.clientFor("shared-informers")
 	if err != nil {
 		return err
@@ -185,9 +253,16 @@ func Run(ctx context.Context, cfg Config) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(infClient, resync, informers.WithTransform(stripManagedFields))
 
 	var (
-		runs        []func(context.Context)
+		ctrls       []runnable
+		workers     []int
 		broadcaster []record.EventBroadcaster
 	)
+	defer func() {
+		factory.Shutdown()
+		for _, b := range broadcaster {
+			b.Shutdown()
+		}
+	}()
 	for _, name := range cfg.Controllers {
 		client, err := cfg.clientFor(name)
 		if err != nil {
@@ -198,25 +273,24 @@ func Run(ctx context.Context, cfg Config) error {
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 		broadcaster = append(broadcaster, b)
 		recorder := b.NewRecorder(scheme.Scheme, v1.EventSource{Component: EventSource(name)})
-		ctrl, workers, err := newController(ctx, cfg, name, client, factory, recorder)
+		ctrl, n, err := newController(ctx, cfg, name, client, factory, recorder)
 		if err != nil {
 			return err
 		}
-		runs = append(runs, func(ctx context.Context) { ctrl.Run(ctx, workers) })
+		ctrls, workers = append(ctrls, ctrl), append(workers, n)
 	}
+	syncCheck.set(func() bool {
+		return !slices.ContainsFunc(ctrls, func(c runnable) bool { return !c.HasSynced() })
+	})
+	defer syncCheck.set(nil)
 	factory.Start(ctx.Done())
 	logger.Info("Started controllers", "controllers", cfg.Controllers)
 
 	var wg sync.WaitGroup
-	for _, run := range runs {
-		wg.Add(1)
-		go func() { defer wg.Done(); run(ctx) }()
+	for i, ctrl := range ctrls {
+		wg.Go(func() { ctrl.Run(ctx, workers[i]) })
 	}
 	wg.Wait()
-	factory.Shutdown()
-	for _, b := range broadcaster {
-		b.Shutdown()
-	}
 	logger.Info("Stopped controllers")
 	return nil
 }

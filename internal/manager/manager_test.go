@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 )
@@ -42,6 +43,16 @@ func TestConfigValidate(t *testing.T) {
 		{"repeated controller", func(c *Config) { c.Controllers = []string{"deployment", "deployment"} }, "listed twice"},
 		{"zero workers", func(c *Config) { c.ConcurrentReplicaSetSyncs = -1 }, "at least 1"},
 		{"bad qps", func(c *Config) { c.QPS = -1 }, "kube-api-qps"},
+		{"leader election off ignores durations", func(c *Config) { c.LeaderElection.RenewDeadline = time.Hour }, ""},
+		{"renew deadline above lease duration", func(c *Config) {
+			c.LeaderElection.Enabled, c.LeaderElection.RenewDeadline = true, time.Hour
+		}, "lease-duration"},
+		{"retry period above renew deadline", func(c *Config) {
+			c.LeaderElection.Enabled, c.LeaderElection.RetryPeriod = true, 11*time.Second
+		}, "lease-duration"},
+		{"leader election defaults", func(c *Config) { c.LeaderElection.Enabled = true }, ""},
+		{"bad port", func(c *Config) { c.Serving.Port = 65536 }, "secure-port"},
+		{"bad bind address", func(c *Config) { c.Serving.BindAddress = "example.com" }, "bind-address"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := good()
@@ -72,5 +83,21 @@ func TestDefaultsMatchKubeControllerManager(t *testing.T) {
 	}
 	if got := EventSource("replicaset"); got != "replicaset-controller" {
 		t.Errorf("EventSource = %q", got)
+	}
+}
+
+func TestLeaderElectionDefaults(t *testing.T) {
+	var c Config
+	c.Default()
+	le := c.LeaderElection
+	// CM-7, with our own Lease name
+	if le.LeaseDuration != 15*time.Second || le.RenewDeadline != 10*time.Second || le.RetryPeriod != 2*time.Second ||
+		le.ResourceName != "kubedeploy-controllers" || le.ResourceNamespace != "kube-system" {
+		t.Errorf("leader election defaults = %+v", le)
+	}
+	var other Config
+	other.Default()
+	if le.Identity == "" || le.Identity == other.LeaderElection.Identity {
+		t.Errorf("identities %q and %q: want distinct, non-empty", le.Identity, other.LeaderElection.Identity)
 	}
 }

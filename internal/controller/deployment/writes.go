@@ -47,8 +47,13 @@ func (sc *syncContext) syncRolloutStatus(ctx context.Context) (runner.Result, er
 		}
 		return runner.Result{RequeueAfter: after}, nil
 	}
+	prev := sc.d.Status
 	sc.d.Status = status
-	return runner.Result{}, sc.updateStatus(ctx)
+	if err := sc.updateStatus(ctx); err != nil {
+		return runner.Result{}, err
+	}
+	observeRolloutComplete(prev, sc.d.Status, sc.newRS, sc.now) // metrics.go
+	return runner.Result{}, nil
 }
 
 // replaceReplicaSet puts updated (returned by the API server) in place of the

@@ -47,9 +47,11 @@ type record struct {
 
 // NewTracker returns an empty Tracker for controller using clk (nil means the
 // real clock) and the 5 minute DefaultTimeout. It registers the package
-// metrics in the legacy registry on first use.
+// metrics in the legacy registry on first use and exports the controller's
+// expiry counter at 0, so /metrics shows it before the first expiry.
 func NewTracker(controller string, clk clock.PassiveClock) *Tracker {
 	registerMetrics()
+	expectationsExpired.WithLabelValues(controller)
 	if clk == nil {
 		clk = clock.RealClock{}
 	}

@@ -1,0 +1,93 @@
+// Package deploy holds the manifests that run `kubedeploy controllers` in a
+// cluster (namespace, ServiceAccount, least-privilege RBAC, Deployment) and
+// embeds them, so `kubedeploy up` can bind its controllers to exactly these
+// roles. It must not hold anything but those manifests and the code to decode
+// and apply them.
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// Namespace, ServiceAccount and the user name the controllers run as.
+const (
+	Namespace      = "kubedeploy-system"
+	ServiceAccount = "kubedeploy"
+	// User is the ServiceAccount's user name; `kubedeploy up` issues a client
+	// certificate for it so the RoleBindings below apply unchanged.
+	User = "system:serviceaccount:" + Namespace + ":" + ServiceAccount
+)
+
+//go:embed *.yaml
+var manifests embed.FS
+
+// Files returns the names of the embedded manifests, in apply order.
+func Files() []string {
+	names, _ := fs.Glob(manifests, "*.yaml") // the pattern is valid
+	sort.Strings(names)
+	return names
+}
+
+// Objects decodes every embedded manifest with client-go's scheme, in file
+// order then document order. It returns an error naming the file of a
+// document that does not decode.
+func Objects() ([]runtime.Object, error) {
+	var out []runtime.Object
+	for _, name := range Files() {
+		data, err := manifests.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		objs, err := decode(data)
+		if err != nil {
+			return nil, fmt.Errorf("deploy/%s: %w", name, err)
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
+}
+
+func decode(data []byte) ([]runtime.Object, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var out []runtime.Object
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, obj)
+	}
+}
+
+// stripComments drops whole-line YAML comments, to detect empty documents.
+func stripComments(doc []byte) []byte {
+	var b bytes.Buffer
+	for _, line := range bytes.Split(doc, []byte("\n")) {
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
+			b.Write(line)
+			b.WriteByte('\n')
+		}
+	}
+	return b.Bytes()
+}

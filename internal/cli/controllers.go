@@ -1,0 +1,123 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
+	"k8s.io/klog/v2"
+
+	"github.com/kubedeploy/kubedeploy/internal/manager"
+)
+
+// controllersOptions are the flags of `kubedeploy controllers`, named as kube-controller-manager names them.
+type controllersOptions struct {
+	kubeconfig  string
+	controllers string
+	manager     manager.Config
+	logging     *logsapi.LoggingConfiguration
+}
+
+func newControllersCommand() *cobra.Command {
+	o := controllersOptions{logging: logsapi.NewLoggingConfiguration()}
+	cmd := &cobra.Command{
+		Use:   "controllers",
+		Short: "Run only the kubedeploy controllers against an existing cluster, with leader election, health and metrics",
+		Long: `Runs kubedeploy's Deployment and ReplicaSet controllers against the cluster from
+--kubeconfig, else KUBECONFIG, else the in-cluster configuration (else ~/.kube/config).
+Switch the cluster's own controllers off first (kube-controller-manager
+--controllers=*,-deployment,-replicaset). With --leader-elect (default) only the holder of
+the Lease runs the controllers; on SIGTERM it finishes in-flight syncs, releases the Lease
+and exits 0; if it loses the Lease it stops its workers and exits 1.
+/healthz, /livez, /readyz and /metrics are served over HTTPS on --bind-address:--secure-port,
+authenticated and authorized by the API server like kube-controller-manager's.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runControllers(cmd.Context(), &o)
+		},
+	}
+	addControllersFlags(cmd, &o)
+	return cmd
+}
+
+func addControllersFlags(cmd *cobra.Command, o *controllersOptions) {
+	m, le := &o.manager, &o.manager.LeaderElection
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: KUBECONFIG, else in-cluster config, else ~/.kube/config)")
+	f.StringVar(&o.controllers, "controllers", "deployment,replicaset", "controllers to run ('*' for all)")
+	f.IntVar(&m.ConcurrentDeploymentSyncs, "concurrent-deployment-syncs", 5, "Deployment workers")
+	f.IntVar(&m.ConcurrentReplicaSetSyncs, "concurrent-replicaset-syncs", 5, "ReplicaSet workers")
+	f.Float32Var(&m.QPS, "kube-api-qps", 20, "requests per second each controller may send to the API server")
+	f.IntVar(&m.Burst, "kube-api-burst", 30, "burst of requests each controller may send to the API server")
+	f.BoolVar(&le.Enabled, "leader-elect", true, "run the controllers only while holding the leader election Lease")
+	f.DurationVar(&le.LeaseDuration, "leader-elect-lease-duration", manager.DefaultLeaseDuration, "how long a standby waits after the leader's last renewal before taking over")
+	f.DurationVar(&le.RenewDeadline, "leader-elect-renew-deadline", manager.DefaultRenewDeadline, "how long the leader tries to renew before it stops leading")
+	f.DurationVar(&le.RetryPeriod, "leader-elect-retry-period", manager.DefaultRetryPeriod, "time between attempts to acquire or renew the Lease")
+	f.StringVar(&le.ResourceName, "leader-elect-resource-name", manager.DefaultResourceName, "name of the Lease")
+	f.StringVar(&le.ResourceNamespace, "leader-elect-resource-namespace", manager.DefaultResourceNamespace, "namespace of the Lease")
+	f.IntVar(&m.Serving.Port, "secure-port", manager.DefaultSecurePort, "HTTPS port for /healthz, /readyz, /livez and /metrics (0 disables)")
+	f.StringVar(&m.Serving.BindAddress, "bind-address", "127.0.0.1", "IP address for --secure-port (0.0.0.0 for all interfaces, e.g. in a pod)")
+	logsapi.AddFlags(o.logging, f)
+}
+
+// config validates the flags and returns the manager configuration, without a RESTConfig.
+func (o *controllersOptions) config() (manager.Config, error) {
+	cfg := o.manager
+	cfg.Controllers = manager.ParseControllers(o.controllers)
+	if len(cfg.Controllers) == 0 {
+		return cfg, errors.New("--controllers names no controller")
+	}
+	cfg.Version = Version
+	cfg.RESTConfig = &rest.Config{} // checked by Validate; replaced by the caller
+	cfg.Default()
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	cfg.RESTConfig = nil
+	return cfg, nil
+}
+
+func runControllers(ctx context.Context, o *controllersOptions) error {
+	cfg, err := o.config()
+	if err != nil {
+		return err
+	}
+	if err := logsapi.ValidateAndApply(o.logging, nil); err != nil {
+		return fmt.Errorf("logging flags: %w", err)
+	}
+	defer klog.Flush()
+	if cfg.RESTConfig, err = loadRESTConfig(o.kubeconfig); err != nil {
+		return err
+	}
+	logger := klog.Background().WithName("kubedeploy")
+	logger.Info("Starting kubedeploy controllers", "version", Version, "server", cfg.RESTConfig.Host,
+		"controllers", cfg.Controllers, "leaderElect", cfg.LeaderElection.Enabled, "identity", cfg.LeaderElection.Identity)
+	err = manager.Run(klog.NewContext(ctx, logger), cfg)
+	if err == nil {
+		logger.Info("Stopped")
+	}
+	return err
+}
+
+// loadRESTConfig returns the client configuration from path if set, else from
+// KUBECONFIG if set, else in-cluster, else ~/.kube/config. Errors name the source.
+func loadRESTConfig(path string) (*rest.Config, error) {
+	if path == "" && os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" {
+		if cfg, err := rest.InClusterConfig(); err == nil {
+			return cfg, nil
+		}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,49 @@
+package deployment
+
+import (
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+var (
+	// rolloutDuration is the time from a new ReplicaSet's creation (the
+	// template change that started the rollout) to the Deployment reporting
+	// Progressing=True/NewReplicaSetAvailable (ST-14), in seconds.
+	rolloutDuration = metrics.NewHistogram(&metrics.HistogramOpts{
+		Name:           "kubedeploy_deployment_rollout_duration_seconds",
+		Help:           "Time from a Deployment's new ReplicaSet being created to the rollout being complete (NewReplicaSetAvailable), in seconds.",
+		Buckets:        metrics.ExponentialBuckets(0.5, 2, 14), // 0.5s .. ~68min
+		StabilityLevel: metrics.ALPHA,
+	})
+
+	registerMetricsOnce sync.Once
+)
+
+// RegisterMetrics registers this package's metrics in the legacy registry
+// (component-base), once per process. The controller manager calls it.
+func RegisterMetrics() {
+	registerMetricsOnce.Do(func() { legacyregistry.MustRegister(rolloutDuration) })
+}
+
+// observeRolloutComplete records the rollout duration when a status write
+// has just moved the Deployment to Progressing reason NewReplicaSetAvailable
+// (prev is the status before the write): now − newRS.CreationTimestamp.
+func observeRolloutComplete(prev, cur appsv1.DeploymentStatus, newRS *appsv1.ReplicaSet, now time.Time) {
+	if newRS == nil || progressingReason(prev) == NewReplicaSetAvailable || progressingReason(cur) != NewReplicaSetAvailable {
+		return
+	}
+	rolloutDuration.Observe(now.Sub(newRS.CreationTimestamp.Time).Seconds())
+}
+
+func progressingReason(s appsv1.DeploymentStatus) string {
+	for _, c := range s.Conditions {
+		if c.Type == appsv1.DeploymentProgressing {
+			return c.Reason
+		}
+	}
+	return ""
+}

@@ -1,0 +1,155 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+)
+
+// Leader election defaults, as kube-controller-manager's (CM-7), except the lock name.
+const (
+	DefaultLeaseDuration     = 15 * time.Second
+	DefaultRenewDeadline     = 10 * time.Second
+	DefaultRetryPeriod       = 2 * time.Second
+	DefaultResourceName      = "kubedeploy-controllers"
+	DefaultResourceNamespace = "kube-system"
+)
+
+// ErrLeaderElectionLost is returned by Run when this process stopped holding
+// the Lease while it was not asked to stop: its controllers were stopped and
+// drained, and the process should exit non-zero so that it is restarted as a standby.
+var ErrLeaderElectionLost = errors.New("leader election lost: this process no longer holds the lease; controllers stopped")
+
+// LeaderElection configures running the controllers only while holding a
+// coordination.k8s.io Lease (CM-7). Zero durations take the defaults.
+type LeaderElection struct {
+	// Enabled turns leader election on (--leader-elect).
+	Enabled bool
+	// LeaseDuration is how long a standby waits after the last renewal before taking over (default 15s).
+	LeaseDuration time.Duration
+	// RenewDeadline is how long the leader retries renewing before it gives up leading (default 10s).
+	RenewDeadline time.Duration
+	// RetryPeriod is the time between acquire or renew attempts (default 2s).
+	RetryPeriod time.Duration
+	// ResourceName and ResourceNamespace name the Lease (default kube-system/kubedeploy-controllers).
+	ResourceName      string
+	ResourceNamespace string
+	// Identity is this process's holder identity; default "<hostname>_<random UUID>", as kube-controller-manager's.
+	Identity string
+}
+
+// Default fills zero fields with the defaults (CM-7).
+func (l *LeaderElection) Default() {
+	if l.LeaseDuration == 0 {
+		l.LeaseDuration = DefaultLeaseDuration
+	}
+	if l.RenewDeadline == 0 {
+		l.RenewDeadline = DefaultRenewDeadline
+	}
+	if l.RetryPeriod == 0 {
+		l.RetryPeriod = DefaultRetryPeriod
+	}
+	if l.ResourceName == "" {
+		l.ResourceName = DefaultResourceName
+	}
+	if l.ResourceNamespace == "" {
+		l.ResourceNamespace = DefaultResourceNamespace
+	}
+	if l.Identity == "" {
+		host, _ := os.Hostname()
+		l.Identity = host + "_" + string(uuid.NewUUID())
+	}
+}
+
+// Validate returns an error unless, when enabled, LeaseDuration > RenewDeadline > RetryPeriod > 0
+// (client-go's own rule, checked here so the message names our flags).
+func (l LeaderElection) Validate() error {
+	if !l.Enabled {
+		return nil
+	}
+	if l.RetryPeriod <= 0 || l.RenewDeadline <= l.RetryPeriod || l.LeaseDuration <= l.RenewDeadline {
+		return fmt.Errorf("leader election needs lease-duration (%v) > renew-deadline (%v) > retry-period (%v) > 0",
+			l.LeaseDuration, l.RenewDeadline, l.RetryPeriod)
+	}
+	return nil
+}
+
+// runLeading runs run(ctx) only while this process holds the Lease. It
+// returns nil when ctx is cancelled (after run has returned, i.e. in-flight
+// syncs are finished, and then the Lease is released so a standby takes over
+// at once), or ErrLeaderElectionLost when the Lease was lost (after run has returned).
+// watchdog, if not nil, is wired as the elector's health check.
+func runLeading(ctx context.Context, l LeaderElection, client kubernetes.Interface,
+	watchdog *leaderelection.HealthzAdaptor, run func(context.Context)) error {
+	logger := klog.FromContext(ctx)
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, l.ResourceNamespace, l.ResourceName,
+		client.CoreV1(), client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: l.Identity})
+	if err != nil {
+		return fmt.Errorf("building the leader election lock: %w", err)
+	}
+	// The elector gets its own context: on shutdown it is cancelled only after
+	// the controllers have drained, so the Lease is released last.
+	electorCtx, cancelElector := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelElector()
+	var leading atomic.Bool
+	drained := make(chan struct{})
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   l.LeaseDuration,
+		RenewDeadline:   l.RenewDeadline,
+		RetryPeriod:     l.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            l.ResourceName,
+		WatchDog:        watchdog,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(leCtx context.Context) {
+				leading.Store(true)
+				defer close(drained)
+				defer cancelElector()
+				if leCtx.Err() != nil {
+					return // stopped between acquiring and starting
+				}
+				runCtx, cancel := context.WithCancel(leCtx)
+				defer cancel()
+				stop := context.AfterFunc(ctx, cancel)
+				defer stop()
+				logger.Info("Acquired the lease; starting controllers", "lease", klog.KRef(l.ResourceNamespace, l.ResourceName), "identity", l.Identity)
+				run(runCtx)
+			},
+			OnStoppedLeading: func() {},
+			OnNewLeader: func(identity string) {
+				logger.Info("Observed leader", "lease", klog.KRef(l.ResourceNamespace, l.ResourceName), "leader", identity)
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("building the leader elector: %w", err)
+	}
+	if watchdog != nil {
+		watchdog.SetLeaderElection(le)
+	}
+	stopWaiting := context.AfterFunc(ctx, func() {
+		if !leading.Load() {
+			cancelElector() // a standby stops at once
+		}
+	})
+	defer stopWaiting()
+	le.Run(electorCtx)
+	if leading.Load() {
+		<-drained
+	}
+	if ctx.Err() != nil {
+		logger.Info("Stopped leader election", "lease", klog.KRef(l.ResourceNamespace, l.ResourceName))
+		return nil
+	}
+	return ErrLeaderElectionLost
+}

@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
+)
+
+// syncBuffer is a bytes.Buffer safe for the process's writes and the test's reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]byte(nil), b.buf.Bytes()...)
+}
+
+func (b *syncBuffer) String() string { return string(b.Bytes()) }
+
+// controllersProcess is a running `kubedeploy controllers`.
+type controllersProcess struct {
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	exited chan error
+}
+
+// startControllers runs `kubedeploy controllers` against dataDir's cluster with short lease settings.
+func startControllers(t *testing.T, dataDir string, port int) *controllersProcess {
+	t.Helper()
+	cmd := exec.Command(binary, "controllers", "--kubeconfig", filepath.Join(dataDir, "kubeconfig"),
+		"--secure-port", fmt.Sprint(port), "--leader-elect-lease-duration=4s",
+		"--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms")
+	p := &controllersProcess{cmd: cmd, out: &syncBuffer{}, exited: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.exited
+		if t.Failed() {
+			t.Logf("kubedeploy controllers (pid %d) output:\n%s", cmd.Process.Pid, p.out)
+		}
+	})
+	return p
+}
+
+// leaseHolder returns the Lease holder identity.
+func leaseHolder(ctx context.Context, client kubernetes.Interface) (string, error) {
+	l, err := client.CoordinationV1().Leases("kube-system").Get(ctx, "kubedeploy-controllers", metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return "", nil //nolint:nilerr // not there yet
+	}
+	return *l.Spec.HolderIdentity, nil
+}
+
+// TestKillLeaderMidRollout: two `kubedeploy controllers` processes against
+// `kubedeploy up --controllers=`; kill -9 of the leader in the middle of a
+// 50-replica rollout → the other takes the Lease and completes the rollout
+// within the surge bound; SIGTERM of the new leader → it exits 0 (issue 4).
+func TestKillLeaderMidRollout(t *testing.T) {
+	skipShort(t)
+	dir := t.TempDir()
+	startUp(t, "--data-dir", dir, "--api-port", "0", "--controllers=", "--pod-startup-delay", "1s")
+	client := clientFor(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	procs := []*controllersProcess{startControllers(t, dir, 0), startControllers(t, dir, 0)}
+	var first string
+	harness.Eventually(t, time.Minute, "a leader", func(ctx context.Context) (bool, error) {
+		h, err := leaseHolder(ctx, client)
+		first = h
+		return h != "", err
+	})
+	d, err := client.AppsV1().Deployments("default").Create(ctx, harness.NewDeployment("default", "web", 50, "nginx:1.9"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	harness.WaitComplete(t, client, "default", d.Name, 2*time.Minute)
+	w := harness.WatchRollout(t, client, "default", d.Name, harness.Bounds{MaxTotal: 63, MinAvailable: 38})
+	patch := `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:1.9.3"}]}}}}`
+	if _, err := client.AppsV1().Deployments("default").Patch(ctx, d.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, time.Minute, "the rollout to be under way", func(ctx context.Context) (bool, error) {
+		got, err := client.AppsV1().Deployments("default").Get(ctx, d.Name, metav1.GetOptions{})
+		return err == nil && got.Status.UpdatedReplicas >= 5 && got.Status.UpdatedReplicas < 40, err
+	})
+	leader, standby := leaderOf(t, procs, first)
+	if err := leader.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	harness.Eventually(t, time.Minute, "the standby to take the Lease", func(ctx context.Context) (bool, error) {
+		h, err := leaseHolder(ctx, client)
+		return h != "" && h != first, err
+	})
+	t.Logf("standby took over %.1fs after kill -9 of the leader (lease duration 4s)", time.Since(killed).Seconds())
+	if took := time.Since(killed); took > 9*time.Second {
+		t.Errorf("takeover took %v, want within lease duration + 5s", took)
+	}
+	harness.WaitComplete(t, client, "default", d.Name, 2*time.Minute)
+	w.Stop()
+	w.Check(10)
+
+	if err := standby.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-standby.exited:
+		standby.exited <- err
+		if err != nil {
+			t.Errorf("after SIGTERM: %v, want exit 0", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("kubedeploy controllers did not exit within a minute of SIGTERM")
+	}
+}
+
+// leaderOf returns the process whose log says it acquired identity's Lease, and the other one.
+func leaderOf(t *testing.T, procs []*controllersProcess, identity string) (leader, other *controllersProcess) {
+	t.Helper()
+	for i, p := range procs {
+		if bytes.Contains(p.out.Bytes(), []byte(`"Acquired the lease; starting controllers"`)) &&
+			bytes.Contains(p.out.Bytes(), []byte(identity)) {
+			return p, procs[1-i]
+		}
+	}
+	t.Fatalf("no process logged acquiring the Lease as %s", identity)
+	return nil, nil
+}
