@@ -2,15 +2,23 @@ package harness
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+)
+
+const (
+	revisionAnnotation    = "deployment.kubernetes.io/revision"
+	maxReplicasAnnotation = "deployment.kubernetes.io/max-replicas"
 )
 
 // Bounds are the rolling-update safety bounds of one Deployment, in replicas:
@@ -27,7 +35,7 @@ type Bounds struct {
 type RolloutWatch struct {
 	t          *testing.T
 	deployment string
-	bounds     Bounds
+	opts       WatchOptions
 	stop       chan struct{}
 	store      cache.Store
 
@@ -44,7 +52,28 @@ type RolloutWatch struct {
 // Check when the rollout is done.
 func WatchRollout(t *testing.T, client kubernetes.Interface, ns, name string, b Bounds) *RolloutWatch {
 	t.Helper()
-	w := &RolloutWatch{t: t, deployment: name, bounds: b, stop: make(chan struct{}), minAvailable: 1<<31 - 1}
+	return WatchRolloutWith(t, client, ns, name, WatchOptions{Bounds: &b})
+}
+
+// WatchOptions choose the invariants a RolloutWatch checks at every change.
+type WatchOptions struct {
+	// Bounds are fixed rolling-update bounds; nil checks none.
+	Bounds *Bounds
+	// SurgeFromAnnotations checks that the ReplicaSets never total more than
+	// the largest max-replicas annotation (OM-4: spec.replicas + maxSurge at
+	// the controller's last write) among the active ones. It stays valid
+	// while the Deployment is scaled, where fixed Bounds cannot.
+	SurgeFromAnnotations bool
+	// OneNewReplicaSet checks that no two owned ReplicaSets share a pod
+	// template (ignoring pod-template-hash) or a revision: the controller
+	// never creates a second ReplicaSet for one template (RV-1, RU-13).
+	OneNewReplicaSet bool
+}
+
+// WatchRolloutWith is WatchRollout with a choice of invariants.
+func WatchRolloutWith(t *testing.T, client kubernetes.Interface, ns, name string, o WatchOptions) *RolloutWatch {
+	t.Helper()
+	w := &RolloutWatch{t: t, deployment: name, opts: o, stop: make(chan struct{}), minAvailable: 1<<31 - 1}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
 	inf := factory.Apps().V1().ReplicaSets().Informer()
 	w.store = inf.GetStore()
@@ -70,19 +99,24 @@ func (w *RolloutWatch) owned(rs *appsv1.ReplicaSet) bool {
 }
 
 func (w *RolloutWatch) observe() {
-	var total, available int32
+	var total, available, surgeBound int32
 	var sizes []string
+	var owned []*appsv1.ReplicaSet
 	for _, obj := range w.store.List() {
 		rs := obj.(*appsv1.ReplicaSet)
 		if !w.owned(rs) {
 			continue
 		}
+		owned = append(owned, rs)
 		spec := int32(1)
 		if rs.Spec.Replicas != nil {
 			spec = *rs.Spec.Replicas
 		}
 		total += spec
 		available += rs.Status.AvailableReplicas
+		if n, err := strconv.ParseInt(rs.Annotations[maxReplicasAnnotation], 10, 32); err == nil && spec > 0 {
+			surgeBound = max(surgeBound, int32(n))
+		}
 		sizes = append(sizes, fmt.Sprintf("%s=%d/%d", rs.Name, spec, rs.Status.AvailableReplicas))
 	}
 	w.mu.Lock()
@@ -91,12 +125,43 @@ func (w *RolloutWatch) observe() {
 	w.history = append(w.history, fmt.Sprint(sizes))
 	w.maxTotal = max(w.maxTotal, total)
 	w.minAvailable = min(w.minAvailable, available)
-	if total > w.bounds.MaxTotal {
-		w.violations = append(w.violations, fmt.Sprintf("ReplicaSets total %d > %d: %v", total, w.bounds.MaxTotal, sizes))
+	if b := w.opts.Bounds; b != nil && total > b.MaxTotal {
+		w.violations = append(w.violations, fmt.Sprintf("ReplicaSets total %d > %d: %v", total, b.MaxTotal, sizes))
 	}
-	if available < w.bounds.MinAvailable {
-		w.violations = append(w.violations, fmt.Sprintf("available %d < %d: %v", available, w.bounds.MinAvailable, sizes))
+	if b := w.opts.Bounds; b != nil && available < b.MinAvailable {
+		w.violations = append(w.violations, fmt.Sprintf("available %d < %d: %v", available, b.MinAvailable, sizes))
 	}
+	if w.opts.SurgeFromAnnotations && surgeBound > 0 && total > surgeBound {
+		w.violations = append(w.violations, fmt.Sprintf("ReplicaSets total %d > max-replicas %d: %v", total, surgeBound, sizes))
+	}
+	if w.opts.OneNewReplicaSet {
+		if v := duplicateReplicaSets(owned); v != "" {
+			w.violations = append(w.violations, v+fmt.Sprintf(": %v", sizes))
+		}
+	}
+}
+
+// duplicateReplicaSets describes two ReplicaSets sharing a template (hash
+// label ignored) or a revision annotation, or returns "".
+func duplicateReplicaSets(rss []*appsv1.ReplicaSet) string {
+	for i, a := range rss {
+		for _, b := range rss[i+1:] {
+			if ra := a.Annotations[revisionAnnotation]; ra != "" && ra == b.Annotations[revisionAnnotation] {
+				return fmt.Sprintf("%s and %s both have revision %s", a.Name, b.Name, ra)
+			}
+			if equalIgnoringHash(a.Spec.Template, b.Spec.Template) {
+				return fmt.Sprintf("%s and %s have the same pod template", a.Name, b.Name)
+			}
+		}
+	}
+	return ""
+}
+
+func equalIgnoringHash(a, b v1.PodTemplateSpec) bool {
+	a, b = *a.DeepCopy(), *b.DeepCopy()
+	delete(a.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
+	delete(b.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
+	return equality.Semantic.DeepEqual(a, b)
 }
 
 // Stop stops watching. It is safe to call more than once.
@@ -115,8 +180,13 @@ func (w *RolloutWatch) Check(minChanges int) {
 	w.t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.t.Logf("rollout of %s: %d ReplicaSet changes seen, max total %d (bound %d), min available %d (bound %d)",
-		w.deployment, w.changes, w.maxTotal, w.bounds.MaxTotal, w.minAvailable, w.bounds.MinAvailable)
+	if b := w.opts.Bounds; b != nil {
+		w.t.Logf("rollout of %s: %d ReplicaSet changes seen, max total %d (bound %d), min available %d (bound %d)",
+			w.deployment, w.changes, w.maxTotal, b.MaxTotal, w.minAvailable, b.MinAvailable)
+	} else {
+		w.t.Logf("rollout of %s: %d ReplicaSet changes seen, max total %d, min available %d",
+			w.deployment, w.changes, w.maxTotal, w.minAvailable)
+	}
 	if w.changes < minChanges {
 		w.t.Errorf("saw only %d ReplicaSet changes, want at least %d", w.changes, minChanges)
 	}
