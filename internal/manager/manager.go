@@ -306,6 +306,7 @@ func newController(ctx context.Context, cfg Config, name string, client kubernet
 			ReplicaSets: factory.Apps().V1().ReplicaSets(),
 			Pods:        factory.Core().V1().Pods(),
 			Recorder:    recorder,
+			Observer:    syncObserver{},
 		})
 		return c, cfg.ConcurrentDeploymentSyncs, err
 	case ReplicaSetController:
@@ -314,6 +315,7 @@ func newController(ctx context.Context, cfg Config, name string, client kubernet
 			ReplicaSets: factory.Apps().V1().ReplicaSets(),
 			Pods:        factory.Core().V1().Pods(),
 			Recorder:    recorder,
+			Observer:    syncObserver{},
 		})
 		return c, cfg.ConcurrentReplicaSetSyncs, err
 	}

@@ -13,7 +13,6 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/clientgo/leaderelection"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
-	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
 // Sync results, the "result" label of kubedeploy_controller_sync_duration_seconds.
@@ -47,11 +46,10 @@ func (syncObserver) SyncDone(controller string, d time.Duration, err error) {
 }
 
 // registerMetrics registers the manager's and the controllers' metrics in the
-// legacy registry and makes syncObserver the runners' observer, once per process.
+// legacy registry, once per process. Controllers get syncObserver through their Config.
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(syncDuration)
 		deployment.RegisterMetrics()
-		runner.SetDefaultObserver(syncObserver{})
 	})
 }

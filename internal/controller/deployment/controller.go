@@ -35,6 +35,8 @@ type Config struct {
 	Recorder record.EventRecorder
 	// Clock is the time source for conditions and deadlines; default real.
 	Clock clock.Clock
+	// Observer, if set, is told the duration and error of every sync (metrics).
+	Observer runner.Observer
 }
 
 // Validate returns an error naming the first missing required field.
@@ -99,7 +101,11 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		clock:      cfg.Clock,
 		writes:     newWriteTracker(),
 	}
-	c.runner = runner.New("deployment", c.syncDeployment)
+	var opts []runner.Option
+	if cfg.Observer != nil {
+		opts = append(opts, runner.WithObserver(cfg.Observer))
+	}
+	c.runner = runner.New("deployment", c.syncDeployment, opts...)
 	c.enqueue = c.runner.Enqueue
 	if err := c.registerHandlers(klog.FromContext(ctx), cfg); err != nil {
 		return nil, err

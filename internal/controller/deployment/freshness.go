@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
 // writtenRS is one ReplicaSet write the cache has not yet been seen to reflect.
@@ -72,8 +74,8 @@ func (w *writeTracker) checkObserved(key cache.ObjectName, get func(namespace, n
 			delete(w.byDeployment[key], uid)
 			continue
 		}
-		return fmt.Errorf("ReplicaSet cache for %s/%s is at resourceVersion %s, older than our write at %s; waiting for it to catch up",
-			wr.namespace, wr.name, cached.ResourceVersion, wr.resourceVersion)
+		return fmt.Errorf("ReplicaSet cache for %s/%s is at resourceVersion %s, older than our write at %s (%w)",
+			wr.namespace, wr.name, cached.ResourceVersion, wr.resourceVersion, runner.ErrWaiting)
 	}
 	if len(w.byDeployment[key]) == 0 {
 		delete(w.byDeployment, key)

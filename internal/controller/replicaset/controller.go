@@ -45,6 +45,8 @@ type Config struct {
 	BurstReplicas int
 	// Clock is the controller's notion of now; nil means the real clock.
 	Clock clock.Clock
+	// Observer, if set, is told the duration and error of every sync (metrics).
+	Observer runner.Observer
 }
 
 // Validate returns an error naming every missing or invalid field.
@@ -118,7 +120,11 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 			resourceReplicaSets: expectations.InformerObserved(rsInformer),
 		}),
 	}
-	c.runner = runner.New(Name, c.sync)
+	var opts []runner.Option
+	if cfg.Observer != nil {
+		opts = append(opts, runner.WithObserver(cfg.Observer))
+	}
+	c.runner = runner.New(Name, c.sync, opts...)
 	logger := klog.FromContext(ctx)
 	rsReg, err := rsInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.addReplicaSet(logger, obj) },

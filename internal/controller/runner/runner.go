@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -67,23 +66,11 @@ func WithRateLimiter(rl workqueue.TypedRateLimiter[cache.ObjectName]) Option {
 // WithObserver reports each finished sync to o.
 func WithObserver(o Observer) Option { return func(r *Runner) { r.observer = o } }
 
-// defaultObserver is the process-wide Observer of Runners built without
-// WithObserver, set once like client-go's workqueue.SetProvider.
-var defaultObserver atomic.Pointer[Observer]
-
-// SetDefaultObserver makes o the Observer of every Runner built afterwards
-// without WithObserver. The controller manager calls it once, before it
-// builds controllers, so sync-duration metrics need no per-controller wiring.
-func SetDefaultObserver(o Observer) { defaultObserver.Store(&o) }
-
 // New returns a Runner whose queue is named name ("deployment", "replicaset")
 // and uses DefaultTypedControllerRateLimiter: per-key exponential backoff from
 // 5ms doubling to 1000s, combined with a global 10 qps / burst 100 bucket (CM-2).
 func New(name string, sync SyncFunc, opts ...Option) *Runner {
 	r := &Runner{name: name, sync: sync, now: time.Now}
-	if o := defaultObserver.Load(); o != nil {
-		r.observer = *o
-	}
 	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name})
