@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// kubectl runs `kubedeploy kubectl args…` against dataDir's cluster (through
+// KUBEDEPLOY_DATA_DIR, as a user would) and returns its combined output and error.
+func kubectl(t *testing.T, dataDir string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, append([]string{"kubectl"}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBEDEPLOY_DATA_DIR="+dataDir, "KUBECONFIG=")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// mustKubectl is kubectl that fails the test on error and checks that the
+// output contains every string in want.
+func mustKubectl(t *testing.T, dataDir string, want []string, args ...string) string {
+	t.Helper()
+	out, err := kubectl(t, dataDir, args...)
+	if err != nil {
+		t.Fatalf("kubedeploy kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Fatalf("kubedeploy kubectl %s: output lacks %q:\n%s", strings.Join(args, " "), w, out)
+		}
+	}
+	return out
+}
+
+// eventuallyKubectl runs kubectl args until its output contains want, for up to a minute.
+func eventuallyKubectl(t *testing.T, dataDir, want string, args ...string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out := mustKubectl(t, dataDir, nil, args...)
+		if strings.Contains(out, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kubedeploy kubectl %s: output still lacks %q after a minute:\n%s", strings.Join(args, " "), want, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// TestSeedWalkthroughWithKubectl is the seed documents' walkthrough (seed
+// 001 "deployment 的基本功能", seed 004) typed as a user would, through
+// `kubedeploy kubectl`: create, get rs, set image with a change-cause,
+// rollout status/history, undo --to-revision, pause/resume, scale, the
+// progress-deadline failure of `rollout status`, delete.
+func TestSeedWalkthroughWithKubectl(t *testing.T) {
+	skipShort(t)
+	dir := t.TempDir()
+	startUp(t, "--data-dir", dir, "--api-port", "0", "--pod-startup-delay", "300ms", "--pod-termination-delay", "300ms")
+	example, err := filepath.Abs(filepath.Join("..", "..", "examples", "nginx-deployment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := "deploy/nginx-deployment"
+	mustKubectl(t, dir, []string{"deployment.apps/nginx-deployment created"}, "create", "-f", example)
+	mustKubectl(t, dir, []string{"successfully rolled out"}, "rollout", "status", d, "--timeout=2m")
+	mustKubectl(t, dir, []string{"20/20"}, "get", "deployment", "nginx-deployment")
+	mustKubectl(t, dir, []string{"nginx-deployment-", "20        20        20"}, "get", "rs")
+
+	// As the Kubernetes docs do it: change, then record why. (Annotating first
+	// would copy the cause to the current ReplicaSet too: RV-2 copies
+	// Deployment annotations to the new ReplicaSet on every sync.)
+	mustKubectl(t, dir, []string{"image updated"}, "set", "image", d, "nginx-deployment=nginx:1.9.3")
+	mustKubectl(t, dir, nil, "annotate", d, "kubernetes.io/change-cause=image nginx:1.9.3")
+	mustKubectl(t, dir, []string{"successfully rolled out"}, "rollout", "status", d, "--timeout=2m")
+	mustKubectl(t, dir, []string{"REVISION", "1         <none>", "2         image nginx:1.9.3"}, "rollout", "history", d)
+
+	mustKubectl(t, dir, []string{"rolled back"}, "rollout", "undo", d, "--to-revision=1")
+	mustKubectl(t, dir, []string{"successfully rolled out"}, "rollout", "status", d, "--timeout=2m")
+	mustKubectl(t, dir, []string{"2         image nginx:1.9.3", "3         <none>"}, "rollout", "history", d)
+	mustKubectl(t, dir, []string{"nginx:1.9"}, "get", d, "-o", "jsonpath={.spec.template.spec.containers[0].image}")
+
+	mustKubectl(t, dir, []string{"paused"}, "rollout", "pause", d)
+	before := mustKubectl(t, dir, nil, "get", "rs", "-o", "name")
+	mustKubectl(t, dir, []string{"image updated"}, "set", "image", d, "nginx-deployment=nginx:1.10")
+	time.Sleep(2 * time.Second) // give a (wrong) controller time to act; nothing may change while paused
+	if after := mustKubectl(t, dir, nil, "get", "rs", "-o", "name"); after != before {
+		t.Fatalf("a ReplicaSet was created while paused:\nbefore %s\nafter %s", before, after)
+	}
+	mustKubectl(t, dir, []string{"DeploymentPaused"}, "describe", d)
+	mustKubectl(t, dir, []string{"resumed"}, "rollout", "resume", d)
+	mustKubectl(t, dir, []string{"successfully rolled out"}, "rollout", "status", d, "--timeout=2m")
+
+	mustKubectl(t, dir, []string{"scaled"}, "scale", "deployment", "nginx-deployment", "--replicas", "10")
+	mustKubectl(t, dir, []string{"successfully rolled out"}, "rollout", "status", d, "--timeout=2m")
+	// `rollout status` only waits for updated/available replicas, so after a
+	// scale-down it may return before the surplus pods are gone (upstream too).
+	eventuallyKubectl(t, dir, "10/10", "get", "deployment", "nginx-deployment")
+
+	mustKubectl(t, dir, nil, "patch", d, "-p", `{"spec":{"progressDeadlineSeconds":5}}`)
+	mustKubectl(t, dir, []string{"image updated"}, "set", "image", d, "nginx-deployment=nginx:broken")
+	out, err := kubectl(t, dir, "rollout", "status", d, "--timeout=2m")
+	if err == nil || !strings.Contains(out, `deployment "nginx-deployment" exceeded its progress deadline`) {
+		t.Fatalf("rollout status of a stuck rollout: err %v, output:\n%s", err, out)
+	}
+	mustKubectl(t, dir, []string{"ProgressDeadlineExceeded", "ScalingReplicaSet", "deployment-controller"}, "describe", d)
+
+	mustKubectl(t, dir, []string{"deleted"}, "delete", "deployment", "nginx-deployment")
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out := mustKubectl(t, dir, nil, "get", "rs,pods", "-o", "name")
+		if strings.TrimSpace(out) == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ReplicaSets and pods left a minute after the delete:\n%s", out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
