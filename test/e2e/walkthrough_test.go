@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +39,38 @@ func mustKubectl(t *testing.T, dataDir string, want []string, args ...string) st
 	return out
 }
 
+// checkScalingSequence creates Deployment name (image nginx:1.9, replicas,
+// the default 25%/25% strategy) with `kubectl create deployment`, sets its
+// image to nginx:1.9.3 and checks that `describe` lists every event in want
+// (formats taking the old and the new ReplicaSet name).
+func checkScalingSequence(t *testing.T, dataDir, name, replicas string, want []string) {
+	t.Helper()
+	d := "deploy/" + name
+	mustKubectl(t, dataDir, []string{"created"}, "create", "deployment", name, "--image=nginx:1.9", "--replicas="+replicas)
+	mustKubectl(t, dataDir, []string{"successfully rolled out"}, "rollout", "status", d, "--timeout=2m")
+	oldRS := rsWithImage(t, dataDir, name, "nginx:1.9")
+	mustKubectl(t, dataDir, []string{"image updated"}, "set", "image", d, "nginx=nginx:1.9.3")
+	mustKubectl(t, dataDir, []string{"successfully rolled out"}, "rollout", "status", d, "--timeout=2m")
+	newRS := rsWithImage(t, dataDir, name, "nginx:1.9.3")
+	var events []string
+	for _, w := range want {
+		events = append(events, fmt.Sprintf(w, oldRS, newRS))
+	}
+	mustKubectl(t, dataDir, events, "describe", d)
+}
+
+// rsWithImage returns the name of the ReplicaSet labelled app=app whose pod template runs image.
+func rsWithImage(t *testing.T, dataDir, app, image string) string {
+	t.Helper()
+	out := mustKubectl(t, dataDir, nil, "get", "rs", "-l", "app="+app, "-o",
+		`jsonpath={range .items[?(@.spec.template.spec.containers[0].image=="`+image+`")]}{.metadata.name}{end}`)
+	name := strings.TrimSpace(out)
+	if name == "" || strings.Contains(name, " ") {
+		t.Fatalf("want one ReplicaSet running %s, got %q", image, out)
+	}
+	return name
+}
+
 // eventuallyKubectl runs kubectl args until its output contains want, for up to a minute.
 func eventuallyKubectl(t *testing.T, dataDir, want string, args ...string) {
 	t.Helper()
@@ -58,7 +91,9 @@ func eventuallyKubectl(t *testing.T, dataDir, want string, args ...string) {
 // 001 "deployment 的基本功能", seed 004) typed as a user would, through
 // `kubedeploy kubectl`: create, get rs, set image with a change-cause,
 // rollout status/history, undo --to-revision, pause/resume, scale, the
-// progress-deadline failure of `rollout status`, delete.
+// scaling sequences of seed 001 (10 replicas) and seed 004 (3 replicas, one
+// by one) as `describe` shows them, the progress-deadline failure of
+// `rollout status`, delete.
 func TestSeedWalkthroughWithKubectl(t *testing.T) {
 	skipShort(t)
 	dir := t.TempDir()
@@ -111,7 +146,25 @@ func TestSeedWalkthroughWithKubectl(t *testing.T) {
 	}
 	mustKubectl(t, dir, []string{"ProgressDeadlineExceeded", "ScalingReplicaSet", "deployment-controller"}, "describe", d)
 
-	mustKubectl(t, dir, []string{"deleted"}, "delete", "deployment", "nginx-deployment")
+	// Seed 001's rolling update of 10 replicas and seed 004's one-by-one
+	// update of 3, each on a Deployment of its own: the event recorder folds
+	// an object's events into one after ten similar ones, so the sequences
+	// must come early in a Deployment's life to be read back from describe.
+	checkScalingSequence(t, dir, "seed001", "10", []string{
+		"Scaled up replica set %[2]s from 0 to 3",
+		"Scaled down replica set %[1]s from 10 to 8",
+		"Scaled up replica set %[2]s from 3 to 5",
+	})
+	checkScalingSequence(t, dir, "seed004", "3", []string{
+		"Scaled up replica set %[2]s from 0 to 1",
+		"Scaled down replica set %[1]s from 3 to 2",
+		"Scaled up replica set %[2]s from 1 to 2",
+		"Scaled down replica set %[1]s from 2 to 1",
+		"Scaled up replica set %[2]s from 2 to 3",
+		"Scaled down replica set %[1]s from 1 to 0",
+	})
+
+	mustKubectl(t, dir, []string{"deleted"}, "delete", "deployment", "nginx-deployment", "seed001", "seed004")
 	deadline := time.Now().Add(time.Minute)
 	for {
 		out := mustKubectl(t, dir, nil, "get", "rs,pods", "-o", "name")

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -159,8 +160,9 @@ func TestOverlappingDeployments(t *testing.T) {
 
 // TestScaledRolloutDeployment (15.1, RU-10, RU-11, PS-3): mid-rollout (stuck
 // on a broken image) availability stays at least minAvailable; a template
-// change together with a scale-up to 20, then another with a scale-down to 5,
-// completes; every active ReplicaSet was annotated desired-replicas 5 (OM-3).
+// change together with a scale-up to 20 completes with every ReplicaSet
+// annotated desired-replicas 20, then another with a scale-down to 5
+// completes with the ReplicaSets it touched annotated 5 (OM-3).
 func TestScaledRolloutDeployment(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := harness.Context(t, 4*time.Minute)
@@ -174,21 +176,39 @@ func TestScaledRolloutDeployment(t *testing.T) {
 	w.Stop()
 	w.Check(3)
 
+	// As upstream: scale up to 20 with a working image and wait for the
+	// rollout to complete; every ReplicaSet was scaled (PS-3, force) or
+	// created while spec.replicas was 20, so all say desired-replicas 20.
 	updateDeployment(ctx, t, ns, d.Name, func(d *appsv1.Deployment) {
 		d.Spec.Replicas = new(int32(20))
-		d.Spec.Template.Spec.Containers[0].Image = "nginx:broken2"
+		d.Spec.Template.Spec.Containers[0].Image = "nginx:1.9.2"
 	})
-	waitDeployment(t, ns, d.Name, "revision 3 observed", func(d *appsv1.Deployment) bool {
-		return observed(d) && d.Annotations[revisionAnnotation] == "3"
-	})
+	d = waitRevision(t, ns, d.Name, "3")
+	d = harness.WaitComplete(t, env.Client, ns, d.Name, rolloutTimeout)
+	checkDesired(ctx, t, d, "20", nil)
+
+	// Scale down to 5 with another image: the ReplicaSet active at that
+	// moment (revision 3) and the new one (revision 4) say 5; ReplicaSets
+	// already at 0 keep the value of their last resize (OM-3).
 	updateDeployment(ctx, t, ns, d.Name, func(d *appsv1.Deployment) {
 		d.Spec.Replicas = new(int32(5))
 		d.Spec.Template.Spec.Containers[0].Image = "nginx:1.9.3"
 	})
 	d = waitRevision(t, ns, d.Name, "4")
+	d = harness.WaitComplete(t, env.Client, ns, d.Name, rolloutTimeout)
+	checkDesired(ctx, t, d, "5", map[string]bool{"3": true, "4": true})
+}
+
+// checkDesired fails t unless every ReplicaSet of d whose revision is in
+// revisions (all when nil) has the desired-replicas annotation want.
+func checkDesired(ctx context.Context, t *testing.T, d *appsv1.Deployment, want string, revisions map[string]bool) {
+	t.Helper()
 	for _, rs := range harness.OwnedReplicaSets(ctx, t, env.Client, d) {
-		if rs.Annotations[desiredAnnotation] != "5" {
-			t.Errorf("ReplicaSet %s (revision %s) desired-replicas = %q, want 5", rs.Name, rs.Annotations[revisionAnnotation], rs.Annotations[desiredAnnotation])
+		if revisions != nil && !revisions[rs.Annotations[revisionAnnotation]] {
+			continue
+		}
+		if rs.Annotations[desiredAnnotation] != want {
+			t.Errorf("ReplicaSet %s (revision %s) desired-replicas = %q, want %s", rs.Name, rs.Annotations[revisionAnnotation], rs.Annotations[desiredAnnotation], want)
 		}
 	}
 }
