@@ -116,19 +116,7 @@ func unhealthyScaleDowns(activeOld []*appsv1.ReplicaSet, budget int32) map[*apps
 func (sc *syncContext) cleanupUnhealthyReplicas(ctx context.Context, budget int32) (int32, error) {
 	activeOld := activeReplicaSets(sc.oldRSs)
 	plan := unhealthyScaleDowns(activeOld, budget)
-	sortOldestFirst(activeOld)
-	var total int32
-	for _, rs := range activeOld {
-		n, ok := plan[rs]
-		if !ok {
-			continue
-		}
-		if _, err := sc.scaleReplicaSet(ctx, rs, specReplicas(rs)-n); err != nil {
-			return total, err
-		}
-		total += n
-	}
-	return total, nil
+	return sc.applyScaleDowns(ctx, activeOld, plan)
 }
 
 // healthyScaleDowns returns, for active old ReplicaSets oldest first, how
@@ -173,6 +161,13 @@ func healthyScaleDowns(d *appsv1.Deployment, activeOld, allRSs []*appsv1.Replica
 func (sc *syncContext) scaleDownOldReplicaSetsForRollingUpdate(ctx context.Context) (int32, error) {
 	activeOld := activeReplicaSets(sc.oldRSs)
 	plan := healthyScaleDowns(sc.d, activeOld, withNew(activeOld, sc.newRS))
+	return sc.applyScaleDowns(ctx, activeOld, plan)
+}
+
+// applyScaleDowns removes plan[rs] replicas from each ReplicaSet of activeOld
+// that has an entry, oldest first, and returns how many replicas it removed
+// and the first write error (which stops it: IM-1).
+func (sc *syncContext) applyScaleDowns(ctx context.Context, activeOld []*appsv1.ReplicaSet, plan map[*appsv1.ReplicaSet]int32) (int32, error) {
 	sortOldestFirst(activeOld)
 	var total int32
 	for _, rs := range activeOld {
