@@ -3,10 +3,8 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -161,24 +159,9 @@ func printReady(w io.Writer, cp *controlplane.ControlPlane, controllers []string
 // scheduler, controller-manager, KWOK) to <data-dir>/logs/control-plane.log so
 // the terminal shows kubedeploy's own messages only.
 func redirectComponentLogs(dataDir string) (func(), error) {
-	dir := filepath.Join(dataDir, "logs")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir %s is not writable: %w", dataDir, err)
-	}
-	f, err := os.OpenFile(filepath.Join(dir, "control-plane.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	closeLogs, err := controlplane.RedirectComponentLogs(filepath.Join(dataDir, "logs", "control-plane.log"), 0)
 	if err != nil {
 		return nil, fmt.Errorf("data dir %s is not writable: %w", dataDir, err)
 	}
-	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	for name, value := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL", "one_output": "true"} {
-		if err := fs.Set(name, value); err != nil {
-			return nil, fmt.Errorf("configuring component logs: %w", err)
-		}
-	}
-	klog.SetOutput(f)
-	return func() {
-		klog.Flush()
-		_ = f.Close()
-	}, nil
+	return closeLogs, nil
 }

@@ -77,22 +77,8 @@ func Main(m *testing.M, opts Options, env **Env) int {
 // redirectLogs sends the global klog output (every embedded component and the
 // controllers) to <dir>/logs/test.log, so test output shows only the tests.
 func redirectLogs(dir string) error {
-	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o700); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(filepath.Join(dir, "logs", "test.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	for name, value := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL", "one_output": "true", "v": "2"} {
-		if err := fs.Set(name, value); err != nil {
-			return err
-		}
-	}
-	klog.SetOutput(f)
-	return nil
+	_, err := controlplane.RedirectComponentLogs(filepath.Join(dir, "logs", "test.log"), 2)
+	return err
 }
 
 // Start starts a control plane in a fresh temporary data dir on a free port
