@@ -53,6 +53,13 @@ type Config struct {
 	Burst int
 	// Version goes into the user agent.
 	Version string
+	// ExpectationsTimeout is the ReplicaSet controller's expectations TTL
+	// (RS-8); 0 means 5 minutes. Tests shorten it.
+	ExpectationsTimeout time.Duration
+	// MaxCacheWait is how long a controller waits for its informer caches to
+	// show its own writes before it reads from the API server instead (IM-4);
+	// 0 means 1 minute. Tests shorten it.
+	MaxCacheWait time.Duration
 	// LeaderElection, when enabled, runs the controllers only while this process holds the Lease (CM-7).
 	LeaderElection LeaderElection
 	// Serving, when enabled, serves /healthz, /readyz, /livez and /metrics over HTTPS.
@@ -94,6 +101,9 @@ func (c Config) Validate() error {
 	}
 	if c.QPS <= 0 || c.Burst < 1 {
 		return fmt.Errorf("kube-api-qps must be > 0 and kube-api-burst >= 1")
+	}
+	if c.ExpectationsTimeout < 0 || c.MaxCacheWait < 0 {
+		return fmt.Errorf("expectations timeout and max cache wait must not be negative")
 	}
 	if err := c.LeaderElection.Validate(); err != nil {
 		return err
@@ -301,21 +311,24 @@ func newController(ctx context.Context, cfg Config, name string, client kubernet
 	switch name {
 	case DeploymentController:
 		c, err := deployment.New(ctx, deployment.Config{
-			Client:      client,
-			Deployments: factory.Apps().V1().Deployments(),
-			ReplicaSets: factory.Apps().V1().ReplicaSets(),
-			Pods:        factory.Core().V1().Pods(),
-			Recorder:    recorder,
-			Observer:    syncObserver{},
+			Client:       client,
+			Deployments:  factory.Apps().V1().Deployments(),
+			ReplicaSets:  factory.Apps().V1().ReplicaSets(),
+			Pods:         factory.Core().V1().Pods(),
+			Recorder:     recorder,
+			Observer:     syncObserver{},
+			MaxCacheWait: cfg.MaxCacheWait,
 		})
 		return c, cfg.ConcurrentDeploymentSyncs, err
 	case ReplicaSetController:
 		c, err := replicaset.New(ctx, replicaset.Config{
-			Client:      client,
-			ReplicaSets: factory.Apps().V1().ReplicaSets(),
-			Pods:        factory.Core().V1().Pods(),
-			Recorder:    recorder,
-			Observer:    syncObserver{},
+			Client:              client,
+			ReplicaSets:         factory.Apps().V1().ReplicaSets(),
+			Pods:                factory.Core().V1().Pods(),
+			Recorder:            recorder,
+			Observer:            syncObserver{},
+			ExpectationsTimeout: cfg.ExpectationsTimeout,
+			MaxCacheWait:        cfg.MaxCacheWait,
 		})
 		return c, cfg.ConcurrentReplicaSetSyncs, err
 	}

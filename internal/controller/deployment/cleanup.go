@@ -5,8 +5,6 @@ import (
 	"math"
 
 	appsv1 "k8s.io/api/apps/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 )
 
@@ -45,8 +43,7 @@ func replicaSetsToDelete(d *appsv1.Deployment, oldRSs []*appsv1.ReplicaSet) []*a
 func (sc *syncContext) cleanupDeployment(ctx context.Context) error {
 	for _, rs := range replicaSetsToDelete(sc.d, sc.oldRSs) {
 		sc.logger.V(4).Info("Deleting old replica set", "replicaSet", klog.KObj(rs))
-		err := sc.c.client.AppsV1().ReplicaSets(rs.Namespace).Delete(ctx, rs.Name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
+		if err := sc.deleteReplicaSet(ctx, rs); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,8 @@ package deployment
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -13,8 +15,18 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/expectations"
 	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
+)
+
+// Name is the controller's queue name and the label value in its metrics.
+const Name = "deployment"
+
+// Resource names used with the IM-4 read-your-writes guard.
+const (
+	resourceReplicaSets = "replicasets"
+	resourceDeployments = "deployments"
 )
 
 // Config is what the Deployment controller needs. Every field except Clock
@@ -35,6 +47,11 @@ type Config struct {
 	Recorder record.EventRecorder
 	// Clock is the time source for conditions and deadlines; default real.
 	Clock clock.Clock
+	// MaxCacheWait is how long a Deployment waits for the informer caches to
+	// show this controller's own writes before its syncs read from the API
+	// server instead (IM-4); 0 means expectations.DefaultMaxCacheWait, 1
+	// minute. Negative is invalid.
+	MaxCacheWait time.Duration
 	// Observer, if set, is told the duration and error of every sync (metrics).
 	Observer runner.Observer
 }
@@ -52,6 +69,8 @@ func (c Config) Validate() error {
 		return errors.New("deployment controller: Pods informer is required")
 	case c.Recorder == nil:
 		return errors.New("deployment controller: Recorder is required")
+	case c.MaxCacheWait < 0:
+		return fmt.Errorf("deployment controller: MaxCacheWait must not be negative, got %v", c.MaxCacheWait)
 	}
 	return nil
 }
@@ -67,8 +86,9 @@ type Controller struct {
 	clock      clock.Clock
 	runner     *runner.Runner
 	synced     []cache.InformerSynced
-	// writes remembers our last ReplicaSet writes per Deployment (IM-4).
-	writes *writeTracker
+	// freshness is the IM-4 read-your-writes guard over the ReplicaSet and
+	// Deployment caches.
+	freshness *expectations.ReadYourWrites
 	// enqueue adds a Deployment key; a test seam (defaults to the runner).
 	enqueue func(key cache.ObjectName)
 }
@@ -84,7 +104,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	rsInformer, podInformer := cfg.ReplicaSets.Informer(), cfg.Pods.Informer()
+	dInformer, rsInformer, podInformer := cfg.Deployments.Informer(), cfg.ReplicaSets.Informer(), cfg.Pods.Informer()
 	if err := ownership.AddControllerIndex(rsInformer); err != nil {
 		return nil, err
 	}
@@ -99,13 +119,19 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		podIndexer: podInformer.GetIndexer(),
 		recorder:   cfg.Recorder,
 		clock:      cfg.Clock,
-		writes:     newWriteTracker(),
+		freshness: expectations.NewReadYourWrites(Name, cfg.Clock, map[string]expectations.Cache{
+			resourceReplicaSets: expectations.InformerCache(rsInformer),
+			resourceDeployments: expectations.InformerCache(dInformer),
+		}),
+	}
+	if cfg.MaxCacheWait > 0 {
+		c.freshness.MaxWait = cfg.MaxCacheWait
 	}
 	var opts []runner.Option
 	if cfg.Observer != nil {
 		opts = append(opts, runner.WithObserver(cfg.Observer))
 	}
-	c.runner = runner.New("deployment", c.syncDeployment, opts...)
+	c.runner = runner.New(Name, c.syncDeployment, opts...)
 	c.enqueue = c.runner.Enqueue
 	if err := c.registerHandlers(klog.FromContext(ctx), cfg); err != nil {
 		return nil, err
@@ -117,8 +143,8 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 // is done (CM-1). It blocks; informers must be started by the caller.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	logger := klog.FromContext(ctx)
-	logger.Info("Starting controller", "controller", "deployment")
-	defer logger.Info("Shutting down controller", "controller", "deployment")
+	logger.Info("Starting controller", "controller", Name)
+	defer logger.Info("Shutting down controller", "controller", Name)
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
 		return
 	}

@@ -194,10 +194,25 @@ func (f *fixture) rs(name string) *appsv1.ReplicaSet {
 }
 
 // enforceOptimisticConcurrency makes the fake API server behave like a real
-// one for updates: a stale resourceVersion is a Conflict, and every write
-// bumps the resourceVersion. Used to prove IM-2 (no self-inflicted 409s).
+// one for updates: a stale resourceVersion is a Conflict, and every update
+// and patch bumps the resourceVersion. Used to prove IM-2 (no
+// self-inflicted 409s).
 func (f *fixture) enforceOptimisticConcurrency() *int {
 	conflicts := 0
+	f.client.PrependReactor("patch", "*", func(action core.Action) (bool, runtime.Object, error) {
+		// Bump the stored resourceVersion; the default reactor then patches it.
+		stored, err := f.client.Tracker().Get(action.GetResource(), action.GetNamespace(), action.(core.PatchAction).GetName())
+		if err != nil {
+			return false, nil, nil
+		}
+		sm, _ := meta.Accessor(stored)
+		rv, _ := strconv.Atoi(sm.GetResourceVersion())
+		sm.SetResourceVersion(strconv.Itoa(rv + 1))
+		if err := f.client.Tracker().Update(action.GetResource(), stored, action.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return false, nil, nil
+	})
 	f.client.PrependReactor("update", "*", func(action core.Action) (bool, runtime.Object, error) {
 		obj := action.(core.UpdateAction).GetObject()
 		m, err := meta.Accessor(obj)

@@ -81,7 +81,7 @@ func (sc *syncContext) ensureNewReplicaSet(ctx context.Context) error {
 	sc.newRS = created
 	sc.rsList = append(sc.rsList, created)
 	if !existed {
-		sc.c.writes.record(sc.key, created)
+		sc.written(resourceReplicaSets, created)
 		if size > 0 {
 			sc.c.recorder.Eventf(sc.d, v1.EventTypeNormal, ScalingReplicaSet, "Scaled up replica set %s from 0 to %d", created.Name, size)
 		}

@@ -6,7 +6,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // rollback rolls d back to the revision in RollbackToAnnotation (section 6,
@@ -62,10 +61,8 @@ func (sc *syncContext) rollbackToReplicaSet(ctx context.Context, rs *appsv1.Repl
 // continuing from the returned object (IM-2).
 func (sc *syncContext) clearRollbackTo(ctx context.Context) error {
 	delete(sc.d.Annotations, RollbackToAnnotation)
-	updated, err := sc.c.client.AppsV1().Deployments(sc.d.Namespace).Update(ctx, sc.d, metav1.UpdateOptions{})
-	if err != nil {
+	if err := sc.updateDeployment(ctx); err != nil {
 		return fmt.Errorf("clearing rollback annotation: %w", err)
 	}
-	sc.d = updated
 	return nil
 }

@@ -15,9 +15,15 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/expectations"
 	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
+
+// ErrCacheBehind is returned by a sync (and so retried with backoff) while
+// the informer caches do not show this controller's own last writes for the
+// Deployment (IM-4).
+var ErrCacheBehind = fmt.Errorf("informer caches have not observed our last writes yet (%w)", runner.ErrWaiting)
 
 // syncContext is everything one sync of one Deployment works from, computed
 // once (house style pattern 4). Strategy steps are its methods. After each
@@ -28,6 +34,9 @@ type syncContext struct {
 	key    cache.ObjectName
 	logger klog.Logger
 	now    time.Time
+	// live is true when the caches are Stale (IM-4): d and the ReplicaSets
+	// were read from the API server, not from the informer caches.
+	live bool
 	// d is our working copy of the Deployment; d.Status is the stored status.
 	d *appsv1.Deployment
 	// rsList holds the ReplicaSets d owns after claiming (SD-3).
@@ -45,30 +54,33 @@ func (sc *syncContext) allRSs() []*appsv1.ReplicaSet { return withNew(sc.oldRSs,
 
 // syncDeployment reconciles one Deployment key in the order SD-1..SD-13.
 // It returns an error to retry with backoff and Result.RequeueAfter for a
-// progress-deadline check (ST-16).
+// progress-deadline check (ST-16). IM-4: while the caches do not show this
+// controller's own writes for the Deployment it waits (ErrCacheBehind); once
+// they have been behind for longer than MaxCacheWait it reads the Deployment
+// and the namespace's ReplicaSets from the API server, acts on that, and
+// checks again after MaxCacheWait.
 func (c *Controller) syncDeployment(ctx context.Context, key cache.ObjectName) (runner.Result, error) {
 	logger := klog.FromContext(ctx).WithValues("deployment", klog.KRef(key.Namespace, key.Name))
 	ctx = klog.NewContext(ctx, logger)
-	cached, err := c.dLister.Deployments(key.Namespace).Get(key.Name)
+	freshness := c.freshness.Check(logger, key.String())
+	if freshness == expectations.Behind {
+		return runner.Result{}, fmt.Errorf("Deployment %s: %w", key, ErrCacheBehind)
+	}
+	live := freshness == expectations.Stale
+	stored, err := c.getDeployment(ctx, key, live)
 	if apierrors.IsNotFound(err) {
 		logger.V(4).Info("Deployment has been deleted")
-		c.writes.forget(key)
+		c.freshness.Forget(key.String())
 		return runner.Result{}, nil
 	}
 	if err != nil {
 		return runner.Result{}, err
 	}
-	d := cached.DeepCopy()
+	d := stored.DeepCopy()
 	if d.Spec.Selector == nil || reflect.DeepEqual(d.Spec.Selector, &metav1.LabelSelector{}) {
-		return runner.Result{}, c.syncSelectingAll(ctx, d)
+		return runner.Result{}, c.syncSelectingAll(ctx, key, d)
 	}
-	// IM-4: never act on a ReplicaSet cache older than our own last write.
-	if err := c.writes.checkObserved(key, func(ns, name string) (*appsv1.ReplicaSet, error) {
-		return c.rsLister.ReplicaSets(ns).Get(name)
-	}); err != nil {
-		return runner.Result{}, err
-	}
-	rsList, err := c.claimReplicaSets(ctx, d)
+	rsList, err := c.claimReplicaSets(ctx, key, d, live)
 	if err != nil {
 		return runner.Result{}, err
 	}
@@ -76,8 +88,39 @@ func (c *Controller) syncDeployment(ctx context.Context, key cache.ObjectName) (
 	if err != nil {
 		return runner.Result{}, err
 	}
-	sc := &syncContext{c: c, key: key, logger: logger, now: c.clock.Now(), d: d, rsList: rsList, podsByRS: podsByRS}
-	return sc.run(ctx)
+	sc := &syncContext{c: c, key: key, logger: logger, now: c.clock.Now(), live: live, d: d, rsList: rsList, podsByRS: podsByRS}
+	res, err := sc.run(ctx)
+	if live && err == nil && (res.RequeueAfter == 0 || res.RequeueAfter > c.freshness.MaxWait) {
+		res.RequeueAfter = c.freshness.MaxWait
+	}
+	return res, err
+}
+
+// getDeployment returns the Deployment from the cache or, when live, from
+// the API server (a quorum read; IM-4). It returns the lister's or the API's
+// error, NotFound included.
+func (c *Controller) getDeployment(ctx context.Context, key cache.ObjectName, live bool) (*appsv1.Deployment, error) {
+	if live {
+		return c.client.AppsV1().Deployments(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	}
+	return c.dLister.Deployments(key.Namespace).Get(key.Name)
+}
+
+// listReplicaSets returns every ReplicaSet in namespace from the cache or,
+// when live, from the API server (a quorum read; IM-4).
+func (c *Controller) listReplicaSets(ctx context.Context, namespace string, live bool) ([]*appsv1.ReplicaSet, error) {
+	if !live {
+		return c.rsLister.ReplicaSets(namespace).List(labels.Everything())
+	}
+	list, err := c.client.AppsV1().ReplicaSets(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing ReplicaSets in %s from the API server: %w", namespace, err)
+	}
+	out := make([]*appsv1.ReplicaSet, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
 }
 
 // run performs SD-5..SD-10 on a prepared context.
@@ -118,28 +161,33 @@ func (sc *syncContext) run(ctx context.Context) (runner.Result, error) {
 // (SD-2): a Warning event, observedGeneration advanced (write error only
 // logged), success. A nil selector (also rejected by validation) is handled
 // the same way rather than releasing every owned ReplicaSet.
-func (c *Controller) syncSelectingAll(ctx context.Context, d *appsv1.Deployment) error {
+func (c *Controller) syncSelectingAll(ctx context.Context, key cache.ObjectName, d *appsv1.Deployment) error {
 	c.recorder.Eventf(d, v1.EventTypeWarning, SelectingAll, selectingAllMessage)
 	if d.Status.ObservedGeneration >= d.Generation {
 		return nil
 	}
 	d.Status.ObservedGeneration = d.Generation
-	if _, err := c.client.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
+	updated, err := c.client.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{})
+	if err != nil {
 		klog.FromContext(ctx).Info("Failed to update observedGeneration of a deployment selecting all pods", "err", err)
+		return nil
 	}
+	c.freshness.Written(key.String(), resourceDeployments, updated)
 	return nil
 }
 
-// claimReplicaSets lists every ReplicaSet in d's namespace from the cache and
-// returns those d owns after adopting matching orphans and releasing owned
-// ones that stopped matching (SD-3, AD-1..AD-6). Any adopt/release error is
-// returned and nothing else happens this sync.
-func (c *Controller) claimReplicaSets(ctx context.Context, d *appsv1.Deployment) ([]*appsv1.ReplicaSet, error) {
+// claimReplicaSets lists every ReplicaSet in d's namespace (from the cache,
+// or from the API server when live) and returns those d owns after adopting
+// matching orphans and releasing owned ones that stopped matching (SD-3,
+// AD-1..AD-6); adopted ones as the API server returned them, each adoption
+// remembered for IM-4 (IM-2). Any adopt/release error is returned and
+// nothing else happens this sync.
+func (c *Controller) claimReplicaSets(ctx context.Context, key cache.ObjectName, d *appsv1.Deployment, live bool) ([]*appsv1.ReplicaSet, error) {
 	selector, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 	if err != nil {
 		return nil, fmt.Errorf("deployment %s/%s has invalid label selector: %v", d.Namespace, d.Name, err)
 	}
-	all, err := c.rsLister.ReplicaSets(d.Namespace).List(labels.Everything())
+	all, err := c.listReplicaSets(ctx, d.Namespace, live)
 	if err != nil {
 		return nil, err
 	}
@@ -156,9 +204,13 @@ func (c *Controller) claimReplicaSets(ctx context.Context, d *appsv1.Deployment)
 			}
 			return fresh, nil
 		}),
-		Patch: func(ctx context.Context, rs *appsv1.ReplicaSet, patch []byte) error {
-			_, err := rsClient.Patch(ctx, rs.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-			return err
+		Patch: func(ctx context.Context, rs *appsv1.ReplicaSet, patch []byte) (*appsv1.ReplicaSet, error) {
+			patched, err := rsClient.Patch(ctx, rs.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+			if err != nil {
+				return nil, err
+			}
+			c.freshness.Written(key.String(), resourceReplicaSets, patched)
+			return patched, nil
 		},
 	}
 	return claimer.Claim(ctx, all)

@@ -1,14 +1,19 @@
 package deployment
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/expectations"
+	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
 func pct25() (intstr.IntOrString, intstr.IntOrString) {
@@ -208,5 +213,91 @@ func TestSyncSelectingAll(t *testing.T) {
 	f.expectWrites(map[string]int{"update deployments/status": 1})
 	if ev := f.events(); len(ev) != 1 || !strings.Contains(ev[0], "Warning SelectingAll "+selectingAllMessage) {
 		t.Errorf("events = %q", ev)
+	}
+}
+
+// TestSyncAdoptionContinuesFromPatchedObject is issue 7's second finding
+// (IM-2): an orphan ReplicaSet with the Deployment's template is adopted and
+// then updated (revision and size annotations, RV-2) in the same sync; the
+// update must carry the adopted object's resourceVersion, not the cache's.
+func TestSyncAdoptionContinuesFromPatchedObject(t *testing.T) {
+	d := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
+	orphan := withStatus(newRS(d, "nginx-"+computeHash(&d.Spec.Template, nil), "nginx:1.14.2", 3, 0, nil), 3, 3)
+	orphan.OwnerReferences = nil
+	f := newFixture(t, d, orphan)
+	conflicts := f.enforceOptimisticConcurrency()
+	if _, err := f.sync(); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if *conflicts != 0 {
+		t.Fatalf("IM-2: %d self-inflicted conflicts after adoption", *conflicts)
+	}
+	w := f.writes()
+	if w["patch replicasets"] != 1 || w["update replicasets"] != 1 {
+		t.Fatalf("writes = %v, want the adopt patch then the RV-2 update", w)
+	}
+	rs := f.rs(orphan.Name)
+	if ref := metav1.GetControllerOf(rs); ref == nil || ref.UID != d.UID || rs.Annotations[RevisionAnnotation] != "1" {
+		t.Errorf("adopted ReplicaSet: ControllerRef %+v, annotations %v", ref, rs.Annotations)
+	}
+}
+
+// TestSyncWaitsForItsOwnDeploymentWrites (IM-4): after writing the
+// Deployment's status, a sync whose Deployment cache does not show that
+// write yet waits instead of writing again from the stale copy (which would
+// be a self-inflicted 409); once the cache shows it, the sync proceeds.
+func TestSyncWaitsForItsOwnDeploymentWrites(t *testing.T) {
+	s, u := pct25()
+	f := newFixture(t, newDeployment(3, s, u))
+	conflicts := f.enforceOptimisticConcurrency()
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.sync(); !errors.Is(err, runner.ErrWaiting) {
+		t.Fatalf("second sync err = %v, want ErrWaiting while the cache is behind our status write", err)
+	}
+	f.expectWrites(map[string]int{})
+	f.observe()
+	if _, err := f.sync(); err != nil {
+		t.Fatalf("sync after the cache caught up: %v", err)
+	}
+	if *conflicts != 0 {
+		t.Errorf("%d self-inflicted conflicts", *conflicts)
+	}
+}
+
+// TestSyncStaleCacheReadsFromTheAPIServer (IM-4): when the caches stay
+// behind our writes for longer than MaxCacheWait, the sync reads the
+// Deployment and the ReplicaSets from the API server and acts on them: it
+// sees the ReplicaSet it created (the cache does not) and creates no second
+// one, and it asks to be synced again after MaxCacheWait.
+func TestSyncStaleCacheReadsFromTheAPIServer(t *testing.T) {
+	s, u := pct25()
+	f := newFixture(t, newDeployment(3, s, u))
+	conflicts := f.enforceOptimisticConcurrency()
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Step(expectations.DefaultMaxCacheWait + time.Second)
+	res, err := f.sync()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotD, listedRS bool
+	for _, a := range f.client.Actions() {
+		gotD = gotD || (a.GetVerb() == "get" && a.GetResource().Resource == "deployments")
+		listedRS = listedRS || (a.GetVerb() == "list" && a.GetResource().Resource == "replicasets")
+	}
+	if !gotD || !listedRS {
+		t.Errorf("Stale sync: get deployment %v, list replicasets %v; want both from the API server", gotD, listedRS)
+	}
+	if w := f.writes(); w["create replicasets"] != 0 {
+		t.Fatalf("writes = %v: a second ReplicaSet for the same template", w)
+	}
+	if n := len(f.replicaSets()); n != 1 || *conflicts != 0 {
+		t.Fatalf("%d ReplicaSets, %d conflicts; want 1 and 0", n, *conflicts)
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > expectations.DefaultMaxCacheWait {
+		t.Errorf("RequeueAfter = %v, want (0, MaxCacheWait]", res.RequeueAfter)
 	}
 }

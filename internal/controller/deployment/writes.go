@@ -6,12 +6,19 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
+
+// written remembers obj, returned by a create, update or patch of resource,
+// for the IM-4 guard.
+func (sc *syncContext) written(resource string, obj metav1.Object) {
+	sc.c.freshness.Written(sc.key.String(), resource, obj)
+}
 
 // updateStatus writes sc.d's status (UpdateStatus) and continues from the
 // returned Deployment (IM-2). It returns the API error.
@@ -20,7 +27,32 @@ func (sc *syncContext) updateStatus(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	sc.written(resourceDeployments, updated)
 	sc.d = updated
+	return nil
+}
+
+// updateDeployment writes sc.d (Update) and continues from the returned
+// Deployment (IM-2). It returns the API error.
+func (sc *syncContext) updateDeployment(ctx context.Context) error {
+	updated, err := sc.c.client.AppsV1().Deployments(sc.d.Namespace).Update(ctx, sc.d, metav1.UpdateOptions{})
+	if err != nil {
+		return err
+	}
+	sc.written(resourceDeployments, updated)
+	sc.d = updated
+	return nil
+}
+
+// deleteReplicaSet deletes rs (history cleanup, CL-1) and remembers the
+// delete for the IM-4 guard. NotFound counts as success; other API errors
+// are returned.
+func (sc *syncContext) deleteReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet) error {
+	err := sc.c.client.AppsV1().ReplicaSets(rs.Namespace).Delete(ctx, rs.Name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	sc.c.freshness.Deleted(sc.key.String(), resourceReplicaSets, rs)
 	return nil
 }
 
@@ -60,7 +92,7 @@ func (sc *syncContext) syncRolloutStatus(ctx context.Context) (runner.Result, er
 // ReplicaSet with the same UID in the context (IM-2) and remembers the write
 // for IM-4.
 func (sc *syncContext) replaceReplicaSet(updated *appsv1.ReplicaSet) {
-	sc.c.writes.record(sc.key, updated)
+	sc.written(resourceReplicaSets, updated)
 	swap := func(rss []*appsv1.ReplicaSet) {
 		for i, rs := range rss {
 			if rs != nil && rs.UID == updated.UID {

@@ -5,11 +5,13 @@
 //     UID/key-tracked deletions and a 5 minute TTL (RS-8..RS-11). Expiry is
 //     logged once per record and counted in the
 //     kubedeploy_expectations_expired_total{controller} metric.
-//   - ConsistencyTracker: resourceVersion-based read-your-writes (IM-4,
-//     KEP-5647 gate StaleControllerConsistencyReplicaSet, RS-1). It records
-//     the resourceVersion returned by the controller's own writes and reports
-//     whether the informer stores have observed them, with a cap so that a key
-//     can never be wedged forever.
+//   - ReadYourWrites: the read-your-writes guard of both controllers (IM-4;
+//     KEP-5647 gate StaleControllerConsistencyReplicaSet, RS-1, for the
+//     ReplicaSet controller). It records the resourceVersions returned by the
+//     controller's own creates, updates and patches and the UIDs of its
+//     deletes, and tells a sync whether the informer caches show them
+//     (Fresh), not yet (Behind: wait), or still not after a cap (Stale: read
+//     from the API server instead). The expectations TTL never overrides it.
 //
 // The package keeps only in-memory bookkeeping. It must never talk to the API
 // server, read listers, enqueue keys or know about Deployments, ReplicaSets or

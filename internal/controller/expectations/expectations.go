@@ -86,7 +86,7 @@ func (t *Tracker) SatisfiedExpectations(logger klog.Logger, key string) bool {
 	add, del := r.add, r.del
 	t.mu.Unlock()
 	if report {
-		logger.Info("Expectations expired unsatisfied; acting on the cache anyway",
+		logger.Info("Expectations expired unsatisfied",
 			"controller", t.Controller, "key", key, "add", add, "del", del, "age", age)
 		expectationsExpired.WithLabelValues(t.Controller).Inc()
 		if t.OnExpired != nil {

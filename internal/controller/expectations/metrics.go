@@ -16,11 +16,19 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"controller"})
 
-	// consistencyWaitExpired counts read-your-writes waits that hit their cap
-	// and were abandoned (IM-4).
-	consistencyWaitExpired = metrics.NewCounterVec(&metrics.CounterOpts{
-		Name:           "kubedeploy_consistency_wait_expired_total",
-		Help:           "Number of times a controller stopped waiting for its informer caches to observe its own writes, by controller.",
+	// cacheBehindWaits counts syncs deferred because the informer caches did
+	// not yet show the controller's own writes for the key (IM-4).
+	cacheBehindWaits = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name:           "kubedeploy_cache_behind_waits_total",
+		Help:           "Number of syncs deferred because the informer caches did not yet show the controller's own writes for the key, by controller.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"controller"})
+
+	// cacheBehindLiveReads counts syncs that read their objects from the API
+	// server because the caches were still behind after the wait cap (IM-4).
+	cacheBehindLiveReads = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name:           "kubedeploy_cache_behind_live_reads_total",
+		Help:           "Number of syncs that read their objects from the API server (quorum read) because the informer caches still did not show the controller's own writes after the wait cap, by controller.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"controller"})
 
@@ -31,6 +39,6 @@ var (
 // once per process; the constructors call it.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(expectationsExpired, consistencyWaitExpired)
+		legacyregistry.MustRegister(expectationsExpired, cacheBehindWaits, cacheBehindLiveReads)
 	})
 }

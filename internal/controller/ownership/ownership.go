@@ -63,87 +63,95 @@ type Claimer[T metav1.Object] struct {
 	// CanAdopt is checked at most once, before the first adoption (AD-3). nil
 	// means adoption is always allowed.
 	CanAdopt func(ctx context.Context) error
-	// Patch sends a strategic-merge patch to obj.
-	Patch func(ctx context.Context, obj T, patch []byte) error
+	// Patch sends a strategic-merge patch to obj and returns the object the
+	// API server returned (IM-2: the sync continues from it).
+	Patch func(ctx context.Context, obj T, patch []byte) (T, error)
 
 	once        sync.Once
 	canAdoptErr error
 }
 
-// Claim returns the objects (as passed in, i.e. the cached, pre-patch objects)
-// that the owner controls after adopting matching orphans and releasing owned
-// objects that no longer match (AD-1). Adopt and release errors other than
-// those AD-1/AD-5 ignore are aggregated into the returned error; objects that
-// were claimed despite errors are still returned.
+// Claim returns the objects that the owner controls after adopting matching
+// orphans and releasing owned objects that no longer match (AD-1): each
+// adopted object as the API server returned it from the adopt patch (IM-2,
+// so a later write in the same sync carries its current resourceVersion),
+// every other one as passed in. Adopt and release errors other than those
+// AD-1/AD-5 ignore are aggregated into the returned error; objects that were
+// claimed despite errors are still returned.
 func (c *Claimer[T]) Claim(ctx context.Context, objs []T) ([]T, error) {
 	var claimed []T
 	var errs []error
 	for _, obj := range objs {
-		ok, err := c.claimOne(ctx, obj)
+		got, ok, err := c.claimOne(ctx, obj)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		if ok {
-			claimed = append(claimed, obj)
+			claimed = append(claimed, got)
 		}
 	}
 	return claimed, utilerrors.NewAggregate(errs)
 }
 
-func (c *Claimer[T]) claimOne(ctx context.Context, obj T) (bool, error) {
+// claimOne returns obj (or, once adopted, the patched obj) and whether the
+// owner controls it.
+func (c *Claimer[T]) claimOne(ctx context.Context, obj T) (T, bool, error) {
 	matches := c.Selector.Matches(labels.Set(obj.GetLabels()))
 	ownerDeleting := c.Owner.GetDeletionTimestamp() != nil
 	if ref := metav1.GetControllerOf(obj); ref != nil {
 		if ref.UID != c.Owner.GetUID() {
-			return false, nil
+			return obj, false, nil
 		}
 		if matches {
-			return true, nil
+			return obj, true, nil
 		}
 		if ownerDeleting {
-			return false, nil
+			return obj, false, nil
 		}
-		return false, c.release(ctx, obj)
+		return obj, false, c.release(ctx, obj)
 	}
 	if ownerDeleting || !matches || obj.GetDeletionTimestamp() != nil || obj.GetNamespace() != c.Owner.GetNamespace() {
-		return false, nil
+		return obj, false, nil
 	}
-	if err := c.adopt(ctx, obj); err != nil {
+	adopted, err := c.adopt(ctx, obj)
+	if err != nil {
 		// AD-1: only a NotFound from the adopt patch itself is ignored. A
 		// failed CanAdopt check wraps its cause (possibly NotFound for an
 		// owner that is gone) and must fail the adoption (AD-3).
 		if c.canAdoptErr == nil && apierrors.IsNotFound(err) {
-			return false, nil
+			return obj, false, nil
 		}
-		return false, err
+		return obj, false, err
 	}
-	return true, nil
+	return adopted, true, nil
 }
 
-func (c *Claimer[T]) adopt(ctx context.Context, obj T) error {
+// adopt sends the AD-4 patch and returns the adopted object.
+func (c *Claimer[T]) adopt(ctx context.Context, obj T) (T, error) {
 	c.once.Do(func() {
 		if c.CanAdopt != nil {
 			c.canAdoptErr = c.CanAdopt(ctx)
 		}
 	})
 	if c.canAdoptErr != nil {
-		return fmt.Errorf("can't adopt %s %s/%s (%s): %w", c.ObjectKind, obj.GetNamespace(), obj.GetName(), obj.GetUID(), c.canAdoptErr)
+		return obj, fmt.Errorf("can't adopt %s %s/%s (%s): %w", c.ObjectKind, obj.GetNamespace(), obj.GetName(), obj.GetUID(), c.canAdoptErr)
 	}
 	klog.FromContext(ctx).V(2).Info("Adopting object", "kind", c.ObjectKind, "object", klog.KObj(obj), "owner", klog.KObj(c.Owner))
 	patch, err := AdoptPatch(NewControllerRef(c.Owner, c.OwnerKind), obj.GetUID())
 	if err != nil {
-		return err
+		return obj, err
 	}
 	return c.Patch(ctx, obj, patch)
 }
 
+// release sends the AD-5 patch.
 func (c *Claimer[T]) release(ctx context.Context, obj T) error {
 	klog.FromContext(ctx).V(2).Info("Releasing object", "kind", c.ObjectKind, "object", klog.KObj(obj), "owner", klog.KObj(c.Owner))
 	patch, err := ReleasePatch(c.Owner.GetUID(), obj.GetUID())
 	if err != nil {
 		return err
 	}
-	err = c.Patch(ctx, obj, patch)
+	_, err = c.Patch(ctx, obj, patch)
 	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
 		// AD-5: already gone, or no longer owned by us.
 		return nil

@@ -90,7 +90,10 @@ func TestClaim(t *testing.T) {
 				Owner: owner(tc.ownerDeleting), OwnerKind: rsKind, ObjectKind: "Pod",
 				Selector: labels.SelectorFromSet(labels.Set{"app": "web"}),
 				CanAdopt: func(context.Context) error { canAdopts++; return tc.canAdoptErr },
-				Patch:    func(context.Context, *v1.Pod, []byte) error { patches++; return tc.patchErr },
+				Patch: func(_ context.Context, p *v1.Pod, _ []byte) (*v1.Pod, error) {
+					patches++
+					return p, tc.patchErr
+				},
 			}
 			claimed, err := c.Claim(ctx, tc.objs)
 			var names []string
@@ -107,6 +110,40 @@ func TestClaim(t *testing.T) {
 				t.Errorf("err = %v, want %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestClaimReturnsPatchedObjects: an adopted object is the one the API
+// server returned from the adopt patch, with its new resourceVersion, so the
+// rest of the sync writes with it (IM-2); unpatched objects are returned as
+// passed in.
+func TestClaimReturnsPatchedObjects(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	orphan, owned := pod("orphan", "web", ""), pod("owned", "web", "owner-uid")
+	orphan.ResourceVersion, owned.ResourceVersion = "10", "11"
+	c := &Claimer[*v1.Pod]{
+		Owner: owner(false), OwnerKind: rsKind, ObjectKind: "Pod",
+		Selector: labels.SelectorFromSet(labels.Set{"app": "web"}),
+		Patch: func(_ context.Context, p *v1.Pod, _ []byte) (*v1.Pod, error) {
+			patched := p.DeepCopy()
+			patched.ResourceVersion = "12"
+			patched.OwnerReferences = []metav1.OwnerReference{*NewControllerRef(owner(false), rsKind)}
+			return patched, nil
+		},
+	}
+	claimed, err := c.Claim(ctx, []*v1.Pod{orphan, owned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, p := range claimed {
+		got[p.Name] = p.ResourceVersion
+	}
+	if got["orphan"] != "12" || got["owned"] != "11" {
+		t.Fatalf("claimed resourceVersions = %v, want orphan 12 (patched) and owned 11 (as passed)", got)
+	}
+	if orphan.ResourceVersion != "10" {
+		t.Fatal("the cached object was modified")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -23,7 +24,7 @@ import (
 // Name is the controller's queue name and the label value in its metrics.
 const Name = "replicaset"
 
-// Resource names used with the IM-4 consistency guard.
+// Resource names used with the IM-4 read-your-writes guard.
 const (
 	resourcePods        = "pods"
 	resourceReplicaSets = "replicasets"
@@ -45,6 +46,14 @@ type Config struct {
 	BurstReplicas int
 	// Clock is the controller's notion of now; nil means the real clock.
 	Clock clock.Clock
+	// ExpectationsTimeout is the expectations TTL (RS-8); 0 means
+	// expectations.DefaultTimeout, 5 minutes. Negative is invalid.
+	ExpectationsTimeout time.Duration
+	// MaxCacheWait is how long a ReplicaSet waits for the informer caches to
+	// show this controller's own writes before its syncs read from the API
+	// server instead (IM-4); 0 means expectations.DefaultMaxCacheWait, 1
+	// minute. Negative is invalid.
+	MaxCacheWait time.Duration
 	// Observer, if set, is told the duration and error of every sync (metrics).
 	Observer runner.Observer
 }
@@ -67,6 +76,9 @@ func (c Config) Validate() error {
 	if c.BurstReplicas < 0 {
 		errs = append(errs, fmt.Errorf("BurstReplicas must not be negative, got %d", c.BurstReplicas))
 	}
+	if c.ExpectationsTimeout < 0 || c.MaxCacheWait < 0 {
+		errs = append(errs, fmt.Errorf("ExpectationsTimeout and MaxCacheWait must not be negative, got %v and %v", c.ExpectationsTimeout, c.MaxCacheWait))
+	}
 	return errors.Join(errs...)
 }
 
@@ -82,8 +94,10 @@ type Controller struct {
 	clock         clock.Clock
 
 	expectations *expectations.Tracker
-	consistency  *expectations.ConsistencyTracker
-	runner       *runner.Runner
+	// freshness is the IM-4 read-your-writes guard over the pod and
+	// ReplicaSet caches.
+	freshness *expectations.ReadYourWrites
+	runner    *runner.Runner
 
 	rsSynced, podSynced cache.InformerSynced
 }
@@ -115,10 +129,16 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		burstReplicas: cfg.BurstReplicas,
 		clock:         cfg.Clock,
 		expectations:  expectations.NewTracker(Name, cfg.Clock),
-		consistency: expectations.NewConsistencyTracker(Name, cfg.Clock, map[string]expectations.ObservedFunc{
-			resourcePods:        expectations.InformerObserved(podInformer),
-			resourceReplicaSets: expectations.InformerObserved(rsInformer),
+		freshness: expectations.NewReadYourWrites(Name, cfg.Clock, map[string]expectations.Cache{
+			resourcePods:        expectations.InformerCache(podInformer),
+			resourceReplicaSets: expectations.InformerCache(rsInformer),
 		}),
+	}
+	if cfg.ExpectationsTimeout > 0 {
+		c.expectations.Timeout = cfg.ExpectationsTimeout
+	}
+	if cfg.MaxCacheWait > 0 {
+		c.freshness.MaxWait = cfg.MaxCacheWait
 	}
 	var opts []runner.Option
 	if cfg.Observer != nil {

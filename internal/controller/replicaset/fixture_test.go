@@ -438,12 +438,12 @@ func TestSyncStrangeObjects(t *testing.T) {
 	t.Run("deleted ReplicaSet clears expectations", func(t *testing.T) {
 		f := newFixture(t)
 		f.c.expectations.ExpectCreations(klogFor(f), "ns/rs", 3)
-		f.c.consistency.RecordWrite("ns/rs", resourcePods, "999")
+		f.c.freshness.Written("ns/rs", resourcePods, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", ResourceVersion: "999"}})
 		if _, err := f.sync(); err != nil || f.writes() != 0 {
 			t.Fatalf("err = %v, writes = %d", err, f.writes())
 		}
-		if _, _, ok := f.c.expectations.Pending("ns/rs"); ok || f.c.consistency.Waiting("ns/rs") {
-			t.Error("RS-11: expectations and consistency record must be cleared")
+		if _, _, ok := f.c.expectations.Pending("ns/rs"); ok || f.c.freshness.Pending("ns/rs") {
+			t.Error("RS-11: expectations and read-your-writes record must be cleared")
 		}
 	})
 	t.Run("template without labels", func(t *testing.T) {

@@ -45,7 +45,7 @@ func (c *Controller) updateReplicaSet(logger klog.Logger, oldObj, curObj any) {
 	c.enqueue(curRS)
 }
 
-// deleteReplicaSet clears the consistency record and expectations of a
+// deleteReplicaSet clears the read-your-writes record and expectations of a
 // deleted ReplicaSet and enqueues it (EH-9, RS-11).
 func (c *Controller) deleteReplicaSet(logger klog.Logger, obj any) {
 	rs, ok := runner.ObjectFrom[*appsv1.ReplicaSet](logger, obj)
@@ -54,7 +54,7 @@ func (c *Controller) deleteReplicaSet(logger klog.Logger, obj any) {
 	}
 	key := keyOf(rs)
 	logger.V(4).Info("Deleting ReplicaSet", "replicaSet", klog.KObj(rs))
-	c.consistency.Forget(key)
+	c.freshness.Forget(key)
 	c.expectations.DeleteExpectations(logger, key)
 	c.enqueue(rs)
 }

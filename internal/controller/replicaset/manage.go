@@ -128,16 +128,17 @@ func (c *Controller) createPods(ctx context.Context, rs *appsv1.ReplicaSet, n in
 			c.recorder.Eventf(rs, v1.EventTypeWarning, FailedCreate, "Error creating: %v", err)
 			return err
 		}
-		c.consistency.RecordWrite(key, resourcePods, created.ResourceVersion)
+		c.freshness.Written(key, resourcePods, created)
 		klog.FromContext(ctx).V(4).Info("Created pod", "replicaSet", klog.KObj(rs), "pod", klog.KObj(created))
 		c.recorder.Eventf(rs, v1.EventTypeNormal, SuccessfulCreate, "Created pod: %v", created.Name)
 		return nil
 	})
 }
 
-// deletePods deletes victims concurrently (RS-14). A failed delete lowers
-// the deletion expectation at once; NotFound is not an error and records no
-// event (RS-10). It returns the first other error.
+// deletePods deletes victims concurrently (RS-14), remembering each
+// successful delete for the IM-4 guard. A failed delete lowers the deletion
+// expectation at once; NotFound is not an error and records no event
+// (RS-10). It returns the first other error.
 func (c *Controller) deletePods(ctx context.Context, key string, rs *appsv1.ReplicaSet, victims []*v1.Pod) error {
 	logger := klog.FromContext(ctx)
 	errCh := make(chan error, len(victims))
@@ -146,6 +147,7 @@ func (c *Controller) deletePods(ctx context.Context, key string, rs *appsv1.Repl
 		wg.Go(func() {
 			err := c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
 			if err == nil {
+				c.freshness.Deleted(key, resourcePods, pod)
 				logger.V(4).Info("Deleted pod", "replicaSet", klog.KObj(rs), "pod", klog.KObj(pod))
 				c.recorder.Eventf(rs, v1.EventTypeNormal, SuccessfulDelete, "Deleted pod: %v", pod.Name)
 				return

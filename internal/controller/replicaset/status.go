@@ -163,7 +163,7 @@ func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, st
 		var updated *appsv1.ReplicaSet
 		updated, err = client.UpdateStatus(ctx, next, metav1.UpdateOptions{})
 		if err == nil {
-			c.consistency.RecordWrite(key, resourceReplicaSets, updated.ResourceVersion)
+			c.freshness.Written(key, resourceReplicaSets, updated)
 			return updated, nil
 		}
 		if attempt >= statusUpdateAttempts {

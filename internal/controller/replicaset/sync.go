@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/expectations"
 	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
@@ -27,7 +28,10 @@ var ErrCacheBehind = fmt.Errorf("informer caches have not observed our last writ
 type syncContext struct {
 	// key is "ns/name" of the ReplicaSet.
 	key string
-	// rs is a deep copy of the cached ReplicaSet.
+	// live is true when the caches are Stale (IM-4): rs and the candidate
+	// pods were read from the API server, not from the informer caches.
+	live bool
+	// rs is a deep copy of the ReplicaSet.
 	rs       *appsv1.ReplicaSet
 	selector labels.Selector
 	// now is the single "now" of the sync (RS-7, RS-15).
@@ -38,7 +42,12 @@ type syncContext struct {
 	terminating *int32
 }
 
-// sync reconciles one ReplicaSet (RS-1..RS-7).
+// sync reconciles one ReplicaSet (RS-1..RS-7). IM-4: while the caches do
+// not show this controller's own writes for the ReplicaSet, it waits
+// (ErrCacheBehind); once they have been behind for longer than MaxCacheWait,
+// it reads the ReplicaSet and its pods from the API server and acts on that,
+// checking again after MaxCacheWait. The expectations TTL never lets it act
+// on a cache older than its own writes.
 func (c *Controller) sync(ctx context.Context, name cache.ObjectName) (runner.Result, error) {
 	logger := klog.FromContext(ctx)
 	key := name.String()
@@ -46,27 +55,30 @@ func (c *Controller) sync(ctx context.Context, name cache.ObjectName) (runner.Re
 	defer func() {
 		logger.V(4).Info("Finished syncing ReplicaSet", "replicaSet", klog.KRef(name.Namespace, name.Name), "duration", c.clock.Since(start))
 	}()
-	if !c.consistency.CaughtUp(logger, key) {
+	freshness := c.freshness.Check(logger, key)
+	if freshness == expectations.Behind {
 		return runner.Result{}, fmt.Errorf("ReplicaSet %s: %w", key, ErrCacheBehind)
 	}
-	cached, err := c.rsLister.ReplicaSets(name.Namespace).Get(name.Name)
+	live := freshness == expectations.Stale
+	rs, err := c.getReplicaSet(ctx, name, live)
 	if apierrors.IsNotFound(err) {
 		logger.V(4).Info("ReplicaSet has been deleted", "replicaSet", klog.KRef(name.Namespace, name.Name))
-		c.consistency.Forget(key)
+		c.freshness.Forget(key)
 		c.expectations.DeleteExpectations(logger, key)
 		return runner.Result{}, nil
 	}
 	if err != nil {
 		return runner.Result{}, err
 	}
-	needsSync := c.expectations.SatisfiedExpectations(logger, key)
-	selector, ok := selectorOf(cached)
+	// Expectations count cache events; a live read already shows the truth.
+	needsSync := live || c.expectations.SatisfiedExpectations(logger, key)
+	selector, ok := selectorOf(rs)
 	if !ok {
 		// RS-3: not retried; a spec change will enqueue the ReplicaSet again.
-		logger.Info("Ignoring ReplicaSet with a missing, empty or invalid selector", "replicaSet", klog.KObj(cached))
+		logger.Info("Ignoring ReplicaSet with a missing, empty or invalid selector", "replicaSet", klog.KObj(rs))
 		return runner.Result{}, nil
 	}
-	sc := &syncContext{key: key, rs: cached.DeepCopy(), selector: selector, now: c.clock.Now()}
+	sc := &syncContext{key: key, live: live, rs: rs.DeepCopy(), selector: selector, now: c.clock.Now()}
 	if err := c.claimPods(ctx, sc); err != nil {
 		return runner.Result{}, err
 	}
@@ -81,27 +93,76 @@ func (c *Controller) sync(ctx context.Context, name cache.ObjectName) (runner.Re
 	if manageErr != nil {
 		return runner.Result{}, manageErr
 	}
-	if d, ok := nextAvailableCheck(sc.rs, sc.pods, status, sc.now); ok {
-		return runner.Result{RequeueAfter: d}, nil
-	}
-	return runner.Result{}, nil
+	return runner.Result{RequeueAfter: c.nextSync(sc, status)}, nil
 }
 
-// claimPods fills sc.pods and sc.terminating (RS-4, RS-5, AD-8): candidates
-// are the pods indexed as controlled by sc.rs plus the namespace's orphans;
-// only active ones are claimed (adopted or released as AD-1 says).
-func (c *Controller) claimPods(ctx context.Context, sc *syncContext) error {
+// nextSync returns when to sync sc's ReplicaSet again without an event, or
+// 0 for never: the earliest minReadySeconds wake-up (RS-7) and, after a live
+// read, MaxCacheWait, since the lagging caches may not bring the events that
+// would (IM-4).
+func (c *Controller) nextSync(sc *syncContext, status appsv1.ReplicaSetStatus) time.Duration {
+	next, ok := nextAvailableCheck(sc.rs, sc.pods, status, sc.now)
+	if !sc.live {
+		if ok {
+			return next
+		}
+		return 0
+	}
+	if ok {
+		return min(next, c.freshness.MaxWait)
+	}
+	return c.freshness.MaxWait
+}
+
+// getReplicaSet returns the ReplicaSet from the cache or, when live, from the
+// API server (a quorum read; IM-4). It returns the lister's or the API's
+// error, NotFound included.
+func (c *Controller) getReplicaSet(ctx context.Context, name cache.ObjectName, live bool) (*appsv1.ReplicaSet, error) {
+	if live {
+		return c.client.AppsV1().ReplicaSets(name.Namespace).Get(ctx, name.Name, metav1.GetOptions{})
+	}
+	return c.rsLister.ReplicaSets(name.Namespace).Get(name.Name)
+}
+
+// candidatePods returns the pods RS-4 considers: from the cache, those
+// indexed as controlled by sc.rs plus the namespace's orphans; when sc.live,
+// the pods matching sc.rs's selector, listed from the API server (a quorum
+// read; IM-4). Pods owned by sc.rs that stopped matching are then not seen,
+// so they are released on a later sync instead.
+func (c *Controller) candidatePods(ctx context.Context, sc *syncContext) ([]*v1.Pod, error) {
+	if sc.live {
+		list, err := c.client.CoreV1().Pods(sc.rs.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sc.selector.String()})
+		if err != nil {
+			return nil, fmt.Errorf("listing pods of ReplicaSet %s from the API server: %w", sc.key, err)
+		}
+		out := make([]*v1.Pod, len(list.Items))
+		for i := range list.Items {
+			out[i] = &list.Items[i]
+		}
+		return out, nil
+	}
 	owned, err := ownership.ByController[*v1.Pod](c.podIndexer, sc.rs.UID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	orphans, err := ownership.Orphans[*v1.Pod](c.podIndexer, sc.rs.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	return append(owned, orphans...), nil
+}
+
+// claimPods fills sc.pods and sc.terminating (RS-4, RS-5, AD-8) from the
+// candidate pods: only active ones are claimed (adopted or released as AD-1
+// says).
+func (c *Controller) claimPods(ctx context.Context, sc *syncContext) error {
+	candidates, err := c.candidatePods(ctx, sc)
 	if err != nil {
 		return err
 	}
 	var active []*v1.Pod
 	var terminating int32
-	for _, p := range append(owned, orphans...) {
+	for _, p := range candidates {
 		switch {
 		case p.Namespace != sc.rs.Namespace:
 		case isPodActive(p):
@@ -117,7 +178,7 @@ func (c *Controller) claimPods(ctx context.Context, sc *syncContext) error {
 		ObjectKind: "Pod",
 		Selector:   sc.selector,
 		CanAdopt:   ownership.RecheckDeletionTimestamp(sc.rs, controllerKind.Kind, c.getFreshReplicaSet(sc.rs)),
-		Patch: func(ctx context.Context, pod *v1.Pod, patch []byte) error {
+		Patch: func(ctx context.Context, pod *v1.Pod, patch []byte) (*v1.Pod, error) {
 			return c.patchPod(ctx, sc.key, pod, patch)
 		},
 	}
@@ -136,15 +197,15 @@ func (c *Controller) getFreshReplicaSet(rs *appsv1.ReplicaSet) func(ctx context.
 	}
 }
 
-// patchPod sends an adopt or release patch (AD-4, AD-5) and records the
-// returned resourceVersion for the IM-4 guard.
-func (c *Controller) patchPod(ctx context.Context, key string, pod *v1.Pod, patch []byte) error {
+// patchPod sends an adopt or release patch (AD-4, AD-5), remembers the write
+// for the IM-4 guard and returns the patched pod (IM-2).
+func (c *Controller) patchPod(ctx context.Context, key string, pod *v1.Pod, patch []byte) (*v1.Pod, error) {
 	updated, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c.consistency.RecordWrite(key, resourcePods, updated.ResourceVersion)
-	return nil
+	c.freshness.Written(key, resourcePods, updated)
+	return updated, nil
 }
 
 // relatedPods returns the pods selected by any ReplicaSet that shares rs's

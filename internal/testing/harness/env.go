@@ -29,8 +29,13 @@ type Options struct {
 	Nodes int
 	// PodStartupDelay and PodTerminationDelay drive the KWOK pod lifecycle (default 200ms each).
 	PodStartupDelay, PodTerminationDelay time.Duration
-	// Controllers to run (default: deployment and replicaset).
+	// Controllers to run (default: deployment and replicaset; an empty,
+	// non-nil slice runs none, for tests that run their own with
+	// RunControllers).
 	Controllers []string
+	// Manager is the template of the controllers' manager.Config; Start
+	// fills RESTConfig, Controllers and Version.
+	Manager manager.Config
 }
 
 // Env is a running control plane plus the kubedeploy controllers.
@@ -124,11 +129,38 @@ func Start(opts Options) (*Env, error) {
 		return nil, err
 	}
 	e := &Env{ControlPlane: cp, Config: cfg, Client: client, dataDir: dir, cancel: cancel, done: make(chan error, 1)}
+	mcfg := opts.Manager
+	mcfg.RESTConfig, mcfg.Controllers, mcfg.Version = cfg, opts.Controllers, "test"
 	mctx := klog.NewContext(ctx, klog.Background().WithName("kubedeploy"))
 	go func() {
-		e.done <- manager.Run(mctx, manager.Config{RESTConfig: cfg, Controllers: opts.Controllers, Version: "test"})
+		e.done <- manager.Run(mctx, mcfg)
 	}()
 	return e, nil
+}
+
+// RunControllers runs kubedeploy's controllers with cfg until the returned
+// stop is called; stop cancels them, waits for in-flight syncs and returns
+// manager.Run's error. cfg.RESTConfig defaults to the admin config,
+// cfg.Controllers (nil) to both controllers. Their logs go to the package's
+// log file.
+func (e *Env) RunControllers(cfg manager.Config) (stop func() error) {
+	if cfg.RESTConfig == nil {
+		cfg.RESTConfig = e.Config
+	}
+	if cfg.Controllers == nil {
+		cfg.Controllers = manager.KnownControllers
+	}
+	if cfg.Version == "" {
+		cfg.Version = "test"
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ctx = klog.NewContext(ctx, klog.Background().WithName("kubedeploy"))
+	done := make(chan error, 1)
+	go func() { done <- manager.Run(ctx, cfg) }()
+	return func() error {
+		cancel()
+		return <-done
+	}
 }
 
 // Stop stops the controllers and the control plane, and removes the data dir

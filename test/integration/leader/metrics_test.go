@@ -104,10 +104,12 @@ func checkMetrics(t *testing.T, body string) {
 			}
 			return nil
 		},
-		"kubedeploy_expectations_expired_total": hasLabels("controller", "replicaset"),
-		"workqueue_adds_total":                  hasLabels("name", "deployment", "replicaset"),
-		"workqueue_work_duration_seconds":       hasLabels("name", "deployment", "replicaset"),
-		"leader_election_master_status":         hasLabels("name", manager.DefaultResourceName),
+		"kubedeploy_expectations_expired_total":    hasLabels("controller", "replicaset"),
+		"kubedeploy_cache_behind_waits_total":      hasLabels("controller", "deployment", "replicaset"),
+		"kubedeploy_cache_behind_live_reads_total": hasLabels("controller", "deployment", "replicaset"),
+		"workqueue_adds_total":                     hasLabels("name", "deployment", "replicaset"),
+		"workqueue_work_duration_seconds":          hasLabels("name", "deployment", "replicaset"),
+		"leader_election_master_status":            hasLabels("name", manager.DefaultResourceName),
 	}
 	for name, check := range want {
 		f, ok := families[name]
