@@ -34,7 +34,7 @@ func (sc *syncContext) resolveReplicaSets(ctx context.Context) error {
 	}
 	if changed {
 		// RV-2: write and stop here; d follows on a later sync.
-		_, err := sc.updateReplicaSet(ctx, rsCopy)
+		_, err := sc.patchReplicaSet(ctx, sc.newRS, rsCopy)
 		return err
 	}
 	update := sc.setDeploymentRevision(sc.newRS.Annotations[RevisionAnnotation])

@@ -165,8 +165,10 @@ func (sc *syncContext) scaleDownOldReplicaSetsForRollingUpdate(ctx context.Conte
 }
 
 // applyScaleDowns removes plan[rs] replicas from each ReplicaSet of activeOld
-// that has an entry, oldest first, and returns how many replicas it removed
-// and the first write error (which stops it: IM-1).
+// that has an entry, oldest first, each write conditioned on the ReplicaSet's
+// availableReplicas being the one the plan read (the only status field the
+// RU-11 decision reads from it), and returns how many replicas it removed and
+// the first write error (which stops it: IM-1).
 func (sc *syncContext) applyScaleDowns(ctx context.Context, activeOld []*appsv1.ReplicaSet, plan map[*appsv1.ReplicaSet]int32) (int32, error) {
 	sortOldestFirst(activeOld)
 	var total int32
@@ -175,7 +177,7 @@ func (sc *syncContext) applyScaleDowns(ctx context.Context, activeOld []*appsv1.
 		if !ok {
 			continue
 		}
-		if _, err := sc.scaleReplicaSet(ctx, rs, specReplicas(rs)-n); err != nil {
+		if _, err := sc.syncReplicaSetScale(ctx, rs, specReplicas(rs)-n, availableUnchanged(rs)); err != nil {
 			return total, err
 		}
 		total += n

@@ -20,7 +20,7 @@ func TestSyncRecreateRC(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	if w := f.writes(); w["create replicasets"] != 0 || w["update replicasets"] != 1 || *f.rs("nginx-a").Spec.Replicas != 0 {
+	if w := f.writes(); w["create replicasets"] != 0 || w["patch replicasets"] != 1 || *f.rs("nginx-a").Spec.Replicas != 0 {
 		t.Fatalf("RC-2: writes %v", w)
 	}
 	// IM-4: the cache has not seen our write yet, so the sync refuses to act.
@@ -85,7 +85,7 @@ func TestSyncRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	// RV-2 copies the "note" annotation to the new RS first; then the rollback Update.
-	f.expectWrites(map[string]int{"update deployments": 1, "update replicasets": 1})
+	f.expectWrites(map[string]int{"update deployments": 1, "patch replicasets": 1})
 	got := f.deployment()
 	if got.Spec.Template.Spec.Containers[0].Image != "nginx:1" {
 		t.Errorf("template image = %s", got.Spec.Template.Spec.Containers[0].Image)

@@ -117,7 +117,7 @@ func TestSyncPausedScalesAndCleansUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := f.writes()
-	if w["create replicasets"] != 0 || w["update replicasets"] != 1 || w["delete replicasets"] != 1 {
+	if w["create replicasets"] != 0 || w["patch replicasets"] != 1 || w["delete replicasets"] != 1 {
 		t.Errorf("writes %v, want 1 RS update, 1 RS delete, no create", w)
 	}
 	if got := f.rs("nginx-b"); *got.Spec.Replicas != 6 || got.Annotations[DesiredReplicasAnnotation] != "6" {

@@ -93,7 +93,7 @@ func TestSyncRollingUpdateTraceRU16(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatalf("sync 1: %v", err)
 	}
-	f.expectWrites(map[string]int{"create replicasets": 1, "update replicasets": 1, "update deployments/status": 2})
+	f.expectWrites(map[string]int{"create replicasets": 1, "patch replicasets": 1, "update deployments/status": 2})
 	b := "nginx-" + computeHash(&d.Spec.Template, nil)
 	if got := *f.rs(b).Spec.Replicas; got != 3 {
 		t.Errorf("sync 1: B = %d, want 3", got)
@@ -118,7 +118,7 @@ func TestSyncRollingUpdateTraceRU16(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatalf("sync 2: %v", err)
 	}
-	if got := f.writes()["update replicasets"]; got != 1 {
+	if got := f.writes()["patch replicasets"]; got != 1 {
 		t.Errorf("sync 2: %d replica set updates, want 1", got)
 	}
 	if got := *f.rs(b).Spec.Replicas; got != 5 {
@@ -135,7 +135,7 @@ func TestSyncRollingUpdateTraceRU16(t *testing.T) {
 		t.Fatalf("sync 3: %v", err)
 	}
 	w := f.writes()
-	if w["update replicasets"] != 0 || w["create replicasets"] != 0 {
+	if w["patch replicasets"] != 0 || w["create replicasets"] != 0 {
 		t.Errorf("sync 3 wrote replica sets: %v", w)
 	}
 	if got := f.deployment().Status; got.Replicas != 13 || got.UpdatedReplicas != 5 || got.AvailableReplicas != 8 || got.UnavailableReplicas != 5 {
@@ -167,7 +167,7 @@ func TestSyncScalingEventOneActiveRS(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	f.expectWrites(map[string]int{"update replicasets": 1, "update deployments/status": 1})
+	f.expectWrites(map[string]int{"patch replicasets": 1, "update deployments/status": 1})
 	got := f.rs("nginx-a")
 	if *got.Spec.Replicas != 5 || got.Annotations[DesiredReplicasAnnotation] != "5" || got.Annotations[MaxReplicasAnnotation] != "7" {
 		t.Errorf("RS = %d replicas, annotations %v", *got.Spec.Replicas, got.Annotations)
@@ -233,8 +233,8 @@ func TestSyncAdoptionContinuesFromPatchedObject(t *testing.T) {
 		t.Fatalf("IM-2: %d self-inflicted conflicts after adoption", *conflicts)
 	}
 	w := f.writes()
-	if w["patch replicasets"] != 1 || w["update replicasets"] != 1 {
-		t.Fatalf("writes = %v, want the adopt patch then the RV-2 update", w)
+	if w["patch replicasets"] != 2 {
+		t.Fatalf("writes = %v, want the adopt patch then the RV-2 patch", w)
 	}
 	rs := f.rs(orphan.Name)
 	if ref := metav1.GetControllerOf(rs); ref == nil || ref.UID != d.UID || rs.Annotations[RevisionAnnotation] != "1" {

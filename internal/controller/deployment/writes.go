@@ -2,13 +2,15 @@ package deployment
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
@@ -107,16 +109,58 @@ func (sc *syncContext) replaceReplicaSet(updated *appsv1.ReplicaSet) {
 	}
 }
 
-// updateReplicaSet writes rs (a modified copy of a ReplicaSet in the context)
-// with Update, optimistic on its resourceVersion, and continues from the
-// result (IM-2). It returns the stored ReplicaSet or the API error.
-func (sc *syncContext) updateReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet) (*appsv1.ReplicaSet, error) {
-	updated, err := sc.c.client.AppsV1().ReplicaSets(rs.Namespace).Update(ctx, rs, metav1.UpdateOptions{})
+// patchReplicaSet writes modified, a changed copy of orig (a ReplicaSet in
+// the context), as a JSON patch conditioned on orig's UID and generation and
+// on tests (see replicaSetPatch), and continues from the result (IM-2). It
+// returns the stored ReplicaSet (orig when nothing differs) or the API error;
+// a failed precondition (422) is explained by explainPatchError, and the sync
+// is retried on a fresh cache.
+func (sc *syncContext) patchReplicaSet(ctx context.Context, orig, modified *appsv1.ReplicaSet, tests ...jsonPatchOp) (*appsv1.ReplicaSet, error) {
+	patch, err := replicaSetPatch(orig, modified, tests...)
+	if err != nil || patch == nil {
+		return orig, err
+	}
+	updated, err := sc.c.client.AppsV1().ReplicaSets(orig.Namespace).Patch(ctx, orig.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
 	if err != nil {
-		return nil, err
+		return nil, sc.explainPatchError(ctx, orig, err)
 	}
 	sc.replaceReplicaSet(updated)
 	return updated, nil
+}
+
+// explainPatchError turns a failed precondition of a ReplicaSet patch into an
+// error that says what changed. kube-apiserver answers a failed JSON patch
+// test with a bare 422 ("the server rejected our request due to an error in
+// our request", no causes), so this reads the ReplicaSet once to compare it
+// with orig: recreated (UID), spec changed (generation) or availability
+// changed. Other errors, validation errors with causes included, are
+// returned as they are.
+func (sc *syncContext) explainPatchError(ctx context.Context, orig *appsv1.ReplicaSet, err error) error {
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) ||
+		(status.Status().Details != nil && len(status.Status().Details.Causes) > 0) {
+		return err
+	}
+	what := "it could not be read again"
+	if fresh, getErr := sc.c.client.AppsV1().ReplicaSets(orig.Namespace).Get(ctx, orig.Name, metav1.GetOptions{}); getErr == nil {
+		what = replicaSetChange(orig, fresh)
+	}
+	return fmt.Errorf("ReplicaSet %s changed since it was read (%s), so the conditioned patch was refused; retrying on fresh data: %w",
+		klog.KObj(orig), what, err)
+}
+
+// replicaSetChange describes how fresh differs from orig in what a ReplicaSet
+// patch tests.
+func replicaSetChange(orig, fresh *appsv1.ReplicaSet) string {
+	switch {
+	case fresh.UID != orig.UID:
+		return "it was deleted and recreated"
+	case fresh.Generation != orig.Generation:
+		return fmt.Sprintf("its spec changed: generation %d, was %d", fresh.Generation, orig.Generation)
+	case fresh.Status.AvailableReplicas != orig.Status.AvailableReplicas:
+		return fmt.Sprintf("availableReplicas is %d, was %d", fresh.Status.AvailableReplicas, orig.Status.AvailableReplicas)
+	}
+	return "its annotations changed"
 }
 
 // scaleReplicaSet sets rs to size replicas unless it already has that size
@@ -129,11 +173,11 @@ func (sc *syncContext) scaleReplicaSet(ctx context.Context, rs *appsv1.ReplicaSe
 }
 
 // syncReplicaSetScale sets rs to size replicas and refreshes its desired/max
-// annotations, writing (Update) only if one of them differs (RU-15 with
-// force=true). A size change emits a Normal ScalingReplicaSet event
-// "Scaled up|down replica set <rs> from <old> to <new>". It reports whether
-// it wrote and returns the API error.
-func (sc *syncContext) syncReplicaSetScale(ctx context.Context, rs *appsv1.ReplicaSet, size int32) (bool, error) {
+// annotations, writing (patchReplicaSet, with the extra tests) only if one of
+// them differs (RU-15 with force=true). A size change emits a Normal
+// ScalingReplicaSet event "Scaled up|down replica set <rs> from <old> to
+// <new>". It reports whether it wrote and returns the API error.
+func (sc *syncContext) syncReplicaSetScale(ctx context.Context, rs *appsv1.ReplicaSet, size int32, tests ...jsonPatchOp) (bool, error) {
 	oldSize := specReplicas(rs)
 	desired, maxReplicas := desiredReplicas(sc.d), desiredReplicas(sc.d)+maxSurge(sc.d)
 	if oldSize == size && !replicasAnnotationsNeedUpdate(rs, desired, maxReplicas) {
@@ -142,7 +186,7 @@ func (sc *syncContext) syncReplicaSetScale(ctx context.Context, rs *appsv1.Repli
 	rsCopy := rs.DeepCopy()
 	rsCopy.Spec.Replicas = &size
 	setReplicasAnnotations(rsCopy, desired, maxReplicas)
-	if _, err := sc.updateReplicaSet(ctx, rsCopy); err != nil {
+	if _, err := sc.patchReplicaSet(ctx, rs, rsCopy, tests...); err != nil {
 		return false, err
 	}
 	if oldSize != size {

@@ -184,7 +184,7 @@ func TestSyncCreatesPods(t *testing.T) {
 	if got := f.count("create", "pods", ""); got != 3 {
 		t.Errorf("pod creates = %d, want 3", got)
 	}
-	if got := f.count("update", "replicasets", "status"); got != 1 {
+	if got := f.count("patch", "replicasets", "status"); got != 1 {
 		t.Errorf("status updates = %d, want 1", got)
 	}
 	for _, p := range f.pods() {
@@ -357,7 +357,7 @@ func TestSyncStatusOnly(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	if w, u := f.writes(), f.count("update", "replicasets", "status"); w != 1 || u != 1 {
+	if w, u := f.writes(), f.count("patch", "replicasets", "status"); w != 1 || u != 1 {
 		t.Fatalf("writes = %d, status updates = %d; want 1 and 1", w, u)
 	}
 	s := f.rsStatus()
@@ -379,7 +379,7 @@ func TestSyncStatusOnly(t *testing.T) {
 func TestSyncStatusRetry(t *testing.T) {
 	f := newFixture(t, testRS(0))
 	failures := 0
-	f.client.PrependReactor("update", "replicasets", func(clienttesting.Action) (bool, runtime.Object, error) {
+	f.client.PrependReactor("patch", "replicasets", func(clienttesting.Action) (bool, runtime.Object, error) {
 		failures++
 		return true, nil, fmt.Errorf("conflict %d", failures)
 	})
@@ -387,7 +387,7 @@ func TestSyncStatusRetry(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "conflict 2") {
 		t.Errorf("err = %v, want the second failure", err)
 	}
-	if u, g := f.count("update", "replicasets", "status"), f.count("get", "replicasets", ""); u != 2 || g != 1 {
+	if u, g := f.count("patch", "replicasets", "status"), f.count("get", "replicasets", ""); u != 2 || g != 1 {
 		t.Errorf("status updates = %d, GETs = %d; want 2 and 1", u, g)
 	}
 }
