@@ -6,7 +6,9 @@
 // "replicaset-controller", as upstream's, CM-8), and the workers; optionally
 // leader election on a Lease (CM-7, released on graceful stop) and an HTTPS
 // endpoint for /healthz, /readyz, /livez and /metrics with authentication and
-// authorization delegated to the API server, as kube-controller-manager's.
+// authorization delegated to the API server, as kube-controller-manager's;
+// and a probe of the API server that, while it is unreachable, logs so
+// (rate-limited) and fails the "apiserver-connection" check of /readyz.
 //
 // It owns the process-level plumbing only. It must never contain controller
 // decisions, and it must not know whether the API server is the embedded one

@@ -64,6 +64,9 @@ type Config struct {
 	LeaderElection LeaderElection
 	// Serving, when enabled, serves /healthz, /readyz, /livez and /metrics over HTTPS.
 	Serving Serving
+	// Connectivity says how often the API server is probed and an outage
+	// logged (defaults 5s and 30s); while it is unreachable, /readyz fails.
+	Connectivity Connectivity
 }
 
 // Default fills zero values with kube-controller-manager's defaults (CM-1, CM-6).
@@ -84,11 +87,13 @@ func (c *Config) Default() {
 		c.Version = "dev"
 	}
 	c.LeaderElection.Default()
+	c.Connectivity.Default()
 }
 
 // Validate returns an error naming the first bad field: a missing RESTConfig,
 // an unknown or repeated controller name, a non-positive worker count, QPS or
-// burst, inconsistent leader election durations, or a bad port or bind address.
+// burst, inconsistent leader election durations, a negative probe or log
+// interval, or a bad port or bind address.
 func (c Config) Validate() error {
 	if c.RESTConfig == nil {
 		return fmt.Errorf("no API server configuration")
@@ -106,6 +111,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("expectations timeout and max cache wait must not be negative")
 	}
 	if err := c.LeaderElection.Validate(); err != nil {
+		return err
+	}
+	if err := c.Connectivity.Validate(); err != nil {
 		return err
 	}
 	return c.Serving.Validate()
@@ -189,7 +197,9 @@ type runnable interface {
 // With leader election the controllers run only while this process holds the
 // Lease (CM-7); when it loses the Lease, Run stops the workers, waits for
 // in-flight syncs and returns ErrLeaderElectionLost. With Serving enabled it
-// serves health and metrics (on standby too) until it returns. Other errors:
+// serves health and metrics (on standby too) until it returns. From the start
+// (on standby and before caches sync too) until it returns it probes the API
+// server, logs while that is unreachable and fails /readyz. Other errors:
 // bad config, a client or controller that cannot be built, a port that cannot
 // be bound. With no controllers it only waits for ctx.
 func Run(ctx context.Context, cfg Config) error {
@@ -204,6 +214,14 @@ func Run(ctx context.Context, cfg Config) error {
 		<-ctx.Done()
 		return nil
 	}
+	conn, err := cfg.newAPIServerConnection()
+	if err != nil {
+		return err
+	}
+	probeCtx, stopProbing := context.WithCancel(context.WithoutCancel(ctx))
+	probing := make(chan struct{})
+	go func() { defer close(probing); conn.run(probeCtx) }()
+	defer func() { stopProbing(); <-probing }()
 	var (
 		syncCheck informerSyncCheck
 		watchdog  *leaderelection.HealthzAdaptor
@@ -216,7 +234,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Serving.Enabled() {
 		serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
 		defer stopServing()
-		if err := cfg.startServing(serveCtx, watchdog, &syncCheck); err != nil {
+		if err := cfg.startServing(serveCtx, watchdog, &syncCheck, conn); err != nil {
 			return err
 		}
 	}
@@ -236,8 +254,10 @@ func Run(ctx context.Context, cfg Config) error {
 	return err
 }
 
-// startServing serves health and metrics; see serve.
-func (c Config) startServing(ctx context.Context, watchdog *leaderelection.HealthzAdaptor, syncCheck *informerSyncCheck) error {
+// startServing serves health and metrics; see serve. The API server
+// connection check is a readiness check only: an outage must not get the
+// process restarted.
+func (c Config) startServing(ctx context.Context, watchdog *leaderelection.HealthzAdaptor, syncCheck *informerSyncCheck, conn *apiServerConnection) error {
 	client, err := c.clientFor("auth-delegator")
 	if err != nil {
 		return err
@@ -246,7 +266,21 @@ func (c Config) startServing(ctx context.Context, watchdog *leaderelection.Healt
 	if watchdog != nil {
 		live = append(live, watchdog)
 	}
-	return serve(ctx, c.Serving, client, live, syncCheck)
+	return serve(ctx, c.Serving, client, live, syncCheck, conn)
+}
+
+// newAPIServerConnection returns the API server probe, through a client with
+// the controllers' credentials (so it needs no RBAC of its own; see probeAPIServer).
+func (c Config) newAPIServerConnection() (*apiServerConnection, error) {
+	client, err := c.clientFor("apiserver-probe")
+	if err != nil {
+		return nil, err
+	}
+	server, _, err := rest.DefaultServerUrlFor(c.RESTConfig)
+	if err != nil {
+		return nil, fmt.Errorf("API server URL: %w", err)
+	}
+	return newAPIServerConnection(server.String(), client.Discovery().RESTClient(), c.Connectivity), nil
 }
 
 // runControllers builds the configured controllers, starts the informers,

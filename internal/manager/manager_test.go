@@ -53,6 +53,8 @@ func TestConfigValidate(t *testing.T) {
 		{"leader election defaults", func(c *Config) { c.LeaderElection.Enabled = true }, ""},
 		{"bad port", func(c *Config) { c.Serving.Port = 65536 }, "secure-port"},
 		{"bad bind address", func(c *Config) { c.Serving.BindAddress = "example.com" }, "bind-address"},
+		{"negative probe interval", func(c *Config) { c.Connectivity.ProbeInterval = -time.Second }, "probe interval"},
+		{"negative log interval", func(c *Config) { c.Connectivity.LogEvery = -time.Second }, "log interval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := good()
