@@ -120,7 +120,7 @@ func newRSNewReplicas(d *appsv1.Deployment, allRSs []*appsv1.ReplicaSet, newRS *
 			return 0, err
 		}
 		current := sumSpecReplicas(allRSs)
-		maxTotal := replicas + surge
+		maxTotal := clampInt32(int64(replicas) + int64(surge))
 		newSize := specReplicas(newRS)
 		if current >= maxTotal {
 			return newSize, nil

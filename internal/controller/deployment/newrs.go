@@ -125,7 +125,7 @@ func newReplicaSet(d *appsv1.Deployment, revision int64, size int32) *appsv1.Rep
 	}
 	copyDeploymentAnnotations(d, rs)
 	rs.Annotations[RevisionAnnotation] = strconv.FormatInt(revision, 10)
-	setReplicasAnnotations(rs, desiredReplicas(d), desiredReplicas(d)+maxSurge(d))
+	setReplicasAnnotations(rs, desiredReplicas(d), allowedReplicas(d))
 	return rs
 }
 

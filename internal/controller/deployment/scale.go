@@ -56,14 +56,17 @@ func isSaturated(d *appsv1.Deployment, newRS *appsv1.ReplicaSet) bool {
 
 // replicaSetFraction returns how many replicas rs gains (negative: loses) in
 // proportion to the Deployment's new maximum size over the one rs was last
-// sized for (PS-5, PS-6). The product is an int32 multiplication, the
-// division float64, rounded half away from zero.
+// sized for (PS-5, PS-6): size × newMax / oldMax, rounded half away from
+// zero, minus size. Upstream multiplies in int32, which wraps for large
+// Deployments (25000 × 87500) and then writes negative sizes; here the
+// product is int64 and the result is clamped to the int32 range (found by
+// FuzzSyncDeploymentBadInput).
 func replicaSetFraction(d *appsv1.Deployment, rs *appsv1.ReplicaSet) int32 {
 	replicas := desiredReplicas(d)
 	if replicas == 0 {
 		return -specReplicas(rs)
 	}
-	newMax := replicas + maxSurge(d)
+	newMax := allowedReplicas(d)
 	oldMax, ok := replicasAnnotation(rs, MaxReplicasAnnotation)
 	if !ok || oldMax == 0 {
 		oldMax = d.Status.Replicas
@@ -71,8 +74,20 @@ func replicaSetFraction(d *appsv1.Deployment, rs *appsv1.ReplicaSet) int32 {
 			return 0
 		}
 	}
-	size := specReplicas(rs)
-	return int32(math.Round(float64(size*newMax)/float64(oldMax))) - size
+	size := int64(specReplicas(rs))
+	scaled := int64(math.Round(float64(size*int64(newMax)) / float64(oldMax)))
+	return clampInt32(scaled - size)
+}
+
+// allowedReplicas returns replicas + maxSurge, the most replicas a rolling
+// Deployment may run (PS-3), clamped to MaxInt32 instead of wrapping.
+func allowedReplicas(d *appsv1.Deployment) int32 {
+	return clampInt32(int64(desiredReplicas(d)) + int64(maxSurge(d)))
+}
+
+// clampInt32 returns n limited to the int32 range.
+func clampInt32(n int64) int32 {
+	return int32(max(math.MinInt32, min(n, math.MaxInt32)))
 }
 
 // replicaSetProportion returns rs's share of toAdd given added replicas
@@ -105,8 +120,8 @@ func proportionalSizes(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, oldRSs []
 		return nil
 	}
 	var allowed int32
-	if replicas := desiredReplicas(d); replicas > 0 {
-		allowed = replicas + maxSurge(d)
+	if desiredReplicas(d) > 0 {
+		allowed = allowedReplicas(d)
 	}
 	toAdd := allowed - sumSpecReplicas(active)
 	switch {

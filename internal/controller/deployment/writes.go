@@ -179,7 +179,7 @@ func (sc *syncContext) scaleReplicaSet(ctx context.Context, rs *appsv1.ReplicaSe
 // <new>". It reports whether it wrote and returns the API error.
 func (sc *syncContext) syncReplicaSetScale(ctx context.Context, rs *appsv1.ReplicaSet, size int32, tests ...jsonPatchOp) (bool, error) {
 	oldSize := specReplicas(rs)
-	desired, maxReplicas := desiredReplicas(sc.d), desiredReplicas(sc.d)+maxSurge(sc.d)
+	desired, maxReplicas := desiredReplicas(sc.d), allowedReplicas(sc.d)
 	if oldSize == size && !replicasAnnotationsNeedUpdate(rs, desired, maxReplicas) {
 		return false, nil
 	}
