@@ -260,13 +260,14 @@ func complete(maxOld int) settled {
 }
 
 // sizes holds when every ReplicaSet named by label (see rsLabel) has exactly that spec, status and available
-// count, and the Deployment status was computed for its current generation with that many replicas in total.
+// count, and the Deployment status was computed for its current generation from those ReplicaSets: the same
+// total, ready and available replicas.
 func sizes(want map[string][3]int32) settled {
 	return func(d *appsv1.Deployment, rss []appsv1.ReplicaSet) bool {
 		if d.Status.ObservedGeneration < d.Generation {
 			return false
 		}
-		seen, total := 0, int32(0)
+		seen, total, ready, available := 0, int32(0), int32(0), int32(0)
 		for i := range rss {
 			w, ok := want[rsLabel(&rss[i])]
 			if !ok {
@@ -274,12 +275,18 @@ func sizes(want map[string][3]int32) settled {
 			}
 			seen++
 			total += w[1]
+			ready += rss[i].Status.ReadyReplicas
+			available += w[2]
 			got := [3]int32{replicas(&rss[i]), rss[i].Status.Replicas, rss[i].Status.AvailableReplicas}
 			if got != w {
 				return false
 			}
 		}
-		return seen == len(want) && d.Status.Replicas == total
+		// The Deployment's status must show those ReplicaSets too, or a snapshot
+		// races the controller's next status write (seen: upstream's Available 4
+		// of a ReplicaSet already showing 6).
+		return seen == len(want) && d.Status.Replicas == total &&
+			d.Status.ReadyReplicas == ready && d.Status.AvailableReplicas == available
 	}
 }
 
