@@ -9,7 +9,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubedeploy/kubedeploy/internal/manager"
@@ -60,40 +59,6 @@ func newReplicaSet(ns, name string, replicas int32) *appsv1.ReplicaSet {
 				Spec:       v1.PodSpec{Containers: []v1.Container{{Name: name, Image: "nginx:1.9"}}},
 			},
 		},
-	}
-}
-
-// scaleReplicaSet sets ns/name to replicas as a user would (kubectl scale).
-func scaleReplicaSet(ctx context.Context, t *testing.T, ns, name string, replicas int32) {
-	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		rs, err := env.Client.AppsV1().ReplicaSets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		rs.Spec.Replicas = ptr.To(replicas)
-		_, err = env.Client.AppsV1().ReplicaSets(ns).Update(ctx, rs, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatalf("scaling ReplicaSet %s to %d: %v", name, replicas, err)
-	}
-}
-
-// scaleDeployment sets ns/name to replicas as a user would (kubectl scale).
-func scaleDeployment(ctx context.Context, t *testing.T, ns, name string, replicas int32) {
-	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		d.Spec.Replicas = ptr.To(replicas)
-		_, err = env.Client.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatalf("scaling Deployment %s to %d: %v", name, replicas, err)
 	}
 }
 
@@ -168,8 +133,8 @@ func TestLaggingPodWatchReplicaSet(t *testing.T) {
 	pods := harness.WatchPods(t, env.Client, ns, labels.SelectorFromSet(rs.Spec.Selector.MatchLabels))
 	waitSettled(ctx, t, pods, 10)
 	lagging := []string{"pods"}
-	scaleUnderLag(ctx, t, proxy, pods, lagging, 15, 10, 15, func() { scaleReplicaSet(ctx, t, ns, "web", 15) })
-	scaleUnderLag(ctx, t, proxy, pods, lagging, 10, 10, 15, func() { scaleReplicaSet(ctx, t, ns, "web", 10) })
+	scaleUnderLag(ctx, t, proxy, pods, lagging, 15, 10, 15, func() { harness.ScaleReplicaSet(ctx, t, env.Client, ns, "web", 15) })
+	scaleUnderLag(ctx, t, proxy, pods, lagging, 10, 10, 15, func() { harness.ScaleReplicaSet(ctx, t, env.Client, ns, "web", 10) })
 }
 
 // TestLaggingWatchesDeployment is the same for a Deployment, with both the
@@ -188,9 +153,9 @@ func TestLaggingWatchesDeployment(t *testing.T) {
 	harness.WaitComplete(t, env.Client, ns, "web", time.Minute)
 	pods := harness.WatchPods(t, env.Client, ns, labels.SelectorFromSet(d.Spec.Selector.MatchLabels))
 	lagging := []string{"pods", "replicasets"}
-	scaleUnderLag(ctx, t, proxy, pods, lagging, 15, 10, 15, func() { scaleDeployment(ctx, t, ns, "web", 15) })
+	scaleUnderLag(ctx, t, proxy, pods, lagging, 15, 10, 15, func() { harness.ScaleDeployment(ctx, t, env.Client, ns, "web", 15) })
 	harness.WaitComplete(t, env.Client, ns, "web", time.Minute)
-	scaleUnderLag(ctx, t, proxy, pods, lagging, 10, 10, 15, func() { scaleDeployment(ctx, t, ns, "web", 10) })
+	scaleUnderLag(ctx, t, proxy, pods, lagging, 10, 10, 15, func() { harness.ScaleDeployment(ctx, t, env.Client, ns, "web", 10) })
 	harness.WaitComplete(t, env.Client, ns, "web", time.Minute)
 
 	// A rollout under the same lag: 25% of 10 is maxSurge 3, maxUnavailable 2.
@@ -198,18 +163,7 @@ func TestLaggingWatchesDeployment(t *testing.T) {
 	proxy.SetRules(faultproxy.Rule{Resource: "pods", Verb: "watch", WatchDelay: watchLag},
 		faultproxy.Rule{Resource: "replicasets", Verb: "watch", WatchDelay: watchLag})
 	pods.Reset()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := env.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		cur.Spec.Template.Spec.Containers[0].Image = "nginx:1.9.3"
-		_, err = env.Client.AppsV1().Deployments(ns).Update(ctx, cur, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	harness.SetImage(ctx, t, env.Client, ns, "web", "web", "nginx:1.9.3")
 	time.Sleep(watchLag) // the fault's length
 	proxy.SetRules()
 	harness.WaitComplete(t, env.Client, ns, "web", 3*time.Minute)

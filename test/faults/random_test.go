@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubedeploy/kubedeploy/internal/manager"
@@ -102,7 +101,7 @@ func randomRollout(ctx context.Context, t *testing.T, rng *rand.Rand, ns, name s
 	harness.WaitComplete(t, env.Client, ns, name, 2*time.Minute)
 	bounds := harness.Bounds{MaxTotal: replicas + surge, MinAvailable: replicas - min(unavailable, replicas)}
 	watch := harness.WatchRolloutWith(t, env.Client, ns, name, harness.WatchOptions{Bounds: &bounds, OneNewReplicaSet: true})
-	setImage(ctx, t, ns, name, "nginx:1.9-"+name)
+	harness.SetImage(ctx, t, env.Client, ns, name, name, "nginx:1.9-"+name)
 	restarts := 0
 	if rng.IntN(2) == 0 {
 		time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond) // a random moment of the rollout
@@ -141,23 +140,6 @@ func checkOwnership(ctx context.Context, t *testing.T, d *appsv1.Deployment) {
 		if p.DeletionTimestamp == nil && (ref == nil || !owners[string(ref.UID)]) {
 			t.Errorf("pod %s is controlled by %v, not by a ReplicaSet of %s", p.Name, ref, d.Name)
 		}
-	}
-}
-
-// setImage sets the first container's image of ns/name as a user would.
-func setImage(ctx context.Context, t *testing.T, ns, name, image string) {
-	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		d.Spec.Template.Spec.Containers[0].Image = image
-		_, err = env.Client.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatalf("setting the image of %s: %v", name, err)
 	}
 }
 

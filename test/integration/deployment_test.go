@@ -102,10 +102,7 @@ func TestNewDeployment(t *testing.T) {
 // strategic-merge patch of the template).
 func setImage(ctx context.Context, t *testing.T, ns, name, container, image string) {
 	t.Helper()
-	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":%q,"image":%q}]}}}}`, container, image)
-	if _, err := env.Client.AppsV1().Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("set image: %v", err)
-	}
+	harness.SetImage(ctx, t, env.Client, ns, name, container, image)
 }
 
 // undo does what `kubectl rollout undo --to-revision=rev` does (RB-9): it

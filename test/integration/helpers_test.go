@@ -77,10 +77,7 @@ func updateDeployment(ctx context.Context, t *testing.T, ns, name string, mutate
 // scaleDeployment sets spec.replicas through a merge patch (kubectl scale).
 func scaleDeployment(ctx context.Context, t *testing.T, ns, name string, replicas int32) {
 	t.Helper()
-	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
-	if _, err := env.Client.AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("scaling %s to %d: %v", name, replicas, err)
-	}
+	harness.ScaleDeployment(ctx, t, env.Client, ns, name, replicas)
 }
 
 // waitDeployment polls ns/name until cond holds and returns it.

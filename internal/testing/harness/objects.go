@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 )
@@ -76,4 +77,34 @@ func OwnedReplicaSets(ctx context.Context, t *testing.T, client kubernetes.Inter
 		}
 	}
 	return out
+}
+
+// SetImage changes container's image in Deployment ns/name as `kubectl set
+// image` does (a strategic-merge patch of the template), failing t on error.
+func SetImage(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, name, container, image string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":%q,"image":%q}]}}}}`, container, image)
+	if _, err := client.AppsV1().Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("setting the image of %s/%s: %v", ns, name, err)
+	}
+}
+
+// ScaleDeployment sets Deployment ns/name's spec.replicas as `kubectl scale`
+// does (a merge patch), failing t on error.
+func ScaleDeployment(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, name string, replicas int32) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
+	if _, err := client.AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("scaling %s/%s to %d: %v", ns, name, replicas, err)
+	}
+}
+
+// ScaleReplicaSet sets ReplicaSet ns/name's spec.replicas as `kubectl scale
+// rs` does (a merge patch), failing t on error.
+func ScaleReplicaSet(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, name string, replicas int32) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
+	if _, err := client.AppsV1().ReplicaSets(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("scaling ReplicaSet %s/%s to %d: %v", ns, name, replicas, err)
+	}
 }
