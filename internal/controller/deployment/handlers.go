@@ -144,7 +144,9 @@ func (c *Controller) deleteReplicaSet(logger klog.Logger, obj any) {
 
 // deletePod handles EH-7/EH-8 (the Recreate wake-up, RC-8): when a pod of a
 // Recreate Deployment's ReplicaSet goes away and none of that Deployment's
-// ReplicaSets own pods any more, the Deployment is enqueued.
+// ReplicaSets own pods any more, the Deployment is enqueued. A rolling
+// Deployment opted into TerminationComplete (EX-3) is enqueued on every pod
+// deletion: a pod gone is headroom for the new ReplicaSet.
 //
 // Deviation from EH-8: upstream lists the ReplicaSets live from the API
 // inside the handler; kubedeploy reads them from the ReplicaSet cache (by
@@ -164,7 +166,14 @@ func (c *Controller) deletePod(logger klog.Logger, obj any) {
 		return
 	}
 	d, ok := c.deploymentFor(rs.Namespace, metav1.GetControllerOf(rs))
-	if !ok || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+	if !ok {
+		return
+	}
+	if waitsForTermination(d) {
+		c.enqueue(cache.MetaObjectToName(d))
+		return
+	}
+	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
 		return
 	}
 	if c.deploymentOwnsPods(d) {

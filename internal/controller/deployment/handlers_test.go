@@ -95,6 +95,15 @@ func TestPodDeleteHandlerEH7EH8(t *testing.T) {
 			t.Errorf("enqueued %v", f.enqueued)
 		}
 	})
+	t.Run("EX-3 TerminationComplete: every pod delete wakes the rolling deployment", func(t *testing.T) {
+		r := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
+		r.Annotations = map[string]string{PodReplacementPolicyAnnotation: TerminationComplete}
+		f := newFixture(t, r, rs, pod("p2"))
+		f.c.deletePod(klog.Background(), pod("p1"))
+		if len(f.enqueued) != 1 || f.enqueued[0] != nginxKey {
+			t.Errorf("enqueued %v", f.enqueued)
+		}
+	})
 	t.Run("RollingUpdate deployments ignore pod deletes", func(t *testing.T) {
 		r := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
 		f := newFixture(t, r, rs)

@@ -73,6 +73,7 @@ func (sc *syncContext) ensureNewReplicaSet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	size = sc.newRSSizeWithinPods(size) // EX-3; sc.newRS is nil: from 0
 	rs := newReplicaSet(sc.d, newRevision, size)
 	created, existed, err := sc.createReplicaSet(ctx, rs)
 	if err != nil {

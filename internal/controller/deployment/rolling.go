@@ -38,7 +38,8 @@ func (sc *syncContext) rolloutRolling(ctx context.Context) (runner.Result, error
 }
 
 // reconcileNewReplicaSet scales the new ReplicaSet toward d.spec.replicas
-// within the surge budget (RU-9, RU-10) and reports whether it wrote.
+// within the surge budget (RU-9, RU-10), and with TerminationComplete within
+// the pod-level budget too (EX-3), and reports whether it wrote.
 func (sc *syncContext) reconcileNewReplicaSet(ctx context.Context) (bool, error) {
 	replicas := desiredReplicas(sc.d)
 	current := specReplicas(sc.newRS)
@@ -52,7 +53,7 @@ func (sc *syncContext) reconcileNewReplicaSet(ctx context.Context) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	return sc.scaleReplicaSet(ctx, sc.newRS, size)
+	return sc.scaleReplicaSet(ctx, sc.newRS, sc.newRSSizeWithinPods(size))
 }
 
 // maxScaledDown returns how many old replicas may be removed now without

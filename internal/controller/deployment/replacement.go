@@ -1,0 +1,81 @@
+package deployment
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// PodReplacementPolicyAnnotation opts a Deployment into a pod-level surge
+// bound (EX-3, IM-7). With the value TerminationComplete, a rolling update
+// grows the new ReplicaSet only while the live and terminating pods of all
+// the Deployment's ReplicaSets stay within spec.replicas + maxSurge: the
+// behaviour KEP-3973 describes for podReplacementPolicy: TerminationComplete,
+// which apps/v1 does not have in Kubernetes 1.36. Any other value, or none,
+// keeps upstream's behaviour (the bound holds for ReplicaSet specs only).
+const PodReplacementPolicyAnnotation = "kubedeploy.io/pod-replacement-policy"
+
+// TerminationComplete is the PodReplacementPolicyAnnotation value that
+// waits for terminating pods to be gone (KEP-3973's name).
+const TerminationComplete = "TerminationComplete"
+
+// waitsForTermination reports whether d is a rolling Deployment opted into
+// TerminationComplete (EX-3).
+func waitsForTermination(d *appsv1.Deployment) bool {
+	return isRollingUpdate(d) && d.Annotations[PodReplacementPolicyAnnotation] == TerminationComplete
+}
+
+// podFootprint returns the most pods rs can hold before its controller has
+// caught up, in pods: its live pods, or its spec when more will be created,
+// or its reported status.replicas, whichever is largest, plus its
+// terminating pods (from the pod cache or its status, whichever is larger).
+// Taking the largest of each makes a lagging cache or status count too many
+// pods, never too few.
+func podFootprint(rs *appsv1.ReplicaSet, pods []*v1.Pod) int64 {
+	var live, terminating int64
+	for _, p := range pods {
+		switch {
+		case p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed:
+		case p.DeletionTimestamp != nil:
+			terminating++
+		default:
+			live++
+		}
+	}
+	if rs.Status.TerminatingReplicas != nil {
+		terminating = max(terminating, int64(*rs.Status.TerminatingReplicas))
+	}
+	return max(int64(specReplicas(rs)), live, int64(rs.Status.Replicas)) + terminating
+}
+
+// terminationHeadroom returns how many pods may still be added under
+// TerminationComplete: replicas + maxSurge minus the footprint of every
+// ReplicaSet in allRSs (podsByRS keyed by ReplicaSet UID). It is negative
+// while terminating pods hold the Deployment above its bound (EX-3).
+func terminationHeadroom(d *appsv1.Deployment, allRSs []*appsv1.ReplicaSet, podsByRS map[types.UID][]*v1.Pod) int64 {
+	footprint := int64(0)
+	for _, rs := range allRSs {
+		if rs != nil {
+			footprint += podFootprint(rs, podsByRS[rs.UID])
+		}
+	}
+	return int64(allowedReplicas(d)) - footprint
+}
+
+// newRSSizeWithinPods limits size, the new ReplicaSet's next size from
+// RU-10, so that it grows by no more than terminationHeadroom when d is
+// opted into TerminationComplete (EX-3); it never shrinks the new
+// ReplicaSet below its current size. Without the annotation it returns size.
+func (sc *syncContext) newRSSizeWithinPods(size int32) int32 {
+	current := specReplicas(sc.newRS)
+	if !waitsForTermination(sc.d) || size <= current {
+		return size
+	}
+	headroom := terminationHeadroom(sc.d, sc.allRSs(), sc.podsByRS)
+	capped := clampInt32(min(int64(size), int64(current)+max(0, headroom)))
+	if capped < size {
+		sc.logger.V(2).Info("Waiting for terminating pods before scaling up the new replica set",
+			"policy", TerminationComplete, "wanted", size, "scalingTo", capped, "headroom", headroom)
+	}
+	return capped
+}

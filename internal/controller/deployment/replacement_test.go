@@ -1,0 +1,142 @@
+package deployment
+
+import (
+	"fmt"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+// podsOf returns live and terminating pods controlled by rs (and finished
+// ones, which never count).
+func podsOf(rs *appsv1.ReplicaSet, live, terminating, finished int) []*v1.Pod {
+	var out []*v1.Pod
+	mk := func(i int, deleting bool, phase v1.PodPhase) *v1.Pod {
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("%s-%d", rs.Name, i), UID: types.UID(fmt.Sprintf("%s-p%d", rs.Name, i)),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr.To(true)}}},
+			Status: v1.PodStatus{Phase: phase}}
+		if deleting {
+			now := metav1.NewTime(baseTime)
+			p.DeletionTimestamp = &now
+		}
+		return p
+	}
+	i := 0
+	for range live {
+		out = append(out, mk(i, false, v1.PodRunning))
+		i++
+	}
+	for range terminating {
+		out = append(out, mk(i, true, v1.PodRunning))
+		i++
+	}
+	for range finished {
+		out = append(out, mk(i, false, v1.PodSucceeded))
+		i++
+	}
+	return out
+}
+
+// TestPodFootprint: a ReplicaSet counts the most pods it can hold (EX-3).
+func TestPodFootprint(t *testing.T) {
+	d := newDeployment(10, intstr.FromInt32(3), intstr.FromInt32(0))
+	cases := []struct {
+		name                        string
+		spec, statusReplicas        int32
+		statusTerminating           *int32
+		live, terminating, finished int
+		want                        int64
+	}{
+		{name: "settled", spec: 5, statusReplicas: 5, live: 5, want: 5},
+		{name: "scaled up, pods not created yet: spec counts", spec: 8, statusReplicas: 5, live: 5, want: 8},
+		{name: "scaled down, pods not deleted yet: live counts", spec: 2, statusReplicas: 5, live: 5, want: 5},
+		{name: "terminating pods count until gone", spec: 2, statusReplicas: 2, live: 2, terminating: 3, want: 5},
+		{name: "status terminating counts when the cache has not seen them", spec: 2, statusReplicas: 2, live: 2, statusTerminating: ptr.To[int32](3), want: 5},
+		{name: "lagging cache: status replicas counts", spec: 2, statusReplicas: 6, live: 2, want: 6},
+		{name: "finished pods never count", spec: 2, statusReplicas: 2, live: 2, finished: 4, want: 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := newRS(d, "a", "nginx:1", tc.spec, 0, nil)
+			rs.Status.Replicas, rs.Status.TerminatingReplicas = tc.statusReplicas, tc.statusTerminating
+			if got := podFootprint(rs, podsOf(rs, tc.live, tc.terminating, tc.finished)); got != tc.want {
+				t.Errorf("footprint = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSyncTerminationCompleteWaitsForTerminatingPods (EX-3, IM-7): 10
+// replicas, maxSurge 3, maxUnavailable 0, mid-rollout: old A scaled to 7
+// with 3 of its pods still terminating, new B at 3 and available. RU-10
+// alone grows B to 6 (Σ spec 13), which with the terminating pods makes 16
+// pods. With TerminationComplete B waits until the pods are gone; without
+// the annotation the behaviour is upstream's.
+func TestSyncTerminationCompleteWaitsForTerminatingPods(t *testing.T) {
+	setup := func(t *testing.T, policy string) (*fixture, string) {
+		d := newDeployment(10, intstr.FromInt32(3), intstr.FromInt32(0))
+		d.Spec.Template = podTemplate("nginx:2")
+		d.Annotations = map[string]string{RevisionAnnotation: "2"}
+		if policy != "" {
+			d.Annotations[PodReplacementPolicyAnnotation] = policy
+		}
+		b := "nginx-" + computeHash(&d.Spec.Template, nil)
+		oldA := withStatus(newRS(d, "nginx-a", "nginx:1", 7, 0, sizeAnnotations(10, 13, 1)), 7, 7)
+		oldA.Status.TerminatingReplicas = ptr.To[int32](3)
+		newB := withStatus(newRS(d, b, "nginx:2", 3, 1, sizeAnnotations(10, 13, 2)), 3, 3)
+		objs := []runtimeObject{d, oldA, newB}
+		for _, p := range append(podsOf(oldA, 7, 3, 0), podsOf(newB, 3, 0, 0)...) {
+			objs = append(objs, p)
+		}
+		return newFixture(t, objs...), b
+	}
+	t.Run("TerminationComplete waits", func(t *testing.T) {
+		f, b := setup(t, TerminationComplete)
+		if _, err := f.sync(); err != nil {
+			t.Fatal(err)
+		}
+		if got := *f.rs(b).Spec.Replicas; got != 3 {
+			t.Fatalf("new ReplicaSet = %d, want 3 while 3 old pods terminate (7+3+3 = 13 pods)", got)
+		}
+		// The terminating pods are gone: B may grow by 3.
+		for _, p := range podsOf(f.rs("nginx-a"), 7, 3, 0)[7:] {
+			if err := f.factory.Core().V1().Pods().Informer().GetIndexer().Delete(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.setRSStatus("nginx-a", 7, 7)
+		a := f.rs("nginx-a")
+		a.Status.TerminatingReplicas = ptr.To[int32](0)
+		f.addToCache(a)
+		f.observe()
+		if _, err := f.sync(); err != nil {
+			t.Fatal(err)
+		}
+		if got := *f.rs(b).Spec.Replicas; got != 6 {
+			t.Fatalf("new ReplicaSet = %d after the terminating pods went, want 6", got)
+		}
+	})
+	t.Run("without the annotation: upstream", func(t *testing.T) {
+		f, b := setup(t, "")
+		if _, err := f.sync(); err != nil {
+			t.Fatal(err)
+		}
+		if got := *f.rs(b).Spec.Replicas; got != 6 {
+			t.Fatalf("new ReplicaSet = %d, want 6 (RU-10 on specs only)", got)
+		}
+	})
+	t.Run("another value: upstream", func(t *testing.T) {
+		f, b := setup(t, "TerminationStarted")
+		if _, err := f.sync(); err != nil {
+			t.Fatal(err)
+		}
+		if got := *f.rs(b).Spec.Replicas; got != 6 {
+			t.Fatalf("new ReplicaSet = %d, want 6", got)
+		}
+	})
+}
