@@ -97,6 +97,18 @@ func TestControllerManagerArgs(t *testing.T) {
 	})
 }
 
+// TestControllerManagerArgsRateLimit: the client rate limit is passed only when set (CM-6 defaults otherwise).
+func TestControllerManagerArgsRateLimit(t *testing.T) {
+	base := controllerManagerParams{kubeconfig: "/d/k", caFile: "/d/ca", saKeyFile: "/d/sa"}
+	for _, a := range controllerManagerArgs(base) {
+		if strings.HasPrefix(a, "--kube-api-") {
+			t.Errorf("unset rate limit passed as %s", a)
+		}
+	}
+	base.qps, base.burst = 5000, 10000
+	assertFlags(t, controllerManagerArgs(base), map[string]string{"kube-api-qps": "5000", "kube-api-burst": "10000"})
+}
+
 // TestControllerManagerArgsUpstreamWorkload: the default controller list never names KCM's deployment or
 // replicaset controllers; only the differential-test option adds exactly those two, on top of the generic ones.
 func TestControllerManagerArgsUpstreamWorkload(t *testing.T) {

@@ -30,6 +30,12 @@ type Config struct {
 	// PodTerminationDelay is how long a pod with a deletionTimestamp waits before it is really removed.
 	PodTerminationDelay time.Duration
 
+	// ControllerManagerQPS and ControllerManagerBurst set the embedded kube-controller-manager's client rate limit
+	// (--kube-api-qps in requests/s, --kube-api-burst in requests); 0 keeps its defaults (20 and 30, CM-6).
+	// Benchmarks lift them to measure the controllers rather than the rate limiter.
+	ControllerManagerQPS   float32
+	ControllerManagerBurst int
+
 	// UpstreamWorkloadControllers is for differential tests only (test/differential): it makes
 	// kube-controller-manager also run its own deployment and replicaset controllers, the reference
 	// implementation kubedeploy's controllers are compared against. The cluster must then run none of
@@ -51,7 +57,7 @@ func (c *Config) Default() {
 }
 
 // Validate returns an error naming the first invalid field: an empty data dir, a port outside 0–65535, a
-// negative or zero node count, or a negative delay. It does not touch the file system.
+// negative or zero node count, a negative delay, QPS or burst. It does not touch the file system.
 func (c Config) Validate() error {
 	switch {
 	case c.DataDir == "":
@@ -66,6 +72,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("pod startup delay must not be negative, got %s", c.PodStartupDelay)
 	case c.PodTerminationDelay < 0:
 		return fmt.Errorf("pod termination delay must not be negative, got %s", c.PodTerminationDelay)
+	case c.ControllerManagerQPS < 0 || c.ControllerManagerBurst < 0:
+		return fmt.Errorf("controller manager QPS and burst must not be negative, got %v and %d", c.ControllerManagerQPS, c.ControllerManagerBurst)
 	}
 	return nil
 }

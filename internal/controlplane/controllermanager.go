@@ -40,17 +40,21 @@ type controllerManagerParams struct {
 	saKeyFile  string
 	// upstreamWorkload adds upstreamWorkloadControllers (Config.UpstreamWorkloadControllers, tests only).
 	upstreamWorkload bool
+	// qps and burst, when > 0, set --kube-api-qps and --kube-api-burst.
+	qps   float32
+	burst int
 }
 
 // controllerManagerArgs returns kube-controller-manager's flags: only controllerManagerControllers (plus
 // upstreamWorkloadControllers when p.upstreamWorkload is set), no leader election, per-controller service-account
-// credentials, our service-account key and CA, no serving port. It is pure.
+// credentials, our service-account key and CA, no serving port, and the client rate limit when p sets one. It is
+// pure.
 func controllerManagerArgs(p controllerManagerParams) []string {
 	controllers := controllerManagerControllers()
 	if p.upstreamWorkload {
 		controllers = append(controllers, upstreamWorkloadControllers...)
 	}
-	return []string{
+	args := []string{
 		"--kubeconfig=" + p.kubeconfig,
 		"--controllers=" + strings.Join(controllers, ","),
 		"--leader-elect=false",
@@ -60,6 +64,13 @@ func controllerManagerArgs(p controllerManagerParams) []string {
 		"--secure-port=0",
 		"--profiling=false",
 	}
+	if p.qps > 0 {
+		args = append(args, fmt.Sprintf("--kube-api-qps=%g", p.qps))
+	}
+	if p.burst > 0 {
+		args = append(args, fmt.Sprintf("--kube-api-burst=%d", p.burst))
+	}
+	return args
 }
 
 // forbiddenControllers are KCM controllers kubedeploy replaces; newControllerManager refuses to start them.

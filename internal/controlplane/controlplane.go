@@ -256,6 +256,8 @@ func (cp *ControlPlane) startControllerManager() error {
 		caFile:           cp.pki.caFile(),
 		saKeyFile:        cp.pki.saKeyFile(),
 		upstreamWorkload: cp.cfg.UpstreamWorkloadControllers,
+		qps:              cp.cfg.ControllerManagerQPS,
+		burst:            cp.cfg.ControllerManagerBurst,
 	})
 	return cp.sup.goRun("kube-controller-manager", componentStopTimeout, func(ctx context.Context) (func(context.Context) error, error) {
 		return newControllerManager(ctx, args, cp.cfg.UpstreamWorkloadControllers)

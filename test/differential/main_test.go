@@ -227,6 +227,12 @@ func serveChild(role, dir string) int {
 	ctx = klog.NewContext(ctx, logger)
 	cfg := clusterConfig(dir)
 	cfg.UpstreamWorkloadControllers = role == roleUpstream
+	qps, burst := float32(0), 0
+	if os.Getenv(conflictRunsEnv) != "" {
+		// TestConflictsBesideUpstream: both sides' clients lifted alike.
+		qps, burst = liftedQPS, liftedBurst
+		cfg.ControllerManagerQPS, cfg.ControllerManagerBurst = qps, burst
+	}
 	cp, err := controlplane.New(cfg)
 	if err != nil {
 		logger.Error(err, "Invalid control plane config")
@@ -240,7 +246,7 @@ func serveChild(role, dir string) int {
 	if role == roleOurs {
 		go func() {
 			managerDone <- manager.Run(ctx, manager.Config{RESTConfig: rest.CopyConfig(cp.AdminConfig()),
-				Controllers: manager.KnownControllers, Version: "differential"})
+				Controllers: manager.KnownControllers, Version: "differential", QPS: qps, Burst: burst})
 		}()
 	} else {
 		close(managerDone)
