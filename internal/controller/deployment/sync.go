@@ -34,9 +34,6 @@ type syncContext struct {
 	key    cache.ObjectName
 	logger klog.Logger
 	now    time.Time
-	// live is true when the caches are Stale (IM-4): d and the ReplicaSets
-	// were read from the API server, not from the informer caches.
-	live bool
 	// d is our working copy of the Deployment; d.Status is the stored status.
 	d *appsv1.Deployment
 	// rsList holds the ReplicaSets d owns after claiming (SD-3).
@@ -88,10 +85,10 @@ func (c *Controller) syncDeployment(ctx context.Context, key cache.ObjectName) (
 	if err != nil {
 		return runner.Result{}, err
 	}
-	sc := &syncContext{c: c, key: key, logger: logger, now: c.clock.Now(), live: live, d: d, rsList: rsList, podsByRS: podsByRS}
+	sc := &syncContext{c: c, key: key, logger: logger, now: c.clock.Now(), d: d, rsList: rsList, podsByRS: podsByRS}
 	res, err := sc.run(ctx)
-	if live && err == nil && (res.RequeueAfter == 0 || res.RequeueAfter > c.freshness.MaxWait) {
-		res.RequeueAfter = c.freshness.MaxWait
+	if err == nil {
+		res.RequeueAfter = c.freshness.NextCheck(freshness, res.RequeueAfter)
 	}
 	return res, err
 }

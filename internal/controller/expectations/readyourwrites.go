@@ -279,6 +279,17 @@ func caughtUp(observed, written string) bool {
 	return cmp >= 0
 }
 
+// NextCheck returns when a sync that saw freshness should run again without
+// an event: after, the sync's own wish (0 for none), except that after a
+// Stale sync it is at most MaxWait, since the lagging caches may not bring
+// the events that would (IM-4).
+func (g *ReadYourWrites) NextCheck(freshness Freshness, after time.Duration) time.Duration {
+	if freshness != Stale || (after > 0 && after <= g.MaxWait) {
+		return after
+	}
+	return g.MaxWait
+}
+
 // Forget drops key's record (the controller object was deleted or not found).
 func (g *ReadYourWrites) Forget(key string) {
 	g.mu.Lock()

@@ -185,3 +185,23 @@ func TestReadYourWritesMetrics(t *testing.T) {
 		t.Errorf("live reads = %v (%v), want 1", reads, err)
 	}
 }
+
+// TestReadYourWritesNextCheck: only a Stale sync is rechecked, within MaxWait.
+func TestReadYourWritesNextCheck(t *testing.T) {
+	g := NewReadYourWrites("next-check", nil, nil)
+	cases := []struct {
+		f           Freshness
+		after, want time.Duration
+	}{
+		{Fresh, 0, 0},
+		{Fresh, 5 * time.Minute, 5 * time.Minute},
+		{Stale, 0, DefaultMaxCacheWait},
+		{Stale, time.Second, time.Second},
+		{Stale, 5 * time.Minute, DefaultMaxCacheWait},
+	}
+	for _, tc := range cases {
+		if got := g.NextCheck(tc.f, tc.after); got != tc.want {
+			t.Errorf("NextCheck(%v, %v) = %v, want %v", tc.f, tc.after, got, tc.want)
+		}
+	}
+}

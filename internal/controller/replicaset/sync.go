@@ -93,25 +93,11 @@ func (c *Controller) sync(ctx context.Context, name cache.ObjectName) (runner.Re
 	if manageErr != nil {
 		return runner.Result{}, manageErr
 	}
-	return runner.Result{RequeueAfter: c.nextSync(sc, status)}, nil
-}
-
-// nextSync returns when to sync sc's ReplicaSet again without an event, or
-// 0 for never: the earliest minReadySeconds wake-up (RS-7) and, after a live
-// read, MaxCacheWait, since the lagging caches may not bring the events that
-// would (IM-4).
-func (c *Controller) nextSync(sc *syncContext, status appsv1.ReplicaSetStatus) time.Duration {
 	next, ok := nextAvailableCheck(sc.rs, sc.pods, status, sc.now)
-	if !sc.live {
-		if ok {
-			return next
-		}
-		return 0
+	if !ok {
+		next = 0
 	}
-	if ok {
-		return min(next, c.freshness.MaxWait)
-	}
-	return c.freshness.MaxWait
+	return runner.Result{RequeueAfter: c.freshness.NextCheck(freshness, next)}, nil
 }
 
 // getReplicaSet returns the ReplicaSet from the cache or, when live, from the
