@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/manager"
 	"github.com/kubedeploy/kubedeploy/internal/testing/faultproxy"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
@@ -141,12 +142,21 @@ func TestLaggingPodWatchReplicaSet(t *testing.T) {
 // pod and the ReplicaSet watches late, so the Deployment controller's own
 // ReplicaSet writes are not in its cache either: scaled 10 → 15 → 10, then
 // rolled out to a new template, the surge and availability bounds are
-// checked at every ReplicaSet change and live pods at every pod change.
+// checked at every ReplicaSet change and pods at every pod change.
+//
+// The Deployment uses kubedeploy.io/pod-replacement-policy: TerminationComplete
+// (IM-7), the only setting that promises a pod-level bound, so the rollout
+// must keep live + terminating pods within replicas + maxSurge even under the
+// lag. Without it, as upstream, only ReplicaSet specs are bounded: the
+// ReplicaSet controller, its ReplicaSet watch late, does not yet see another
+// controller's scale-down of the old ReplicaSet and keeps its pods while the
+// new ones start (seen once: 14 live pods for replicas + maxSurge = 13).
 func TestLaggingWatchesDeployment(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := harness.Context(t, 8*time.Minute)
 	proxy := startControllers(t)
 	d := harness.NewDeployment(ns, "web", 10, "nginx:1.9")
+	d.Annotations = map[string]string{deployment.PodReplacementPolicyAnnotation: deployment.TerminationComplete}
 	if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -169,8 +179,8 @@ func TestLaggingWatchesDeployment(t *testing.T) {
 	harness.WaitComplete(t, env.Client, ns, "web", 3*time.Minute)
 	watch.Stop()
 	watch.Check(2)
-	if _, maxLive, _, _ := pods.Window(); maxLive > 13 {
-		t.Errorf("rollout under lag: %d live pods, above replicas + maxSurge = 13 (%s)", maxLive, pods)
+	if _, _, maxPresent, _ := pods.Window(); maxPresent > 13 {
+		t.Errorf("rollout under lag with TerminationComplete: %d live + terminating pods, above replicas + maxSurge = 13 (%s)", maxPresent, pods)
 	}
 	if n := len(harness.OwnedReplicaSets(ctx, t, env.Client, harness.WaitComplete(t, env.Client, ns, "web", time.Second))); n != 2 {
 		t.Errorf("%d ReplicaSets after one rollout, want 2 (one per template)", n)
