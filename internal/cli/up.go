@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -64,7 +66,7 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
 		Version:     Version,
 		// The same Lease as `kubedeploy controllers`: one run against this
 		// cluster stands by while these controllers lead.
-		LeaderElection: manager.LeaderElection{Enabled: true},
+		LeaderElection: manager.LeaderElection{Enabled: true, Identity: upIdentity(o.dataDir)},
 	}
 	mcfg.Default()
 	cfg := controlplane.Config{
@@ -130,6 +132,21 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "Stopped.")
 	}
 	return runErr
+}
+
+// upIdentity returns the leader-election identity of `up` on dataDir:
+// "<hostname>_up-<first 12 hex digits of the SHA-256 of dataDir's absolute
+// path>". It is the same at every start on that data dir, so after an
+// unclean stop (kill -9) the restarted process takes its own Lease at once
+// instead of waiting LeaseDuration for it to expire (issue 9). It is safe
+// because the data dir lock lets one `up` at a time run on it.
+func upIdentity(dataDir string) string {
+	host, _ := os.Hostname()
+	if abs, err := filepath.Abs(dataDir); err == nil {
+		dataDir = abs
+	}
+	sum := sha256.Sum256([]byte(dataDir))
+	return fmt.Sprintf("%s_up-%x", host, sum[:6])
 }
 
 // controllersIdentity applies deploy/'s Namespace, ServiceAccount and RBAC
