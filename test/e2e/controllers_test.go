@@ -48,9 +48,16 @@ type controllersProcess struct {
 // startControllers runs `kubedeploy controllers` against dataDir's cluster with short lease settings.
 func startControllers(t *testing.T, dataDir string, port int) *controllersProcess {
 	t.Helper()
-	cmd := exec.Command(binary, "controllers", "--kubeconfig", filepath.Join(dataDir, "kubeconfig"),
+	return startControllersWith(t, "--kubeconfig", filepath.Join(dataDir, "kubeconfig"),
 		"--secure-port", fmt.Sprint(port), "--leader-elect-lease-duration=4s",
 		"--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms")
+}
+
+// startControllersWith runs `kubedeploy controllers` with args; it is killed
+// when t ends, and its output is logged if t failed.
+func startControllersWith(t *testing.T, args ...string) *controllersProcess {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"controllers"}, args...)...)
 	p := &controllersProcess{cmd: cmd, out: &syncBuffer{}, exited: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
@@ -59,7 +66,8 @@ func startControllers(t *testing.T, dataDir string, port int) *controllersProces
 	go func() { p.exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-p.exited
+		err := <-p.exited
+		p.exited <- err
 		if t.Failed() {
 			t.Logf("kubedeploy controllers (pid %d) output:\n%s", cmd.Process.Pid, p.out)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -78,19 +77,7 @@ func TestTerminationCompleteSurvivesKill9(t *testing.T) {
 // election (one process at a time), so a restart acts at once.
 func startUnelectedControllers(t *testing.T, dataDir string) *controllersProcess {
 	t.Helper()
-	cmd := exec.Command(binary, "controllers", "--kubeconfig", filepath.Join(dataDir, "kubeconfig"),
-		"--secure-port", "0", "--leader-elect=false")
-	p := &controllersProcess{cmd: cmd, out: &syncBuffer{}, exited: make(chan error, 1)}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.exited
-	})
-	return p
+	return startControllersWith(t, "--kubeconfig", filepath.Join(dataDir, "kubeconfig"), "--secure-port", "0", "--leader-elect=false")
 }
 
 // complete reports whether Deployment default/web has finished its rollout.

@@ -5,11 +5,8 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/utils/ptr"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/manager"
@@ -45,22 +42,6 @@ func startControllers(t *testing.T) *faultproxy.Proxy {
 		}
 	})
 	return proxy
-}
-
-// newReplicaSet returns a bare ReplicaSet ns/name of replicas pods.
-func newReplicaSet(ns, name string, replicas int32) *appsv1.ReplicaSet {
-	l := map[string]string{"app": name}
-	return &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: appsv1.ReplicaSetSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: l},
-			Template: v1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: l},
-				Spec:       v1.PodSpec{Containers: []v1.Container{{Name: name, Image: "nginx:1.9"}}},
-			},
-		},
-	}
 }
 
 // scaleUnderLag runs one step of issue 7's scenario: with the watches of
@@ -127,7 +108,7 @@ func TestLaggingPodWatchReplicaSet(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := harness.Context(t, 5*time.Minute)
 	proxy := startControllers(t)
-	rs := newReplicaSet(ns, "web", 10)
+	rs := harness.NewReplicaSet(ns, "web", 10)
 	if _, err := env.Client.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

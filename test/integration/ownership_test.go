@@ -210,7 +210,7 @@ func TestDeploymentDeletesOldReplicaSets(t *testing.T) {
 // legacyReplicaSet is a ReplicaSet not created by a Deployment: no hash label,
 // selector and labels name=<name>, pod=httpd as in the upstream e2e tests.
 func legacyReplicaSet(ns, name string, replicas int32, image string) *appsv1.ReplicaSet {
-	rs := newReplicaSet(ns, name, replicas)
+	rs := harness.NewReplicaSet(ns, name, replicas)
 	l := map[string]string{"name": name, "pod": "httpd"}
 	rs.Labels, rs.Spec.Selector.MatchLabels, rs.Spec.Template.Labels = l, l, l
 	rs.Spec.Template.Spec.Containers[0].Image = image

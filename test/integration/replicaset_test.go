@@ -5,28 +5,12 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
-
-func newReplicaSet(ns, name string, replicas int32) *appsv1.ReplicaSet {
-	l := map[string]string{"app": name}
-	return &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: appsv1.ReplicaSetSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: l},
-			Template: v1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: l},
-				Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "nginx:1.9"}}},
-			},
-		},
-	}
-}
 
 func activePods(ctx context.Context, ns string, sel map[string]string) ([]v1.Pod, error) {
 	list, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
@@ -49,7 +33,7 @@ func activePods(ctx context.Context, ns string, sel map[string]string) ([]v1.Pod
 func TestReplicaSetReplacesAndAdopts(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := harness.Context(t, 3*time.Minute)
-	rs, err := env.Client.AppsV1().ReplicaSets(ns).Create(ctx, newReplicaSet(ns, "web", 3), metav1.CreateOptions{})
+	rs, err := env.Client.AppsV1().ReplicaSets(ns).Create(ctx, harness.NewReplicaSet(ns, "web", 3), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

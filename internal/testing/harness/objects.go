@@ -36,6 +36,24 @@ func NewDeployment(ns, name string, replicas int32, image string) *appsv1.Deploy
 	}
 }
 
+// NewReplicaSet returns a bare ReplicaSet ns/name of replicas pods (no
+// owner), selected by label app=name, with one container named name running
+// nginx:1.9.
+func NewReplicaSet(ns, name string, replicas int32) *appsv1.ReplicaSet {
+	labels := map[string]string{"app": name}
+	return &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: v1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       v1.PodSpec{Containers: []v1.Container{{Name: name, Image: "nginx:1.9"}}},
+			},
+		},
+	}
+}
+
 // DeploymentComplete reports whether d's status shows a finished rollout of
 // its current generation: every replica updated and available, and no extra
 // pods (ST-9).
