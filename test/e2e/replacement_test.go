@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
@@ -28,7 +29,10 @@ const terminationKills = 20
 // times at random moments and restarted at once (no leader election, so no
 // Lease to wait for). Pods take 2s to terminate. Counted at every pod change
 // by a client of its own, live + terminating pods never exceed 63, and the
-// ReplicaSets stay within the surge and availability bounds.
+// ReplicaSets stay within the surge and availability bounds. At the end
+// nothing spurious was written (issue 7): one ReplicaSet and revision per
+// template, and a last kill and restart of the controllers once everything
+// settled writes neither the Deployment nor its ReplicaSets.
 func TestTerminationCompleteSurvivesKill9(t *testing.T) {
 	skipShort(t)
 	dir := t.TempDir()
@@ -42,6 +46,7 @@ func TestTerminationCompleteSurvivesKill9(t *testing.T) {
 
 	d := harness.NewDeployment("default", "web", 50, "nginx:1.9")
 	d.Annotations = map[string]string{deployment.PodReplacementPolicyAnnotation: deployment.TerminationComplete}
+	d.Spec.RevisionHistoryLimit = ptr.To(int32(terminationKills + 1)) // every ReplicaSet is kept, so a lost one shows
 	if _, err := client.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +68,7 @@ func TestTerminationCompleteSurvivesKill9(t *testing.T) {
 		proc.exited <- nil
 		proc = startUnelectedControllers(t, dir)
 	}
-	harness.WaitComplete(t, client, "default", "web", 3*time.Minute)
+	done := harness.WaitComplete(t, client, "default", "web", 3*time.Minute)
 	rollouts.Stop()
 	rollouts.Check(10)
 	_, _, maxPresent, changes := pods.Window()
@@ -71,6 +76,23 @@ func TestTerminationCompleteSurvivesKill9(t *testing.T) {
 	if maxPresent > 63 {
 		t.Errorf("%d live + terminating pods, above replicas + maxSurge = 63 (%s)", maxPresent, pods)
 	}
+
+	// Nothing spurious: one ReplicaSet and revision per template, and a
+	// kill of the settled Deployment's controllers followed by a restart
+	// writes neither it nor its ReplicaSets.
+	checkOneRevisionPerTemplate(ctx, t, client, done, images+1)
+	harness.Eventually(t, time.Minute, "the Deployment and its ReplicaSets to settle", func(ctx context.Context) (bool, error) {
+		return settled(ctx, client, done)
+	})
+	versions := resourceVersions(ctx, t, client, done)
+	if err := proc.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	err := <-proc.exited
+	proc.exited <- err
+	startUnelectedControllers(t, dir)
+	barrier(ctx, t, client)
+	checkUnchanged(ctx, t, client, done, versions)
 }
 
 // startUnelectedControllers runs `kubedeploy controllers` without leader
