@@ -11,8 +11,6 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 	// leader_election_master_status{name} and leader_election_slowpath_total from client-go's leaderelection.
 	_ "k8s.io/component-base/metrics/prometheus/clientgo/leaderelection"
-
-	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 )
 
 // Sync results, the "result" label of kubedeploy_controller_sync_duration_seconds.
@@ -45,11 +43,11 @@ func (syncObserver) SyncDone(controller string, d time.Duration, err error) {
 	syncDuration.WithLabelValues(controller, result).Observe(d.Seconds())
 }
 
-// registerMetrics registers the manager's and the controllers' metrics in the
-// legacy registry, once per process. Controllers get syncObserver through their Config.
+// registerMetrics registers the manager's own metrics in the legacy
+// registry, once per process; the controller packages register theirs when
+// built. Controllers get syncObserver through their Config.
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(syncDuration)
-		deployment.RegisterMetrics()
 	})
 }

@@ -56,23 +56,28 @@ type Config struct {
 	Observer runner.Observer
 }
 
-// Validate returns an error naming the first missing required field.
+// Validate returns an error naming every missing or invalid field.
 func (c Config) Validate() error {
-	switch {
-	case c.Client == nil:
-		return errors.New("deployment controller: Client is required")
-	case c.Deployments == nil:
-		return errors.New("deployment controller: Deployments informer is required")
-	case c.ReplicaSets == nil:
-		return errors.New("deployment controller: ReplicaSets informer is required")
-	case c.Pods == nil:
-		return errors.New("deployment controller: Pods informer is required")
-	case c.Recorder == nil:
-		return errors.New("deployment controller: Recorder is required")
-	case c.MaxCacheWait < 0:
-		return fmt.Errorf("deployment controller: MaxCacheWait must not be negative, got %v", c.MaxCacheWait)
+	var errs []error
+	if c.Client == nil {
+		errs = append(errs, errors.New("Client is required"))
 	}
-	return nil
+	if c.Deployments == nil {
+		errs = append(errs, errors.New("Deployments informer is required"))
+	}
+	if c.ReplicaSets == nil {
+		errs = append(errs, errors.New("ReplicaSets informer is required"))
+	}
+	if c.Pods == nil {
+		errs = append(errs, errors.New("Pods informer is required"))
+	}
+	if c.Recorder == nil {
+		errs = append(errs, errors.New("Recorder is required"))
+	}
+	if c.MaxCacheWait < 0 {
+		errs = append(errs, fmt.Errorf("MaxCacheWait must not be negative, got %v", c.MaxCacheWait))
+	}
+	return errors.Join(errs...)
 }
 
 // Controller reconciles Deployments into ReplicaSets. Build it with New.
@@ -89,8 +94,6 @@ type Controller struct {
 	// freshness is the IM-4 read-your-writes guard over the ReplicaSet and
 	// Deployment caches.
 	freshness *expectations.ReadYourWrites
-	// enqueue adds a Deployment key; a test seam (defaults to the runner).
-	enqueue func(key cache.ObjectName)
 }
 
 // New builds the controller: it adds ownership.ControllerIndex to the
@@ -99,17 +102,18 @@ type Controller struct {
 // index or a handler (e.g. because it already started).
 func New(ctx context.Context, cfg Config) (*Controller, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("invalid deployment controller config: %w", err)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	registerMetrics()
 	dInformer, rsInformer, podInformer := cfg.Deployments.Informer(), cfg.ReplicaSets.Informer(), cfg.Pods.Informer()
 	if err := ownership.AddControllerIndex(rsInformer); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("deployment controller: adding the controller index to the ReplicaSet informer: %w", err)
 	}
 	if err := ownership.AddControllerIndex(podInformer); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("deployment controller: adding the controller index to the pod informer: %w", err)
 	}
 	c := &Controller{
 		client:     cfg.Client,
@@ -132,7 +136,6 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		opts = append(opts, runner.WithObserver(cfg.Observer))
 	}
 	c.runner = runner.New(Name, c.syncDeployment, opts...)
-	c.enqueue = c.runner.Enqueue
 	if err := c.registerHandlers(klog.FromContext(ctx), cfg); err != nil {
 		return nil, err
 	}

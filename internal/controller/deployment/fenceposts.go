@@ -70,62 +70,73 @@ func resolveFenceposts(maxSurgeValue, maxUnavailableValue *intstr.IntOrString, d
 	return surge, unavailable, err
 }
 
-// maxSurge returns how many replicas above d.spec.replicas a rolling update
-// may run: 0 for other strategies (RU-5). No special case for 0 replicas.
-func maxSurge(d *appsv1.Deployment) int32 {
-	if !isRollingUpdate(d) {
-		return 0
-	}
-	s, u := rawFenceposts(d)
-	surge, _, _ := resolveFenceposts(s, u, desiredReplicas(d))
-	return surge
+// fenceposts are a Deployment's rolling-update bounds, resolved once per
+// sync from its spec (RU-1..RU-6), all in replicas.
+type fenceposts struct {
+	// replicas is d.spec.replicas (desiredReplicas).
+	replicas int32
+	// maxSurge is how many replicas above replicas a rolling update may
+	// run: percent rounded up, 0 for other strategies, no special case for
+	// 0 replicas (RU-5).
+	maxSurge int32
+	// maxUnavailable is how many of replicas may be unavailable during a
+	// rolling update: percent rounded down, forced to 1 when both resolve
+	// to 0 (RU-3), capped at replicas; 0 for other strategies or 0 replicas
+	// (RU-4).
+	maxUnavailable int32
 }
 
-// maxUnavailable returns how many of d.spec.replicas may be unavailable during
-// a rolling update, capped at d.spec.replicas; 0 for other strategies or 0
-// replicas (RU-4).
-func maxUnavailable(d *appsv1.Deployment) int32 {
-	replicas := desiredReplicas(d)
-	if !isRollingUpdate(d) || replicas == 0 {
-		return 0
+// fencepostsOf resolves d's fenceposts. For a RollingUpdate Deployment an
+// invalid maxSurge or maxUnavailable (rejected by validation, VA-8) counts
+// as 0 and its parse error is returned alongside the usable result; the
+// sync fails with it, as upstream's NewRSNewReplicas does.
+func fencepostsOf(d *appsv1.Deployment) (fenceposts, error) {
+	f := fenceposts{replicas: desiredReplicas(d)}
+	if !isRollingUpdate(d) {
+		return f, nil
 	}
 	s, u := rawFenceposts(d)
-	_, unavailable, _ := resolveFenceposts(s, u, replicas)
-	return min(unavailable, replicas)
+	surge, unavailable, err := resolveFenceposts(s, u, f.replicas)
+	f.maxSurge = surge
+	if f.replicas > 0 {
+		f.maxUnavailable = min(unavailable, f.replicas)
+	}
+	return f, err
 }
 
-// minAvailable returns d.spec.replicas − maxUnavailable for RollingUpdate,
-// 0 otherwise (RU-6), in replicas.
-func minAvailable(d *appsv1.Deployment) int32 {
-	if !isRollingUpdate(d) {
-		return 0
-	}
-	return desiredReplicas(d) - maxUnavailable(d)
+// maxTotal returns replicas + maxSurge, the most replicas the Deployment's
+// ReplicaSets may have in total (RU-10, PS-3), clamped to MaxInt32 instead
+// of wrapping.
+func (f fenceposts) maxTotal() int32 {
+	return clampInt32(int64(f.replicas) + int64(f.maxSurge))
+}
+
+// minAvailable returns replicas − maxUnavailable: the availability floor of
+// a rolling update (RU-6, RU-11) and the threshold of the Available
+// condition (ST-4, RC-9). Upstream's MinAvailable is 0 for other strategies;
+// this is replicas there, as the Available condition needs, and the
+// rolling-update code only runs for RollingUpdate.
+func (f fenceposts) minAvailable() int32 {
+	return f.replicas - f.maxUnavailable
 }
 
 // newRSNewReplicas returns the size the new ReplicaSet should have now (RU-10):
 // for RollingUpdate, its current size plus whatever the surge budget
-// (replicas + maxSurge − Σ spec over allRSs) allows, never above replicas;
-// for Recreate, d.spec.replicas. newRS may be nil (not created yet, size 0).
-// It returns an error for an invalid maxSurge or an unknown strategy.
-func newRSNewReplicas(d *appsv1.Deployment, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) (int32, error) {
-	replicas := desiredReplicas(d)
+// (f.maxTotal() − Σ spec over allRSs) allows, never above replicas; for
+// Recreate, replicas. newRS may be nil (not created yet, size 0). It returns
+// an error for an unknown strategy.
+func newRSNewReplicas(d *appsv1.Deployment, f fenceposts, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) (int32, error) {
 	switch d.Spec.Strategy.Type {
 	case appsv1.RecreateDeploymentStrategyType:
-		return replicas, nil
+		return f.replicas, nil
 	case appsv1.RollingUpdateDeploymentStrategyType:
-		rawSurge, _ := rawFenceposts(d)
-		surge, err := scaledValue(rawSurge, replicas, true)
-		if err != nil {
-			return 0, err
-		}
 		current := sumSpecReplicas(allRSs)
-		maxTotal := clampInt32(int64(replicas) + int64(surge))
+		maxTotal := f.maxTotal()
 		newSize := specReplicas(newRS)
 		if current >= maxTotal {
 			return newSize, nil
 		}
-		return newSize + min(maxTotal-current, replicas-newSize), nil
+		return newSize + min(maxTotal-current, f.replicas-newSize), nil
 	default:
 		return 0, unexpectedStrategyError(d)
 	}

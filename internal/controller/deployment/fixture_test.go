@@ -34,7 +34,8 @@ type fixture struct {
 	c        *Controller
 	recorder *record.FakeRecorder
 	clock    *clocktesting.FakeClock
-	enqueued []cache.ObjectName
+	// keys are the work-queue keys drained so far (see enqueued).
+	keys []cache.ObjectName
 }
 
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
@@ -58,12 +59,27 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	c.enqueue = func(key cache.ObjectName) { f.enqueued = append(f.enqueued, key) }
+	// The handlers' keys go to a queue whose "sync" only records them.
+	c.runner = runner.New(Name, func(_ context.Context, key cache.ObjectName) (runner.Result, error) {
+		f.keys = append(f.keys, key)
+		return runner.Result{}, nil
+	})
 	f.c = c
 	for _, o := range objs {
 		f.addToCache(o)
 	}
 	return f
+}
+
+// enqueued drains the controller's work queue and returns the keys that
+// were in it, in order, each once (the queue merges repeated adds).
+func (f *fixture) enqueued() []cache.ObjectName {
+	for f.c.runner.Len() > 0 {
+		f.c.runner.ProcessNextItem(f.ctx)
+	}
+	keys := f.keys
+	f.keys = nil
+	return keys
 }
 
 // addToCache puts obj into (or replaces it in) its informer's indexer.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -195,10 +196,14 @@ func FuzzFenceposts(f *testing.F) {
 		if err != nil || gotSurge != wantSurge || gotUnav != wantUnav {
 			t.Fatalf("RU-1..RU-3 resolveFenceposts(%v, %v, %d) = %d, %d, %v; want %d, %d", surge, unavailable, replicas, gotSurge, gotUnav, err, wantSurge, wantUnav)
 		}
-		ms, mu, ma := maxSurge(d), maxUnavailable(d), minAvailable(d)
+		f, err := fencepostsOf(d)
+		if err != nil {
+			t.Fatalf("fencepostsOf: %v", err)
+		}
+		ms, mu, ma := f.maxSurge, f.maxUnavailable, f.minAvailable()
 		if !isRollingUpdate(d) {
-			if ms != 0 || mu != 0 || ma != 0 {
-				t.Fatalf("RU-4..RU-6 Recreate: maxSurge %d, maxUnavailable %d, minAvailable %d; want 0", ms, mu, ma)
+			if ms != 0 || mu != 0 || ma != replicas {
+				t.Fatalf("RU-4, RU-5 Recreate: maxSurge %d, maxUnavailable %d, minAvailable %d; want 0, 0, replicas %d", ms, mu, ma, replicas)
 			}
 			return
 		}
@@ -268,7 +273,8 @@ func FuzzNewRSNewReplicas(f *testing.F) {
 		if newRS != nil && specReplicas(newRS) > replicas {
 			newRS.Spec.Replicas = ptr.To(specReplicas(newRS) % (replicas + 1)) // RU-9 scales it down first
 		}
-		got, err := newRSNewReplicas(d, all, newRS)
+		f, _ := fencepostsOf(d)
+		got, err := newRSNewReplicas(d, f, all, newRS)
 		if err != nil {
 			t.Fatalf("newRSNewReplicas: %v", err)
 		}
@@ -333,8 +339,9 @@ func FuzzRollingScaleDown(f *testing.F) {
 // returns how many replicas steps A and B remove together.
 func checkScaleDownPlans(t *testing.T, d *appsv1.Deployment, all, old []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) int32 {
 	t.Helper()
-	floor := minAvailable(d)
-	budget := maxScaledDown(d, all, newRS)
+	f, _ := fencepostsOf(d)
+	floor := f.minAvailable()
+	budget := maxScaledDown(f, all, newRS)
 	want := sumSpecReplicas(all) - floor
 	if newRS != nil {
 		want -= specReplicas(newRS) - newRS.Status.AvailableReplicas
@@ -348,8 +355,7 @@ func checkScaleDownPlans(t *testing.T, d *appsv1.Deployment, all, old []*appsv1.
 	availBefore := sumAvailableWithinSize(all)
 
 	activeOld := activeReplicaSets(old)
-	planA := unhealthyScaleDowns(activeOld, budget)
-	totalA := checkPlan(t, "step A", planA, activeOld)
+	planA, totalA := checkPlan(t, "step A", unhealthyScaleDowns(activeOld, budget), activeOld)
 	if totalA > budget {
 		t.Fatalf("RU-11 step A removes %d > maxScaledDown %d", totalA, budget)
 	}
@@ -369,53 +375,58 @@ func checkScaleDownPlans(t *testing.T, d *appsv1.Deployment, all, old []*appsv1.
 			}
 		}
 	}
-	allA, oldA := applyPlan(all, planA)
+	allA, oldA := appliedPlan(all, planA)
 	if got := sumAvailableWithinSize(allA); got != availBefore {
 		t.Fatalf("RU-11 step A changed Σ min(spec, available) %d → %d: it removed available replicas", availBefore, got)
 	}
 
 	activeOldA := activeReplicaSets(oldA)
 	newA := findByUID(allA, newRS)
-	planB := healthyScaleDowns(d, activeOldA, withNew(activeOldA, newA))
-	totalB := checkPlan(t, "step B", planB, activeOldA)
+	planB, totalB := checkPlan(t, "step B", healthyScaleDowns(f, activeOldA, withNew(activeOldA, newA)), activeOldA)
 	if limit := max(0, sumAvailableWithinSize(withNew(activeOldA, newA))-floor); totalB > limit {
 		t.Fatalf("RU-11 step B removes %d > Σ min(spec, available) − minAvailable = %d", totalB, limit)
 	}
 	if totalA+totalB > budget {
 		t.Fatalf("RU-11 steps A+B remove %d+%d > maxScaledDown %d", totalA, totalB, budget)
 	}
-	allB, _ := applyPlan(allA, planB)
+	allB, _ := appliedPlan(allA, planB)
 	if after := sumAvailableWithinSize(allB); availBefore >= floor && after < floor {
 		t.Fatalf("IM-6: Σ min(spec, available) %d → %d < minAvailable %d", availBefore, after, floor)
 	}
 	return totalA + totalB
 }
 
-// checkPlan fails unless every entry of plan is an active old ReplicaSet
-// reduced by 1..spec replicas, and returns the plan's total.
-func checkPlan(t *testing.T, step string, plan map[*appsv1.ReplicaSet]int32, activeOld []*appsv1.ReplicaSet) int32 {
+// checkPlan fails unless p resizes distinct active old ReplicaSets, oldest
+// first, each down by 1..spec replicas; it returns the replicas removed per
+// ReplicaSet and in total.
+func checkPlan(t *testing.T, step string, p plan, activeOld []*appsv1.ReplicaSet) (map[*appsv1.ReplicaSet]int32, int32) {
 	t.Helper()
+	removed := map[*appsv1.ReplicaSet]int32{}
 	var total int32
-	for rs, n := range plan {
-		found := false
-		for _, o := range activeOld {
-			found = found || o == rs
+	for i, r := range p {
+		if !slices.Contains(activeOld, r.rs) {
+			t.Fatalf("RU-11 %s touches %s, which is not an active old ReplicaSet", step, r.rs.Name)
 		}
-		if !found {
-			t.Fatalf("RU-11 %s touches %s, which is not an active old ReplicaSet", step, rs.Name)
+		if _, dup := removed[r.rs]; dup {
+			t.Fatalf("RU-11 %s resizes %s twice", step, r.rs.Name)
 		}
-		if n <= 0 || n > specReplicas(rs) {
-			t.Fatalf("RU-11 %s removes %d of %s's %d replicas", step, n, rs.Name, specReplicas(rs))
+		if i > 0 && olderFirst(r.rs, p[i-1].rs) {
+			t.Fatalf("RU-11 %s writes %s after the newer %s: want oldest first", step, r.rs.Name, p[i-1].rs.Name)
 		}
+		n := specReplicas(r.rs) - r.size
+		if n <= 0 || n > specReplicas(r.rs) {
+			t.Fatalf("RU-11 %s removes %d of %s's %d replicas", step, n, r.rs.Name, specReplicas(r.rs))
+		}
+		removed[r.rs] = n
 		total += n
 	}
-	return total
+	return removed, total
 }
 
-// applyPlan returns copies of all with plan applied to spec (statuses stay
+// appliedPlan returns copies of all with plan's removals applied to spec (statuses stay
 // stale, as the cache is right after the writes) and the old ones among
 // them, oldest first.
-func applyPlan(all []*appsv1.ReplicaSet, plan map[*appsv1.ReplicaSet]int32) (out, old []*appsv1.ReplicaSet) {
+func appliedPlan(all []*appsv1.ReplicaSet, plan map[*appsv1.ReplicaSet]int32) (out, old []*appsv1.ReplicaSet) {
 	for _, rs := range all {
 		c := rs.DeepCopy()
 		c.Spec.Replicas = ptr.To(specReplicas(rs) - plan[rs])
@@ -459,9 +470,9 @@ func checkReconcileOldReplicaSets(t *testing.T, d *appsv1.Deployment, all, old [
 	}
 	fx := newFixture(t, objs...)
 	sc := &syncContext{c: fx.c, key: cache.ObjectName{Namespace: "ns", Name: "nginx"}, logger: klog.FromContext(fx.ctx),
-		now: fx.clock.Now(), d: d.DeepCopy(), rsList: append([]*appsv1.ReplicaSet(nil), all...), newRS: newRS,
+		now: fx.clock.Now(), d: d.DeepCopy(), f: fencepostsFor(d), rsList: append([]*appsv1.ReplicaSet(nil), all...), newRS: newRS,
 		oldRSs: append([]*appsv1.ReplicaSet(nil), old...)}
-	floor, budget, availBefore := minAvailable(d), maxScaledDown(d, all, newRS), sumAvailableWithinSize(all)
+	floor, budget, availBefore := fencepostsFor(d).minAvailable(), maxScaledDown(fencepostsFor(d), all, newRS), sumAvailableWithinSize(all)
 
 	fx.client.ClearActions()
 	scaled, err := sc.reconcileOldReplicaSets(fx.ctx)
@@ -531,8 +542,8 @@ func FuzzProportionalSizes(f *testing.F) {
 		s, u := fuzzFencepost(surgePct, surgeIn, 300), fuzzFencepost(unavPct, unavIn, 300)
 		d := fuzzDeployment(replicas, s, u, false)
 		d.Status.Replicas = bounded(statusReplicas, 10000)
-		oldMax := prev + maxSurge(fuzzDeployment(prev, s, u, false))
-		newMax := replicas + maxSurge(d)
+		oldMax := prev + fencepostsFor(fuzzDeployment(prev, s, u, false)).maxSurge
+		newMax := replicas + fencepostsFor(d).maxSurge
 
 		n := min(len(rss)/3, maxFuzzRSs)
 		pick := int(newIdx) % (n + 1)
@@ -565,7 +576,7 @@ func FuzzProportionalSizes(f *testing.F) {
 			before[rs] = specReplicas(rs)
 		}
 		sortNewestFirst(oldRSs)
-		out := proportionalSizes(d, newOne, oldRSs)
+		out := proportionalSizes(fencepostsFor(d), d.Status.Replicas, newOne, oldRSs)
 
 		if len(out) != len(active) {
 			t.Fatalf("PS-3: %d sizes for %d active ReplicaSets", len(out), len(active))
@@ -633,7 +644,7 @@ func TestProportionalSizesLeftoverClamp(t *testing.T) {
 	}
 	sortNewestFirst(old)
 	var sum int32
-	for _, s := range proportionalSizes(d, nil, old) {
+	for _, s := range proportionalSizes(fencepostsFor(d), d.Status.Replicas, nil, old) {
 		sum += s.size
 	}
 	if sum != 2 {

@@ -1,6 +1,7 @@
 package deployment
 
 import (
+	"fmt"
 	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -24,27 +25,32 @@ func (c *Controller) registerHandlers(logger klog.Logger, cfg Config) error {
 		DeleteFunc: func(obj any) { c.onDeployment(logger, obj) },
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("deployment controller: adding the Deployment event handler: %w", err)
 	}
 	rsReg, err := rsInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.addReplicaSet(logger, obj) },
-		UpdateFunc: func(old, cur any) { c.updateReplicaSet(logger, old, cur) },
-		DeleteFunc: func(obj any) { c.deleteReplicaSet(logger, obj) },
+		AddFunc:    func(obj any) { c.onReplicaSetAdd(logger, obj) },
+		UpdateFunc: func(old, cur any) { c.onReplicaSetUpdate(logger, old, cur) },
+		DeleteFunc: func(obj any) { c.onReplicaSetDelete(logger, obj) },
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("deployment controller: adding the ReplicaSet event handler: %w", err)
 	}
 	podReg, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		DeleteFunc: func(obj any) { c.deletePod(logger, obj) },
+		DeleteFunc: func(obj any) { c.onPodDelete(logger, obj) },
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("deployment controller: adding the pod event handler: %w", err)
 	}
 	c.synced = []cache.InformerSynced{
 		dInformer.HasSynced, rsInformer.HasSynced, podInformer.HasSynced,
 		dReg.HasSynced, rsReg.HasSynced, podReg.HasSynced,
 	}
 	return nil
+}
+
+// enqueue adds d's key to the work queue.
+func (c *Controller) enqueue(d *appsv1.Deployment) {
+	c.runner.Enqueue(cache.MetaObjectToName(d))
 }
 
 // onDeployment enqueues the Deployment on add, update (resyncs included) and
@@ -54,7 +60,7 @@ func (c *Controller) onDeployment(logger klog.Logger, obj any) {
 	if !ok {
 		return
 	}
-	c.enqueue(cache.MetaObjectToName(d))
+	c.enqueue(d)
 }
 
 // deploymentFor resolves a ControllerRef to a cached Deployment (EH-5).
@@ -71,7 +77,7 @@ func (c *Controller) enqueueOwner(namespace string, ref *metav1.OwnerReference) 
 		return false
 	}
 	if d, ok := c.deploymentFor(namespace, ref); ok {
-		c.enqueue(cache.MetaObjectToName(d))
+		c.enqueue(d)
 	}
 	return true
 }
@@ -93,18 +99,18 @@ func (c *Controller) enqueueMatching(logger klog.Logger, rs *appsv1.ReplicaSet) 
 		if err != nil || selector.Empty() || !selector.Matches(labels.Set(rs.Labels)) {
 			continue
 		}
-		c.enqueue(cache.MetaObjectToName(d))
+		c.enqueue(d)
 	}
 }
 
-// addReplicaSet handles EH-2.
-func (c *Controller) addReplicaSet(logger klog.Logger, obj any) {
+// onReplicaSetAdd handles EH-2.
+func (c *Controller) onReplicaSetAdd(logger klog.Logger, obj any) {
 	rs, ok := runner.ObjectFrom[*appsv1.ReplicaSet](logger, obj)
 	if !ok {
 		return
 	}
 	if rs.DeletionTimestamp != nil {
-		c.deleteReplicaSet(logger, rs)
+		c.onReplicaSetDelete(logger, rs)
 		return
 	}
 	if c.enqueueOwner(rs.Namespace, metav1.GetControllerOf(rs)) {
@@ -113,8 +119,8 @@ func (c *Controller) addReplicaSet(logger klog.Logger, obj any) {
 	c.enqueueMatching(logger, rs)
 }
 
-// updateReplicaSet handles EH-3: resyncs (same resourceVersion) are ignored.
-func (c *Controller) updateReplicaSet(logger klog.Logger, oldObj, curObj any) {
+// onReplicaSetUpdate handles EH-3: resyncs (same resourceVersion) are ignored.
+func (c *Controller) onReplicaSetUpdate(logger klog.Logger, oldObj, curObj any) {
 	old, ok1 := runner.ObjectFrom[*appsv1.ReplicaSet](logger, oldObj)
 	cur, ok2 := runner.ObjectFrom[*appsv1.ReplicaSet](logger, curObj)
 	if !ok1 || !ok2 || old.ResourceVersion == cur.ResourceVersion {
@@ -133,8 +139,8 @@ func (c *Controller) updateReplicaSet(logger klog.Logger, oldObj, curObj any) {
 	}
 }
 
-// deleteReplicaSet handles EH-4: the owner is enqueued, orphans ignored.
-func (c *Controller) deleteReplicaSet(logger klog.Logger, obj any) {
+// onReplicaSetDelete handles EH-4: the owner is enqueued, orphans ignored.
+func (c *Controller) onReplicaSetDelete(logger klog.Logger, obj any) {
 	rs, ok := runner.ObjectFrom[*appsv1.ReplicaSet](logger, obj)
 	if !ok {
 		return
@@ -142,7 +148,7 @@ func (c *Controller) deleteReplicaSet(logger klog.Logger, obj any) {
 	c.enqueueOwner(rs.Namespace, metav1.GetControllerOf(rs))
 }
 
-// deletePod handles EH-7/EH-8 (the Recreate wake-up, RC-8): when a pod of a
+// onPodDelete handles EH-7/EH-8 (the Recreate wake-up, RC-8): when a pod of a
 // Recreate Deployment's ReplicaSet goes away and none of that Deployment's
 // ReplicaSets own pods any more, the Deployment is enqueued. A rolling
 // Deployment opted into TerminationComplete (EX-3) is enqueued on every pod
@@ -153,7 +159,7 @@ func (c *Controller) deleteReplicaSet(logger klog.Logger, obj any) {
 // ControllerRef index, filtered by selector) so handlers never call the API.
 // A stale cache can only cause a harmless extra or a later enqueue, and the
 // sync itself re-checks old pods (RC-3).
-func (c *Controller) deletePod(logger klog.Logger, obj any) {
+func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 	pod, ok := runner.ObjectFrom[*v1.Pod](logger, obj)
 	if !ok {
 		return
@@ -170,7 +176,7 @@ func (c *Controller) deletePod(logger klog.Logger, obj any) {
 		return
 	}
 	if waitsForTermination(d) {
-		c.enqueue(cache.MetaObjectToName(d))
+		c.enqueue(d)
 		return
 	}
 	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
@@ -179,7 +185,7 @@ func (c *Controller) deletePod(logger klog.Logger, obj any) {
 	if c.deploymentOwnsPods(d) {
 		return
 	}
-	c.enqueue(cache.MetaObjectToName(d))
+	c.enqueue(d)
 }
 
 // deploymentOwnsPods reports whether any cached ReplicaSet controlled by d

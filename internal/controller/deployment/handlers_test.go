@@ -28,31 +28,25 @@ func TestReplicaSetHandlersEH2toEH5(t *testing.T) {
 		do   func(f *fixture)
 		want int
 	}{
-		{"EH-2 add owned", func(f *fixture) { f.c.addReplicaSet(logger, owned) }, 1},
-		{"EH-2 add orphan enqueues matching", func(f *fixture) { f.c.addReplicaSet(logger, orphan) }, 1},
+		{"EH-2 add owned", func(f *fixture) { f.c.onReplicaSetAdd(logger, owned) }, 1},
+		{"EH-2 add orphan enqueues matching", func(f *fixture) { f.c.onReplicaSetAdd(logger, orphan) }, 1},
 		{"EH-2 orphan without labels matches none", func(f *fixture) {
 			o := orphan.DeepCopy()
 			o.Labels = nil
-			f.c.addReplicaSet(logger, o)
+			f.c.onReplicaSetAdd(logger, o)
 		}, 0},
-		{"EH-5 UID mismatch ignored", func(f *fixture) { f.c.addReplicaSet(logger, foreign) }, 0},
-		{"EH-3 resync ignored", func(f *fixture) { f.c.updateReplicaSet(logger, owned, owned.DeepCopy()) }, 0},
+		{"EH-5 UID mismatch ignored", func(f *fixture) { f.c.onReplicaSetAdd(logger, foreign) }, 0},
+		{"EH-3 resync ignored", func(f *fixture) { f.c.onReplicaSetUpdate(logger, owned, owned.DeepCopy()) }, 0},
 		{"EH-3 update owned", func(f *fixture) {
 			cur := owned.DeepCopy()
 			cur.ResourceVersion = "11"
-			f.c.updateReplicaSet(logger, owned, cur)
+			f.c.onReplicaSetUpdate(logger, owned, cur)
 		}, 1},
-		{"EH-3 released: old owner enqueued, then matching", func(f *fixture) {
-			cur := owned.DeepCopy()
-			cur.ResourceVersion = "11"
-			cur.OwnerReferences = nil
-			f.c.updateReplicaSet(logger, owned, cur)
-		}, 2},
 		{"EH-4 delete tombstone", func(f *fixture) {
-			f.c.deleteReplicaSet(logger, cache.DeletedFinalStateUnknown{Key: "ns/owned", Obj: owned})
+			f.c.onReplicaSetDelete(logger, cache.DeletedFinalStateUnknown{Key: "ns/owned", Obj: owned})
 		}, 1},
-		{"EH-4 delete orphan ignored", func(f *fixture) { f.c.deleteReplicaSet(logger, orphan) }, 0},
-		{"unexpected type ignored", func(f *fixture) { f.c.deleteReplicaSet(logger, "junk") }, 0},
+		{"EH-4 delete orphan ignored", func(f *fixture) { f.c.onReplicaSetDelete(logger, orphan) }, 0},
+		{"unexpected type ignored", func(f *fixture) { f.c.onReplicaSetDelete(logger, "junk") }, 0},
 		{"EH-1 deployment delete tombstone", func(f *fixture) {
 			f.c.onDeployment(logger, cache.DeletedFinalStateUnknown{Key: "ns/nginx", Obj: d})
 		}, 1},
@@ -60,16 +54,30 @@ func TestReplicaSetHandlersEH2toEH5(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, d)
 			tc.do(f)
-			if len(f.enqueued) != tc.want {
-				t.Fatalf("enqueued %v, want %d keys", f.enqueued, tc.want)
+			got := f.enqueued()
+			if len(got) != tc.want {
+				t.Fatalf("enqueued %v, want %d keys", got, tc.want)
 			}
-			for _, k := range f.enqueued {
+			for _, k := range got {
 				if k != nginxKey {
 					t.Errorf("enqueued %v", k)
 				}
 			}
 		})
 	}
+	t.Run("EH-3 released: old owner enqueued, then matching", func(t *testing.T) {
+		other := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
+		other.Name, other.UID = "other", "other-uid"
+		f := newFixture(t, d, other)
+		cur := owned.DeepCopy()
+		cur.ResourceVersion = "11"
+		cur.OwnerReferences = nil
+		f.c.onReplicaSetUpdate(logger, owned, cur)
+		got := f.enqueued()
+		if len(got) != 2 || got[0] != nginxKey || got[1] != (cache.ObjectName{Namespace: "ns", Name: "other"}) {
+			t.Errorf("enqueued %v, want ns/nginx (old owner) then ns/other (matching orphan)", got)
+		}
+	})
 }
 
 func TestPodDeleteHandlerEH7EH8(t *testing.T) {
@@ -83,33 +91,33 @@ func TestPodDeleteHandlerEH7EH8(t *testing.T) {
 	}
 	t.Run("RC-8 last pod gone wakes Recreate deployment", func(t *testing.T) {
 		f := newFixture(t, d, rs)
-		f.c.deletePod(klog.Background(), cache.DeletedFinalStateUnknown{Obj: pod("p1")})
-		if len(f.enqueued) != 1 || f.enqueued[0] != nginxKey {
-			t.Errorf("enqueued %v", f.enqueued)
+		f.c.onPodDelete(klog.Background(), cache.DeletedFinalStateUnknown{Obj: pod("p1")})
+		if got := f.enqueued(); len(got) != 1 || got[0] != nginxKey {
+			t.Errorf("enqueued %v", got)
 		}
 	})
 	t.Run("pods remain: no wake-up", func(t *testing.T) {
 		f := newFixture(t, d, rs, pod("p2"))
-		f.c.deletePod(klog.Background(), pod("p1"))
-		if len(f.enqueued) != 0 {
-			t.Errorf("enqueued %v", f.enqueued)
+		f.c.onPodDelete(klog.Background(), pod("p1"))
+		if got := f.enqueued(); len(got) != 0 {
+			t.Errorf("enqueued %v", got)
 		}
 	})
 	t.Run("EX-3 TerminationComplete: every pod delete wakes the rolling deployment", func(t *testing.T) {
 		r := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
 		r.Annotations = map[string]string{PodReplacementPolicyAnnotation: TerminationComplete}
 		f := newFixture(t, r, rs, pod("p2"))
-		f.c.deletePod(klog.Background(), pod("p1"))
-		if len(f.enqueued) != 1 || f.enqueued[0] != nginxKey {
-			t.Errorf("enqueued %v", f.enqueued)
+		f.c.onPodDelete(klog.Background(), pod("p1"))
+		if got := f.enqueued(); len(got) != 1 || got[0] != nginxKey {
+			t.Errorf("enqueued %v", got)
 		}
 	})
 	t.Run("RollingUpdate deployments ignore pod deletes", func(t *testing.T) {
 		r := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
 		f := newFixture(t, r, rs)
-		f.c.deletePod(klog.Background(), pod("p1"))
-		if len(f.enqueued) != 0 {
-			t.Errorf("enqueued %v", f.enqueued)
+		f.c.onPodDelete(klog.Background(), pod("p1"))
+		if got := f.enqueued(); len(got) != 0 {
+			t.Errorf("enqueued %v", got)
 		}
 	})
 }

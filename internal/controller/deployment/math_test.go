@@ -125,13 +125,13 @@ func TestFencepostsRU7(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newDeployment(tc.replicas, tc.surge, tc.unavailable)
-			if got := maxSurge(d); got != tc.wantSurge {
+			if got := fencepostsFor(d).maxSurge; got != tc.wantSurge {
 				t.Errorf("maxSurge = %d, want %d", got, tc.wantSurge)
 			}
-			if got := maxUnavailable(d); got != tc.wantUnavail {
+			if got := fencepostsFor(d).maxUnavailable; got != tc.wantUnavail {
 				t.Errorf("maxUnavailable = %d, want %d", got, tc.wantUnavail)
 			}
-			if got := minAvailable(d); got != tc.wantMinAvail {
+			if got := fencepostsFor(d).minAvailable(); got != tc.wantMinAvail {
 				t.Errorf("minAvailable = %d, want %d", got, tc.wantMinAvail)
 			}
 		})
@@ -139,16 +139,22 @@ func TestFencepostsRU7(t *testing.T) {
 	t.Run("Recreate has no fenceposts", func(t *testing.T) {
 		d := newDeployment(10, pct("25%"), pct("25%"))
 		d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
-		if maxSurge(d) != 0 || maxUnavailable(d) != 0 || minAvailable(d) != 0 {
-			t.Errorf("got %d/%d/%d", maxSurge(d), maxUnavailable(d), minAvailable(d))
+		if f := fencepostsFor(d); f.maxSurge != 0 || f.maxUnavailable != 0 || f.minAvailable() != 10 {
+			t.Errorf("got surge %d, unavailable %d, minAvailable %d; want 0, 0, 10 (RC-9)", f.maxSurge, f.maxUnavailable, f.minAvailable())
 		}
 	})
 	t.Run("nil rollingUpdate and nil replicas do not crash", func(t *testing.T) {
 		d := newDeployment(10, pct("25%"), pct("25%"))
 		d.Spec.Strategy.RollingUpdate = nil
 		d.Spec.Replicas = nil
-		if maxSurge(d) != 0 || maxUnavailable(d) != 1 || desiredReplicas(d) != 1 {
-			t.Errorf("got surge %d unavailable %d replicas %d", maxSurge(d), maxUnavailable(d), desiredReplicas(d))
+		if f := fencepostsFor(d); f.maxSurge != 0 || f.maxUnavailable != 1 || f.replicas != 1 {
+			t.Errorf("got surge %d unavailable %d replicas %d", f.maxSurge, f.maxUnavailable, f.replicas)
+		}
+	})
+	t.Run("an invalid value is an error, counted as 0", func(t *testing.T) {
+		f, err := fencepostsOf(newDeployment(10, pct("abc"), pct("25%")))
+		if err == nil || f.maxSurge != 0 || f.maxUnavailable != 2 {
+			t.Errorf("got %+v, %v; want surge 0, unavailable 2 and an error", f, err)
 		}
 	})
 }
@@ -178,7 +184,7 @@ func TestNewRSNewReplicasRU10(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			all, nrs := tc.rss()
-			got, err := newRSNewReplicas(d, all, nrs)
+			got, err := newRSNewReplicas(d, fencepostsFor(d), all, nrs)
 			if err != nil || got != tc.want {
 				t.Errorf("newRSNewReplicas = %d, %v; want %d", got, err, tc.want)
 			}
@@ -187,14 +193,14 @@ func TestNewRSNewReplicasRU10(t *testing.T) {
 	t.Run("Recreate returns replicas", func(t *testing.T) {
 		r := d.DeepCopy()
 		r.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
-		if got, err := newRSNewReplicas(r, []*appsv1.ReplicaSet{newRS(d, "a", "x", 10, 0, nil)}, nil); got != 10 || err != nil {
+		if got, err := newRSNewReplicas(r, fencepostsFor(r), []*appsv1.ReplicaSet{newRS(d, "a", "x", 10, 0, nil)}, nil); got != 10 || err != nil {
 			t.Errorf("got %d, %v", got, err)
 		}
 	})
 	t.Run("unknown strategy is an error", func(t *testing.T) {
 		r := d.DeepCopy()
 		r.Spec.Strategy.Type = "Bogus"
-		if _, err := newRSNewReplicas(r, nil, nil); err == nil || !strings.Contains(err.Error(), "unexpected deployment strategy type: Bogus") {
+		if _, err := newRSNewReplicas(r, fencepostsFor(r), nil, nil); err == nil || !strings.Contains(err.Error(), "unexpected deployment strategy type: Bogus") {
 			t.Errorf("err = %v", err)
 		}
 	})

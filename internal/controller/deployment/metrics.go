@@ -23,9 +23,10 @@ var (
 	registerMetricsOnce sync.Once
 )
 
-// RegisterMetrics registers this package's metrics in the legacy registry
-// (component-base), once per process. The controller manager calls it.
-func RegisterMetrics() {
+// registerMetrics registers this package's metrics in the legacy registry
+// (component-base), once per process; New calls it, as the expectations
+// package's constructors register theirs.
+func registerMetrics() {
 	registerMetricsOnce.Do(func() { legacyregistry.MustRegister(rolloutDuration) })
 }
 

@@ -69,23 +69,20 @@ func (sc *syncContext) ensureNewReplicaSet(ctx context.Context) error {
 		return nil
 	}
 	newRevision := maxRevision(sc.oldRSs) + 1
-	size, err := newRSNewReplicas(sc.d, sc.allRSs(), nil)
+	size, err := newRSNewReplicas(sc.d, sc.f, sc.allRSs(), nil)
 	if err != nil {
 		return err
 	}
 	size = sc.newRSSizeWithinPods(size) // EX-3; sc.newRS is nil: from 0
-	rs := newReplicaSet(sc.d, newRevision, size)
+	rs := newReplicaSet(sc.d, sc.f, newRevision, size)
 	created, existed, err := sc.createReplicaSet(ctx, rs)
 	if err != nil {
 		return err
 	}
 	sc.newRS = created
 	sc.rsList = append(sc.rsList, created)
-	if !existed {
-		sc.written(resourceReplicaSets, created)
-		if size > 0 {
-			sc.c.recorder.Eventf(sc.d, v1.EventTypeNormal, ScalingReplicaSet, "Scaled up replica set %s from 0 to %d", created.Name, size)
-		}
+	if !existed && size > 0 {
+		sc.c.recorder.Eventf(sc.d, v1.EventTypeNormal, ScalingReplicaSet, "Scaled up replica set %s from 0 to %d", created.Name, size)
 	}
 	update := sc.setDeploymentRevision(strconv.FormatInt(newRevision, 10))
 	if !existed && hasProgressDeadline(sc.d) {
@@ -102,8 +99,8 @@ func (sc *syncContext) ensureNewReplicaSet(ctx context.Context) error {
 // newReplicaSet builds the new ReplicaSet for d (RV-9, OM-10..OM-12, OM-21,
 // OM-24): d's template plus the pod-template-hash label in labels, selector
 // and template; name "<d>-<hash>"; copied annotations plus revision and
-// desired/max; size replicas.
-func newReplicaSet(d *appsv1.Deployment, revision int64, size int32) *appsv1.ReplicaSet {
+// desired/max from f; size replicas.
+func newReplicaSet(d *appsv1.Deployment, f fenceposts, revision int64, size int32) *appsv1.ReplicaSet {
 	hash := computeHash(&d.Spec.Template, d.Status.CollisionCount)
 	template := *d.Spec.Template.DeepCopy()
 	template.Labels = withLabel(template.Labels, appsv1.DefaultDeploymentUniqueLabelKey, hash)
@@ -126,7 +123,7 @@ func newReplicaSet(d *appsv1.Deployment, revision int64, size int32) *appsv1.Rep
 	}
 	copyDeploymentAnnotations(d, rs)
 	rs.Annotations[RevisionAnnotation] = strconv.FormatInt(revision, 10)
-	setReplicasAnnotations(rs, desiredReplicas(d), allowedReplicas(d))
+	setReplicasAnnotations(rs, f.replicas, f.maxTotal())
 	return rs
 }
 
@@ -145,7 +142,7 @@ func withLabel(m map[string]string, key, value string) map[string]string {
 // template; otherwise it records a hash collision (RV-10) and returns the
 // error. Other failures set ReplicaSetCreateError (RV-11, RV-12).
 func (sc *syncContext) createReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet) (created *appsv1.ReplicaSet, existed bool, err error) {
-	created, err = sc.c.client.AppsV1().ReplicaSets(rs.Namespace).Create(ctx, rs, metav1.CreateOptions{})
+	created, err = sc.create(ctx, rs)
 	switch {
 	case err == nil:
 		sc.logger.V(2).Info("Created new replica set", "replicaSet", klog.KObj(created))

@@ -11,9 +11,10 @@ import (
 // rolloutStatus returns the status a rolling or recreate pass writes
 // (ST-8, ST-13, ST-14): calculateStatus, then the Progressing condition
 // estimated against d's stored status, then ReplicaFailure mirrored from the
-// ReplicaSets. allRSs holds old and new ReplicaSets; newRS may be nil.
-func rolloutStatus(d *appsv1.Deployment, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet, now time.Time) appsv1.DeploymentStatus {
-	status := calculateStatus(d, allRSs, newRS, now)
+// ReplicaSets. f are d's fenceposts; allRSs holds old and new ReplicaSets;
+// newRS may be nil.
+func rolloutStatus(d *appsv1.Deployment, f fenceposts, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet, now time.Time) appsv1.DeploymentStatus {
+	status := calculateStatus(d, f, allRSs, newRS, now)
 	if !hasProgressDeadline(d) {
 		removeCondition(&status, appsv1.DeploymentProgressing)
 	}

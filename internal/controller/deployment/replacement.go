@@ -49,17 +49,18 @@ func podFootprint(rs *appsv1.ReplicaSet, pods []*v1.Pod) int64 {
 }
 
 // terminationHeadroom returns how many pods may still be added under
-// TerminationComplete: replicas + maxSurge minus the footprint of every
-// ReplicaSet in allRSs (podsByRS keyed by ReplicaSet UID). It is negative
-// while terminating pods hold the Deployment above its bound (EX-3).
-func terminationHeadroom(d *appsv1.Deployment, allRSs []*appsv1.ReplicaSet, podsByRS map[types.UID][]*v1.Pod) int64 {
+// TerminationComplete: f.maxTotal() (replicas + maxSurge) minus the
+// footprint of every ReplicaSet in allRSs (podsByRS keyed by ReplicaSet
+// UID). It is negative while terminating pods hold the Deployment above its
+// bound (EX-3).
+func terminationHeadroom(f fenceposts, allRSs []*appsv1.ReplicaSet, podsByRS map[types.UID][]*v1.Pod) int64 {
 	footprint := int64(0)
 	for _, rs := range allRSs {
 		if rs != nil {
 			footprint += podFootprint(rs, podsByRS[rs.UID])
 		}
 	}
-	return int64(allowedReplicas(d)) - footprint
+	return int64(f.maxTotal()) - footprint
 }
 
 // newRSSizeWithinPods limits size, the new ReplicaSet's next size from
@@ -71,7 +72,7 @@ func (sc *syncContext) newRSSizeWithinPods(size int32) int32 {
 	if !waitsForTermination(sc.d) || size <= current {
 		return size
 	}
-	headroom := terminationHeadroom(sc.d, sc.allRSs(), sc.podsByRS)
+	headroom := terminationHeadroom(sc.f, sc.allRSs(), sc.podsByRS)
 	capped := clampInt32(min(int64(size), int64(current)+max(0, headroom)))
 	if capped < size {
 		sc.logger.V(2).Info("Waiting for terminating pods before scaling up the new replica set",

@@ -41,7 +41,7 @@ func (sc *syncContext) rolloutRolling(ctx context.Context) (runner.Result, error
 // within the surge budget (RU-9, RU-10), and with TerminationComplete within
 // the pod-level budget too (EX-3), and reports whether it wrote.
 func (sc *syncContext) reconcileNewReplicaSet(ctx context.Context) (bool, error) {
-	replicas := desiredReplicas(sc.d)
+	replicas := sc.f.replicas
 	current := specReplicas(sc.newRS)
 	if current == replicas {
 		return false, nil
@@ -49,7 +49,7 @@ func (sc *syncContext) reconcileNewReplicaSet(ctx context.Context) (bool, error)
 	if current > replicas {
 		return sc.scaleReplicaSet(ctx, sc.newRS, replicas)
 	}
-	size, err := newRSNewReplicas(sc.d, sc.allRSs(), sc.newRS)
+	size, err := newRSNewReplicas(sc.d, sc.f, sc.allRSs(), sc.newRS)
 	if err != nil {
 		return false, err
 	}
@@ -57,44 +57,48 @@ func (sc *syncContext) reconcileNewReplicaSet(ctx context.Context) (bool, error)
 }
 
 // maxScaledDown returns how many old replicas may be removed now without
-// going below minAvailable, counting the new ReplicaSet's unavailable
+// going below f.minAvailable(), counting the new ReplicaSet's unavailable
 // replicas as already missing (RU-11); ≤ 0 means none.
-func maxScaledDown(d *appsv1.Deployment, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) int32 {
+func maxScaledDown(f fenceposts, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) int32 {
 	newRSUnavailable := int32(0)
 	if newRS != nil {
 		newRSUnavailable = specReplicas(newRS) - newRS.Status.AvailableReplicas
 	}
-	return sumSpecReplicas(allRSs) - minAvailable(d) - newRSUnavailable
+	return sumSpecReplicas(allRSs) - f.minAvailable() - newRSUnavailable
 }
 
 // reconcileOldReplicaSets scales old ReplicaSets down (RU-11): first their
-// unhealthy replicas, then healthy ones as availability allows. Unlike
-// upstream, any failed write is returned (IM-1). It reports whether it wrote.
+// unhealthy replicas, then healthy ones as availability allows, each write
+// conditioned on the availability it read. Unlike upstream, any failed write
+// is returned (IM-1). It reports whether it wrote.
 func (sc *syncContext) reconcileOldReplicaSets(ctx context.Context) (bool, error) {
-	if sumSpecReplicas(activeReplicaSets(sc.oldRSs)) == 0 {
+	activeOld := activeReplicaSets(sc.oldRSs)
+	if sumSpecReplicas(activeOld) == 0 {
 		return false, nil
 	}
-	budget := maxScaledDown(sc.d, sc.allRSs(), sc.newRS)
+	budget := maxScaledDown(sc.f, sc.allRSs(), sc.newRS)
 	if budget <= 0 {
 		return false, nil
 	}
 	sc.logger.V(4).Info("Found old replica sets to scale down", "maxScaledDown", budget)
-	cleaned, err := sc.cleanupUnhealthyReplicas(ctx, budget)
+	cleaned, err := sc.applyPlan(ctx, unhealthyScaleDowns(activeOld, budget), true)
 	if err != nil {
 		return cleaned > 0, err
 	}
-	scaledDown, err := sc.scaleDownOldReplicaSetsForRollingUpdate(ctx)
+	// Step B reads the ReplicaSets as step A left them (IM-2).
+	activeOld = activeReplicaSets(sc.oldRSs)
+	scaledDown, err := sc.applyPlan(ctx, healthyScaleDowns(sc.f, activeOld, withNew(activeOld, sc.newRS)), true)
 	return cleaned+scaledDown > 0, err
 }
 
-// unhealthyScaleDowns returns, for active old ReplicaSets oldest first, how
-// many unavailable replicas to remove from each, at most budget in total
-// (RU-11 step A). A ReplicaSet whose available count is at or above its
-// size has nothing unhealthy (upstream errors when available > size).
-func unhealthyScaleDowns(activeOld []*appsv1.ReplicaSet, budget int32) map[*appsv1.ReplicaSet]int32 {
+// unhealthyScaleDowns returns the plan that removes unavailable replicas of
+// active old ReplicaSets, oldest first, at most budget in total (RU-11 step
+// A). A ReplicaSet whose available count is at or above its size has
+// nothing unhealthy (upstream errors when available > size).
+func unhealthyScaleDowns(activeOld []*appsv1.ReplicaSet, budget int32) plan {
 	sorted := append([]*appsv1.ReplicaSet(nil), activeOld...)
 	sortOldestFirst(sorted)
-	out := map[*appsv1.ReplicaSet]int32{}
+	var out plan
 	var total int32
 	for _, rs := range sorted {
 		if total >= budget {
@@ -105,24 +109,15 @@ func unhealthyScaleDowns(activeOld []*appsv1.ReplicaSet, budget int32) map[*apps
 			continue
 		}
 		n := min(budget-total, spec-avail)
-		out[rs] = n
+		out = append(out, resize{rs: rs, size: spec - n})
 		total += n
 	}
 	return out
 }
 
-// cleanupUnhealthyReplicas removes unavailable replicas of active old
-// ReplicaSets, oldest first, up to budget (RU-11 step A). It returns how many
-// replicas it removed and the first write error.
-func (sc *syncContext) cleanupUnhealthyReplicas(ctx context.Context, budget int32) (int32, error) {
-	activeOld := activeReplicaSets(sc.oldRSs)
-	plan := unhealthyScaleDowns(activeOld, budget)
-	return sc.applyScaleDowns(ctx, activeOld, plan)
-}
-
-// healthyScaleDowns returns, for active old ReplicaSets oldest first, how
-// many replicas to remove while availability over allRSs stays at or above
-// minAvailable (RU-11 step B).
+// healthyScaleDowns returns the plan that removes replicas of active old
+// ReplicaSets, oldest first, while availability over allRSs stays at or
+// above f.minAvailable() (RU-11 step B).
 //
 // Unlike upstream, availability is counted per ReplicaSet as at most its
 // size (sumAvailableWithinSize): right after a scale-down, a ReplicaSet's
@@ -130,16 +125,16 @@ func (sc *syncContext) cleanupUnhealthyReplicas(ctx context.Context, budget int3
 // counting them let a second pass scale old ReplicaSets down again below
 // minAvailable (seen on the embedded control plane: old 10 with 15 available
 // + new 15 with 8 available gave a budget of 8 instead of 3).
-func healthyScaleDowns(d *appsv1.Deployment, activeOld, allRSs []*appsv1.ReplicaSet) map[*appsv1.ReplicaSet]int32 {
+func healthyScaleDowns(f fenceposts, activeOld, allRSs []*appsv1.ReplicaSet) plan {
 	available := sumAvailableWithinSize(allRSs)
-	floor := minAvailable(d)
+	floor := f.minAvailable()
 	if available <= floor {
 		return nil
 	}
 	budget := available - floor
 	sorted := append([]*appsv1.ReplicaSet(nil), activeOld...)
 	sortOldestFirst(sorted)
-	out := map[*appsv1.ReplicaSet]int32{}
+	var out plan
 	var scaled int32
 	for _, rs := range sorted {
 		if scaled >= budget {
@@ -149,39 +144,8 @@ func healthyScaleDowns(d *appsv1.Deployment, activeOld, allRSs []*appsv1.Replica
 			continue
 		}
 		n := min(specReplicas(rs), budget-scaled)
-		out[rs] = n
+		out = append(out, resize{rs: rs, size: specReplicas(rs) - n})
 		scaled += n
 	}
 	return out
-}
-
-// scaleDownOldReplicaSetsForRollingUpdate removes available replicas from
-// active old ReplicaSets, oldest first, while total availability stays above
-// minAvailable (RU-11 step B). It returns how many replicas it removed and
-// the first write error.
-func (sc *syncContext) scaleDownOldReplicaSetsForRollingUpdate(ctx context.Context) (int32, error) {
-	activeOld := activeReplicaSets(sc.oldRSs)
-	plan := healthyScaleDowns(sc.d, activeOld, withNew(activeOld, sc.newRS))
-	return sc.applyScaleDowns(ctx, activeOld, plan)
-}
-
-// applyScaleDowns removes plan[rs] replicas from each ReplicaSet of activeOld
-// that has an entry, oldest first, each write conditioned on the ReplicaSet's
-// availableReplicas being the one the plan read (the only status field the
-// RU-11 decision reads from it), and returns how many replicas it removed and
-// the first write error (which stops it: IM-1).
-func (sc *syncContext) applyScaleDowns(ctx context.Context, activeOld []*appsv1.ReplicaSet, plan map[*appsv1.ReplicaSet]int32) (int32, error) {
-	sortOldestFirst(activeOld)
-	var total int32
-	for _, rs := range activeOld {
-		n, ok := plan[rs]
-		if !ok {
-			continue
-		}
-		if _, err := sc.syncReplicaSetScale(ctx, rs, specReplicas(rs)-n, availableUnchanged(rs)); err != nil {
-			return total, err
-		}
-		total += n
-	}
-	return total, nil
 }

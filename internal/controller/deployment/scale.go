@@ -43,33 +43,32 @@ func activeOrLatest(newRS *appsv1.ReplicaSet, oldRSs []*appsv1.ReplicaSet) *apps
 	}
 }
 
-// isSaturated reports whether newRS runs d.spec.replicas available replicas
-// and was last sized for that count (PS-2).
-func isSaturated(d *appsv1.Deployment, newRS *appsv1.ReplicaSet) bool {
+// isSaturated reports whether newRS runs replicas (d.spec.replicas)
+// available replicas and was last sized for that count (PS-2).
+func isSaturated(replicas int32, newRS *appsv1.ReplicaSet) bool {
 	if newRS == nil {
 		return false
 	}
-	replicas := desiredReplicas(d)
 	desired, ok := replicasAnnotation(newRS, DesiredReplicasAnnotation)
 	return ok && specReplicas(newRS) == replicas && desired == replicas && newRS.Status.AvailableReplicas == replicas
 }
 
 // replicaSetFraction returns how many replicas rs gains (negative: loses) in
-// proportion to the Deployment's new maximum size over the one rs was last
-// sized for (PS-5, PS-6): size × newMax / oldMax, rounded half away from
-// zero, minus size. Upstream multiplies in int32, which wraps for large
+// proportion to the Deployment's new maximum size (f.maxTotal()) over the
+// one rs was last sized for (its max-replicas annotation, else
+// statusReplicas, the Deployment's status.replicas) (PS-5, PS-6):
+// size × newMax / oldMax, rounded half away from zero, minus size. Upstream multiplies in int32, which wraps for large
 // Deployments (25000 × 87500) and then writes negative sizes; here the
 // product is int64 and the result is clamped to the int32 range (found by
 // FuzzSyncDeploymentBadInput).
-func replicaSetFraction(d *appsv1.Deployment, rs *appsv1.ReplicaSet) int32 {
-	replicas := desiredReplicas(d)
-	if replicas == 0 {
+func replicaSetFraction(f fenceposts, statusReplicas int32, rs *appsv1.ReplicaSet) int32 {
+	if f.replicas == 0 {
 		return -specReplicas(rs)
 	}
-	newMax := allowedReplicas(d)
+	newMax := f.maxTotal()
 	oldMax, ok := replicasAnnotation(rs, MaxReplicasAnnotation)
 	if !ok || oldMax == 0 {
-		oldMax = d.Status.Replicas
+		oldMax = statusReplicas
 		if oldMax == 0 {
 			return 0
 		}
@@ -79,24 +78,19 @@ func replicaSetFraction(d *appsv1.Deployment, rs *appsv1.ReplicaSet) int32 {
 	return clampInt32(scaled - size)
 }
 
-// allowedReplicas returns replicas + maxSurge, the most replicas a rolling
-// Deployment may run (PS-3), clamped to MaxInt32 instead of wrapping.
-func allowedReplicas(d *appsv1.Deployment) int32 {
-	return clampInt32(int64(desiredReplicas(d)) + int64(maxSurge(d)))
-}
-
 // clampInt32 returns n limited to the int32 range.
 func clampInt32(n int64) int32 {
 	return int32(max(math.MinInt32, min(n, math.MaxInt32)))
 }
 
 // replicaSetProportion returns rs's share of toAdd given added replicas
-// already handed out (PS-4), in replicas.
-func replicaSetProportion(d *appsv1.Deployment, rs *appsv1.ReplicaSet, toAdd, added int32) int32 {
+// already handed out (PS-4), in replicas; see replicaSetFraction for f and
+// statusReplicas.
+func replicaSetProportion(f fenceposts, statusReplicas int32, rs *appsv1.ReplicaSet, toAdd, added int32) int32 {
 	if rs == nil || specReplicas(rs) == 0 || toAdd == 0 || toAdd == added {
 		return 0
 	}
-	fraction := replicaSetFraction(d, rs)
+	fraction := replicaSetFraction(f, statusReplicas, rs)
 	allowed := toAdd - added
 	if toAdd > 0 {
 		return min(fraction, allowed)
@@ -104,24 +98,20 @@ func replicaSetProportion(d *appsv1.Deployment, rs *appsv1.ReplicaSet, toAdd, ad
 	return max(fraction, allowed)
 }
 
-// sizedReplicaSet is a ReplicaSet and the size proportional scaling gives it.
-type sizedReplicaSet struct {
-	rs   *appsv1.ReplicaSet
-	size int32
-}
-
 // proportionalSizes spreads the difference between the allowed total
-// (replicas + maxSurge, or 0 for 0 replicas) and the current total over the
-// active ReplicaSets in proportion to their size (PS-3..PS-6), returning
-// them in write order. oldRSs must be newest first (PS-1) for toAdd == 0.
-func proportionalSizes(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, oldRSs []*appsv1.ReplicaSet) []sizedReplicaSet {
+// (f.maxTotal(), or 0 for 0 replicas) and the current total over the active
+// ReplicaSets in proportion to their size (PS-3..PS-6), returning the plan
+// in write order, one resize per active ReplicaSet; statusReplicas is the
+// Deployment's status.replicas (see replicaSetFraction). oldRSs must be
+// newest first (PS-1) for toAdd == 0.
+func proportionalSizes(f fenceposts, statusReplicas int32, newRS *appsv1.ReplicaSet, oldRSs []*appsv1.ReplicaSet) plan {
 	active := activeReplicaSets(withNew(oldRSs, newRS))
 	if len(active) == 0 {
 		return nil
 	}
 	var allowed int32
-	if desiredReplicas(d) > 0 {
-		allowed = allowedReplicas(d)
+	if f.replicas > 0 {
+		allowed = f.maxTotal()
 	}
 	toAdd := allowed - sumSpecReplicas(active)
 	switch {
@@ -130,16 +120,16 @@ func proportionalSizes(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, oldRSs []
 	case toAdd < 0:
 		sortBySizeOlder(active)
 	}
-	out := make([]sizedReplicaSet, 0, len(active))
+	out := make(plan, 0, len(active))
 	var added int32
 	for _, rs := range active {
 		size := specReplicas(rs)
 		if toAdd != 0 {
-			p := replicaSetProportion(d, rs, toAdd, added)
+			p := replicaSetProportion(f, statusReplicas, rs, toAdd, added)
 			size += p
 			added += p
 		}
-		out = append(out, sizedReplicaSet{rs: rs, size: size})
+		out = append(out, resize{rs: rs, size: size})
 	}
 	out[0].size = max(0, out[0].size+toAdd-added)
 	return out
@@ -150,7 +140,7 @@ func proportionalSizes(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, oldRSs []
 // new ReplicaSet zeroes the old ones (PS-2); otherwise RollingUpdate scales
 // proportionally (PS-3) and Recreate scales the surviving ReplicaSet (IM-3).
 func (sc *syncContext) scale(ctx context.Context) error {
-	replicas := desiredReplicas(sc.d)
+	replicas := sc.f.replicas
 	if rs := activeOrLatest(sc.newRS, sc.oldRSs); rs != nil {
 		if specReplicas(rs) == replicas {
 			return nil
@@ -158,7 +148,7 @@ func (sc *syncContext) scale(ctx context.Context) error {
 		_, err := sc.scaleReplicaSet(ctx, rs, replicas)
 		return err
 	}
-	if isSaturated(sc.d, sc.newRS) {
+	if isSaturated(replicas, sc.newRS) {
 		for _, old := range activeReplicaSets(sc.oldRSs) {
 			if _, err := sc.scaleReplicaSet(ctx, old, 0); err != nil {
 				return err
@@ -169,12 +159,8 @@ func (sc *syncContext) scale(ctx context.Context) error {
 	if isRollingUpdate(sc.d) {
 		oldNewestFirst := append([]*appsv1.ReplicaSet(nil), sc.oldRSs...)
 		sortNewestFirst(oldNewestFirst)
-		for _, s := range proportionalSizes(sc.d, sc.newRS, oldNewestFirst) {
-			if _, err := sc.syncReplicaSetScale(ctx, s.rs, s.size); err != nil {
-				return err
-			}
-		}
-		return nil
+		_, err := sc.applyPlan(ctx, proportionalSizes(sc.f, sc.d.Status.Replicas, sc.newRS, oldNewestFirst), false)
+		return err
 	}
 	return sc.scaleRecreate(ctx)
 }
@@ -189,7 +175,7 @@ func (sc *syncContext) scaleRecreate(ctx context.Context) error {
 	for _, rs := range activeReplicaSets(sc.allRSs()) {
 		size := specReplicas(rs)
 		if sc.newRS != nil && rs.UID == sc.newRS.UID {
-			size = desiredReplicas(sc.d)
+			size = sc.f.replicas
 		}
 		if _, err := sc.syncReplicaSetScale(ctx, rs, size); err != nil {
 			return err

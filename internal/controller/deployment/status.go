@@ -10,9 +10,9 @@ import (
 
 // calculateStatus returns d's status computed from its ReplicaSets (ST-1..ST-4):
 // observedGeneration, replica counts, terminatingReplicas, collisionCount
-// and the existing conditions with Available set for now. allRSs holds old
-// and new ReplicaSets; newRS may be nil.
-func calculateStatus(d *appsv1.Deployment, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet, now time.Time) appsv1.DeploymentStatus {
+// and the existing conditions with Available set for now against
+// f.minAvailable(). allRSs holds old and new ReplicaSets; newRS may be nil.
+func calculateStatus(d *appsv1.Deployment, f fenceposts, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet, now time.Time) appsv1.DeploymentStatus {
 	status := appsv1.DeploymentStatus{
 		ObservedGeneration:  d.Generation,
 		CollisionCount:      d.Status.CollisionCount,
@@ -33,7 +33,7 @@ func calculateStatus(d *appsv1.Deployment, allRSs []*appsv1.ReplicaSet, newRS *a
 	for _, c := range d.Status.Conditions {
 		status.Conditions = append(status.Conditions, *c.DeepCopy())
 	}
-	if status.AvailableReplicas >= desiredReplicas(d)-maxUnavailable(d) {
+	if status.AvailableReplicas >= f.minAvailable() {
 		setCondition(&status, newCondition(appsv1.DeploymentAvailable, v1.ConditionTrue, MinimumReplicasAvailable, minimumAvailableMessage, now))
 	} else {
 		setCondition(&status, newCondition(appsv1.DeploymentAvailable, v1.ConditionFalse, MinimumReplicasUnavailable, minimumUnavailableMessage, now))

@@ -50,7 +50,7 @@ func TestCalculateStatusST1toST4(t *testing.T) {
 	old := withStatus(newRS(d, "a", "x", 6, 0, nil), 6, 6)
 	nrs := withStatus(newRS(d, "b", "y", 5, 1, nil), 4, 2)
 	nrs.Status.ReadyReplicas = 3
-	s := calculateStatus(d, []*appsv1.ReplicaSet{old, nrs}, nrs, baseTime)
+	s := calculateStatus(d, fencepostsFor(d), []*appsv1.ReplicaSet{old, nrs}, nrs, baseTime)
 	if s.ObservedGeneration != 4 || s.Replicas != 10 || s.UpdatedReplicas != 4 || s.ReadyReplicas != 9 ||
 		s.AvailableReplicas != 8 || s.UnavailableReplicas != 3 || *s.CollisionCount != 2 || *s.TerminatingReplicas != 0 {
 		t.Errorf("status = %+v", s)
@@ -62,7 +62,7 @@ func TestCalculateStatusST1toST4(t *testing.T) {
 		t.Errorf("Available = %+v (8 >= 10-2)", a)
 	}
 	nrs.Status.AvailableReplicas = 1
-	s = calculateStatus(d, []*appsv1.ReplicaSet{old, nrs}, nrs, baseTime)
+	s = calculateStatus(d, fencepostsFor(d), []*appsv1.ReplicaSet{old, nrs}, nrs, baseTime)
 	if a := getCondition(&s, appsv1.DeploymentAvailable); a.Status != v1.ConditionFalse || a.Reason != MinimumReplicasUnavailable {
 		t.Errorf("Available = %+v (7 < 8)", a)
 	}
@@ -155,13 +155,13 @@ func TestProgressPredicatesST9toST16(t *testing.T) {
 		d2.Status = withProgressing(ReplicaSetUpdated, baseTime)
 		rs := withStatus(newRS(d2, "b", "nginx:1.14.2", 3, 0, nil), 1, 1)
 		d2.Status.Replicas, d2.Status.UpdatedReplicas, d2.Status.ReadyReplicas, d2.Status.AvailableReplicas = 1, 1, 1, 1
-		s := rolloutStatus(d2, []*appsv1.ReplicaSet{rs}, rs, now)
+		s := rolloutStatus(d2, fencepostsFor(d2), []*appsv1.ReplicaSet{rs}, rs, now)
 		c := getCondition(&s, appsv1.DeploymentProgressing)
 		if c.Reason != ProgressDeadlineExceeded || c.Status != v1.ConditionFalse || c.Message != `ReplicaSet "b" has timed out progressing.` {
 			t.Errorf("got %+v", c)
 		}
 		rs.Status.AvailableReplicas, rs.Status.ReadyReplicas = 2, 2
-		s = rolloutStatus(d2, []*appsv1.ReplicaSet{rs}, rs, now)
+		s = rolloutStatus(d2, fencepostsFor(d2), []*appsv1.ReplicaSet{rs}, rs, now)
 		if c := getCondition(&s, appsv1.DeploymentProgressing); c.Reason != ReplicaSetUpdated || !c.LastUpdateTime.Time.Equal(now) {
 			t.Errorf("got %+v", c)
 		}
@@ -229,7 +229,7 @@ func TestProportionalScaling(t *testing.T) {
 			}
 			sortNewestFirst(olds)
 			got := map[string]int32{}
-			for _, s := range proportionalSizes(d, nrs, olds) {
+			for _, s := range proportionalSizes(fencepostsFor(d), d.Status.Replicas, nrs, olds) {
 				got[s.rs.Name] = s.size
 			}
 			for name, want := range tc.want {
@@ -291,10 +291,10 @@ func TestRollingScaleDownPlansRU11(t *testing.T) {
 	b := withStatus(newRS(d, "b", "2", 4, 1, nil), 4, 4)
 	nrs := withStatus(newRS(d, "n", "3", 4, 2, nil), 4, 4)
 	all := []*appsv1.ReplicaSet{a, b, nrs}
-	if got := maxScaledDown(d, all, nrs); got != 13-8-0 {
+	if got := maxScaledDown(fencepostsFor(d), all, nrs); got != 13-8-0 {
 		t.Errorf("maxScaledDown = %d", got)
 	}
-	plan := unhealthyScaleDowns([]*appsv1.ReplicaSet{b, a}, 2)
+	plan := removals(unhealthyScaleDowns([]*appsv1.ReplicaSet{b, a}, 2))
 	if plan[a] != 2 || len(plan) != 1 {
 		t.Errorf("step A plan = %v", plan)
 	}
@@ -304,7 +304,7 @@ func TestRollingScaleDownPlansRU11(t *testing.T) {
 	}
 	a.Status.AvailableReplicas = 5
 	// available 13, minAvailable 8: budget 5, oldest first: a -5.
-	plan = healthyScaleDowns(d, []*appsv1.ReplicaSet{b, a}, all)
+	plan = removals(healthyScaleDowns(fencepostsFor(d), []*appsv1.ReplicaSet{b, a}, all))
 	if plan[a] != 5 || plan[b] != 0 {
 		t.Errorf("step B plan = %v", plan)
 	}
@@ -318,12 +318,12 @@ func TestScaleDownIgnoresAvailabilityAboveSize(t *testing.T) {
 	d := newDeployment(20, intstr.FromString("25%"), intstr.FromString("25%"))
 	old := withStatus(newRS(d, "old", "1", 10, 0, nil), 15, 15)
 	nrs := withStatus(newRS(d, "new", "2", 15, 1, nil), 15, 8)
-	plan := healthyScaleDowns(d, []*appsv1.ReplicaSet{old}, []*appsv1.ReplicaSet{old, nrs})
+	plan := removals(healthyScaleDowns(fencepostsFor(d), []*appsv1.ReplicaSet{old}, []*appsv1.ReplicaSet{old, nrs}))
 	// available within size = 10 + 8 = 18; minAvailable 15 → remove 3.
 	if plan[old] != 3 {
 		t.Errorf("step B removes %d from the old ReplicaSet, want 3", plan[old])
 	}
-	if got := (specReplicas(old) - plan[old]) + nrs.Status.AvailableReplicas; got < minAvailable(d) {
-		t.Errorf("availability after the scale-down %d < minAvailable %d", got, minAvailable(d))
+	if got := (specReplicas(old) - plan[old]) + nrs.Status.AvailableReplicas; got < fencepostsFor(d).minAvailable() {
+		t.Errorf("availability after the scale-down %d < minAvailable %d", got, fencepostsFor(d).minAvailable())
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
@@ -24,30 +23,6 @@ import (
 // the informer caches do not show this controller's own last writes for the
 // Deployment (IM-4).
 var ErrCacheBehind = fmt.Errorf("informer caches have not observed our last writes yet (%w)", runner.ErrWaiting)
-
-// syncContext is everything one sync of one Deployment works from, computed
-// once (house style pattern 4). Strategy steps are its methods. After each
-// write the affected object is replaced by the one the API server returned
-// (IM-2), so later writes in the same sync carry a current resourceVersion.
-type syncContext struct {
-	c      *Controller
-	key    cache.ObjectName
-	logger klog.Logger
-	now    time.Time
-	// d is our working copy of the Deployment; d.Status is the stored status.
-	d *appsv1.Deployment
-	// rsList holds the ReplicaSets d owns after claiming (SD-3).
-	rsList []*appsv1.ReplicaSet
-	// newRS is the ReplicaSet with d's template (RV-1), or nil.
-	newRS *appsv1.ReplicaSet
-	// oldRSs holds every other owned ReplicaSet, oldest first.
-	oldRSs []*appsv1.ReplicaSet
-	// podsByRS maps each owned ReplicaSet's UID to the pods it controls (SD-4).
-	podsByRS map[types.UID][]*v1.Pod
-}
-
-// allRSs returns old ReplicaSets followed by the new one (if any).
-func (sc *syncContext) allRSs() []*appsv1.ReplicaSet { return withNew(sc.oldRSs, sc.newRS) }
 
 // syncDeployment reconciles one Deployment key in the order SD-1..SD-13.
 // It returns an error to retry with backoff and Result.RequeueAfter for a
@@ -85,7 +60,11 @@ func (c *Controller) syncDeployment(ctx context.Context, key cache.ObjectName) (
 	if err != nil {
 		return runner.Result{}, err
 	}
-	sc := &syncContext{c: c, key: key, logger: logger, now: c.clock.Now(), d: d, rsList: rsList, podsByRS: podsByRS}
+	f, err := fencepostsOf(d)
+	if err != nil {
+		return runner.Result{}, fmt.Errorf("Deployment %s has an invalid spec.strategy.rollingUpdate: %w", key, err)
+	}
+	sc := &syncContext{c: c, key: key, logger: logger, now: c.clock.Now(), d: d, f: f, rsList: rsList, podsByRS: podsByRS}
 	res, err := sc.run(ctx)
 	if err == nil {
 		res.RequeueAfter = c.freshness.NextCheck(freshness, res.RequeueAfter)
@@ -164,12 +143,9 @@ func (c *Controller) syncSelectingAll(ctx context.Context, key cache.ObjectName,
 		return nil
 	}
 	d.Status.ObservedGeneration = d.Generation
-	updated, err := c.client.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{})
-	if err != nil {
+	if _, err := c.updateStatus(ctx, key, d); err != nil {
 		klog.FromContext(ctx).Info("Failed to update observedGeneration of a deployment selecting all pods", "err", err)
-		return nil
 	}
-	c.freshness.Written(key.String(), resourceDeployments, updated)
 	return nil
 }
 
@@ -188,7 +164,6 @@ func (c *Controller) claimReplicaSets(ctx context.Context, key cache.ObjectName,
 	if err != nil {
 		return nil, err
 	}
-	rsClient := c.client.AppsV1().ReplicaSets(d.Namespace)
 	claimer := &ownership.Claimer[*appsv1.ReplicaSet]{
 		Owner:      d,
 		OwnerKind:  controllerKind,
@@ -202,12 +177,7 @@ func (c *Controller) claimReplicaSets(ctx context.Context, key cache.ObjectName,
 			return fresh, nil
 		}),
 		Patch: func(ctx context.Context, rs *appsv1.ReplicaSet, patch []byte) (*appsv1.ReplicaSet, error) {
-			patched, err := rsClient.Patch(ctx, rs.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-			if err != nil {
-				return nil, err
-			}
-			c.freshness.Written(key.String(), resourceReplicaSets, patched)
-			return patched, nil
+			return c.patchOwnership(ctx, key, rs, patch)
 		},
 	}
 	return claimer.Claim(ctx, all)

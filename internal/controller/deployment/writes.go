@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
@@ -22,16 +23,52 @@ func (sc *syncContext) written(resource string, obj metav1.Object) {
 	sc.c.freshness.Written(sc.key.String(), resource, obj)
 }
 
-// updateStatus writes sc.d's status (UpdateStatus) and continues from the
-// returned Deployment (IM-2). It returns the API error.
+// updateStatus writes d's status (UpdateStatus) for the sync of key,
+// remembers the write for the IM-4 guard, and returns the Deployment the API
+// server stored or the API error.
+func (c *Controller) updateStatus(ctx context.Context, key cache.ObjectName, d *appsv1.Deployment) (*appsv1.Deployment, error) {
+	updated, err := c.client.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	c.freshness.Written(key.String(), resourceDeployments, updated)
+	return updated, nil
+}
+
+// patchOwnership applies an ownership patch (adopt or release, AD-1..AD-6;
+// a strategic-merge patch built by package ownership) to rs for the sync of
+// key, remembers the write for the IM-4 guard, and returns the ReplicaSet
+// the API server stored (IM-2) or the API error.
+func (c *Controller) patchOwnership(ctx context.Context, key cache.ObjectName, rs *appsv1.ReplicaSet, patch []byte) (*appsv1.ReplicaSet, error) {
+	patched, err := c.client.AppsV1().ReplicaSets(rs.Namespace).Patch(ctx, rs.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return nil, err
+	}
+	c.freshness.Written(key.String(), resourceReplicaSets, patched)
+	return patched, nil
+}
+
+// updateStatus writes sc.d's status and continues from the returned
+// Deployment (IM-2). It returns the API error.
 func (sc *syncContext) updateStatus(ctx context.Context) error {
-	updated, err := sc.c.client.AppsV1().Deployments(sc.d.Namespace).UpdateStatus(ctx, sc.d, metav1.UpdateOptions{})
+	updated, err := sc.c.updateStatus(ctx, sc.key, sc.d)
 	if err != nil {
 		return err
 	}
-	sc.written(resourceDeployments, updated)
 	sc.d = updated
 	return nil
+}
+
+// create creates rs (RV-9) and remembers the write for the IM-4 guard. It
+// returns the ReplicaSet the API server stored or the API error
+// (AlreadyExists included, which createReplicaSet resolves).
+func (sc *syncContext) create(ctx context.Context, rs *appsv1.ReplicaSet) (*appsv1.ReplicaSet, error) {
+	created, err := sc.c.client.AppsV1().ReplicaSets(rs.Namespace).Create(ctx, rs, metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	sc.written(resourceReplicaSets, created)
+	return created, nil
 }
 
 // updateDeployment writes sc.d (Update) and continues from the returned
@@ -61,7 +98,7 @@ func (sc *syncContext) deleteReplicaSet(ctx context.Context, rs *appsv1.ReplicaS
 // syncStatus is the plain status sync (ST-5): calculateStatus, and
 // UpdateStatus unless nothing changed.
 func (sc *syncContext) syncStatus(ctx context.Context) error {
-	status := calculateStatus(sc.d, sc.allRSs(), sc.newRS, sc.now)
+	status := calculateStatus(sc.d, sc.f, sc.allRSs(), sc.newRS, sc.now)
 	if reflect.DeepEqual(sc.d.Status, status) {
 		return nil
 	}
@@ -73,7 +110,7 @@ func (sc *syncContext) syncStatus(ctx context.Context) error {
 // is unchanged, in which case it asks for a delayed requeue to notice a
 // progress deadline (ST-16).
 func (sc *syncContext) syncRolloutStatus(ctx context.Context) (runner.Result, error) {
-	status := rolloutStatus(sc.d, sc.allRSs(), sc.newRS, sc.now)
+	status := rolloutStatus(sc.d, sc.f, sc.allRSs(), sc.newRS, sc.now)
 	if reflect.DeepEqual(sc.d.Status, status) {
 		after := stuckRequeueAfter(sc.d, &status, sc.now)
 		if after > 0 {
@@ -179,7 +216,7 @@ func (sc *syncContext) scaleReplicaSet(ctx context.Context, rs *appsv1.ReplicaSe
 // <new>". It reports whether it wrote and returns the API error.
 func (sc *syncContext) syncReplicaSetScale(ctx context.Context, rs *appsv1.ReplicaSet, size int32, tests ...jsonPatchOp) (bool, error) {
 	oldSize := specReplicas(rs)
-	desired, maxReplicas := desiredReplicas(sc.d), allowedReplicas(sc.d)
+	desired, maxReplicas := sc.f.replicas, sc.f.maxTotal()
 	if oldSize == size && !replicasAnnotationsNeedUpdate(rs, desired, maxReplicas) {
 		return false, nil
 	}

@@ -99,7 +99,8 @@ type Controller struct {
 	freshness *expectations.ReadYourWrites
 	runner    *runner.Runner
 
-	rsSynced, podSynced cache.InformerSynced
+	// synced are the informers' and handler registrations' HasSynced.
+	synced []cache.InformerSynced
 }
 
 // New validates cfg, adds ownership.ControllerIndex to the pod informer and
@@ -118,7 +119,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	}
 	podInformer, rsInformer := cfg.Pods.Informer(), cfg.ReplicaSets.Informer()
 	if err := ownership.AddControllerIndex(podInformer); err != nil {
-		return nil, fmt.Errorf("adding the controller index to the pod informer: %w", err)
+		return nil, fmt.Errorf("replicaset controller: adding the controller index to the pod informer: %w", err)
 	}
 	c := &Controller{
 		client:        cfg.Client,
@@ -145,42 +146,32 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		opts = append(opts, runner.WithObserver(cfg.Observer))
 	}
 	c.runner = runner.New(Name, c.sync, opts...)
-	logger := klog.FromContext(ctx)
-	rsReg, err := rsInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.addReplicaSet(logger, obj) },
-		UpdateFunc: func(old, cur any) { c.updateReplicaSet(logger, old, cur) },
-		DeleteFunc: func(obj any) { c.deleteReplicaSet(logger, obj) },
-	})
-	if err != nil {
-		return nil, fmt.Errorf("adding ReplicaSet event handler: %w", err)
+	if err := c.registerHandlers(klog.FromContext(ctx), cfg); err != nil {
+		return nil, err
 	}
-	podReg, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.addPod(logger, obj) },
-		UpdateFunc: func(old, cur any) { c.updatePod(logger, old, cur) },
-		DeleteFunc: func(obj any) { c.deletePod(logger, obj) },
-	})
-	if err != nil {
-		return nil, fmt.Errorf("adding pod event handler: %w", err)
-	}
-	c.rsSynced, c.podSynced = rsReg.HasSynced, podReg.HasSynced
 	return c, nil
 }
 
-// Run waits for the ReplicaSet and pod caches to sync, then runs workers
-// workers (CM-1: 5 in the controller manager) until ctx is done.
+// Run waits for the informer caches, then runs workers sync workers until ctx
+// is done (CM-1: 5 in the controller manager). It blocks; informers must be
+// started by the caller.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	logger := klog.FromContext(ctx).WithValues("controller", Name)
-	ctx = klog.NewContext(ctx, logger)
-	logger.Info("Starting ReplicaSet controller")
-	defer logger.Info("Shutting down ReplicaSet controller")
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.rsSynced, c.podSynced) {
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting controller", "controller", Name)
+	defer logger.Info("Shutting down controller", "controller", Name)
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
 		return
 	}
 	c.runner.Run(ctx, workers)
 }
 
-// HasSynced reports whether both informers have synced and delivered their
-// initial events to this controller's handlers.
+// HasSynced reports whether the informer caches and handler registrations
+// have delivered their initial lists.
 func (c *Controller) HasSynced() bool {
-	return c.rsSynced() && c.podSynced()
+	for _, s := range c.synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
 }

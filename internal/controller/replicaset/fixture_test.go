@@ -226,7 +226,7 @@ func TestSyncExpectationsAndConsistencyBlockRecreate(t *testing.T) {
 	for i, p := range pods {
 		f.addToCache(p)
 		if i < 2 {
-			f.c.addPod(klogFor(f), p)
+			f.c.onPodAdd(klogFor(f), p)
 		}
 	}
 	// RS-8: one creation is still unobserved, so no new pods.
@@ -236,7 +236,7 @@ func TestSyncExpectationsAndConsistencyBlockRecreate(t *testing.T) {
 	if got := f.count("create", "pods", ""); got != 3 {
 		t.Fatalf("pod creates = %d after the blocked sync, want 3", got)
 	}
-	f.c.addPod(klogFor(f), pods[2])
+	f.c.onPodAdd(klogFor(f), pods[2])
 	if !f.c.expectations.SatisfiedExpectations(klogFor(f), "ns/rs") {
 		t.Fatal("expectations must be satisfied after observing all creations")
 	}
@@ -273,8 +273,8 @@ func TestSyncScaleDown(t *testing.T) {
 		t.Errorf("RS-10 expected deletions = %d, want 2", del)
 	}
 	// EH-12: observing the deletions (one via tombstone) satisfies the expectations.
-	f.c.deletePod(klogFor(f), newPod("unready", ownedBy(rs)))
-	f.c.deletePod(klogFor(f), cache.DeletedFinalStateUnknown{Key: "ns/unscheduled", Obj: newPod("unscheduled", ownedBy(rs))})
+	f.c.onPodDelete(klogFor(f), newPod("unready", ownedBy(rs)))
+	f.c.onPodDelete(klogFor(f), cache.DeletedFinalStateUnknown{Key: "ns/unscheduled", Obj: newPod("unscheduled", ownedBy(rs))})
 	if !f.c.expectations.SatisfiedExpectations(klogFor(f), "ns/rs") {
 		t.Error("deletions observed but expectations unsatisfied")
 	}

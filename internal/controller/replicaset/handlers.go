@@ -1,6 +1,7 @@
 package replicaset
 
 import (
+	"fmt"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,14 +16,37 @@ import (
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
-// Event handlers only enqueue keys and observe expectations (house style 1).
-
-func (c *Controller) enqueue(rs *appsv1.ReplicaSet) {
-	c.runner.Enqueue(cache.ObjectName{Namespace: rs.Namespace, Name: rs.Name})
+// registerHandlers wires EH-9..EH-12 and collects what HasSynced waits for.
+// Handlers only enqueue keys and observe expectations (house style pattern 1).
+func (c *Controller) registerHandlers(logger klog.Logger, cfg Config) error {
+	rsInformer, podInformer := cfg.ReplicaSets.Informer(), cfg.Pods.Informer()
+	rsReg, err := rsInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.onReplicaSetAdd(logger, obj) },
+		UpdateFunc: func(old, cur any) { c.onReplicaSetUpdate(logger, old, cur) },
+		DeleteFunc: func(obj any) { c.onReplicaSetDelete(logger, obj) },
+	})
+	if err != nil {
+		return fmt.Errorf("replicaset controller: adding the ReplicaSet event handler: %w", err)
+	}
+	podReg, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.onPodAdd(logger, obj) },
+		UpdateFunc: func(old, cur any) { c.onPodUpdate(logger, old, cur) },
+		DeleteFunc: func(obj any) { c.onPodDelete(logger, obj) },
+	})
+	if err != nil {
+		return fmt.Errorf("replicaset controller: adding the pod event handler: %w", err)
+	}
+	c.synced = []cache.InformerSynced{rsInformer.HasSynced, podInformer.HasSynced, rsReg.HasSynced, podReg.HasSynced}
+	return nil
 }
 
-// addReplicaSet enqueues a new ReplicaSet (EH-9).
-func (c *Controller) addReplicaSet(logger klog.Logger, obj any) {
+// enqueue adds rs's key to the work queue.
+func (c *Controller) enqueue(rs *appsv1.ReplicaSet) {
+	c.runner.Enqueue(cache.MetaObjectToName(rs))
+}
+
+// onReplicaSetAdd enqueues a new ReplicaSet (EH-9).
+func (c *Controller) onReplicaSetAdd(logger klog.Logger, obj any) {
 	rs, ok := runner.ObjectFrom[*appsv1.ReplicaSet](logger, obj)
 	if !ok {
 		return
@@ -31,23 +55,23 @@ func (c *Controller) addReplicaSet(logger klog.Logger, obj any) {
 	c.enqueue(rs)
 }
 
-// updateReplicaSet enqueues every update, resyncs included; a UID change
+// onReplicaSetUpdate enqueues every update, resyncs included; a UID change
 // means the old object was deleted and recreated under the same name (EH-9).
-func (c *Controller) updateReplicaSet(logger klog.Logger, oldObj, curObj any) {
+func (c *Controller) onReplicaSetUpdate(logger klog.Logger, oldObj, curObj any) {
 	oldRS, ok1 := runner.ObjectFrom[*appsv1.ReplicaSet](logger, oldObj)
 	curRS, ok2 := runner.ObjectFrom[*appsv1.ReplicaSet](logger, curObj)
 	if !ok1 || !ok2 {
 		return
 	}
 	if oldRS.UID != curRS.UID {
-		c.deleteReplicaSet(logger, cache.DeletedFinalStateUnknown{Key: keyOf(oldRS), Obj: oldRS})
+		c.onReplicaSetDelete(logger, cache.DeletedFinalStateUnknown{Key: keyOf(oldRS), Obj: oldRS})
 	}
 	c.enqueue(curRS)
 }
 
-// deleteReplicaSet clears the read-your-writes record and expectations of a
+// onReplicaSetDelete clears the read-your-writes record and expectations of a
 // deleted ReplicaSet and enqueues it (EH-9, RS-11).
-func (c *Controller) deleteReplicaSet(logger klog.Logger, obj any) {
+func (c *Controller) onReplicaSetDelete(logger klog.Logger, obj any) {
 	rs, ok := runner.ObjectFrom[*appsv1.ReplicaSet](logger, obj)
 	if !ok {
 		return
@@ -67,16 +91,16 @@ func (c *Controller) resolveOwner(namespace string, ref *metav1.OwnerReference) 
 	})
 }
 
-// addPod observes a creation for the owning ReplicaSet and enqueues it, or
+// onPodAdd observes a creation for the owning ReplicaSet and enqueues it, or
 // enqueues every ReplicaSet that could adopt an orphan (EH-10).
-func (c *Controller) addPod(logger klog.Logger, obj any) {
+func (c *Controller) onPodAdd(logger klog.Logger, obj any) {
 	pod, ok := runner.ObjectFrom[*v1.Pod](logger, obj)
 	if !ok {
 		return
 	}
 	if pod.DeletionTimestamp != nil {
 		// A pod created already terminating (e.g. after a restart) is a deletion.
-		c.deletePod(logger, pod)
+		c.onPodDelete(logger, pod)
 		return
 	}
 	if ref := metav1.GetControllerOf(pod); ref != nil {
@@ -94,8 +118,8 @@ func (c *Controller) addPod(logger klog.Logger, obj any) {
 	}
 }
 
-// updatePod handles pod updates (EH-11).
-func (c *Controller) updatePod(logger klog.Logger, oldObj, curObj any) {
+// onPodUpdate handles pod updates (EH-11).
+func (c *Controller) onPodUpdate(logger klog.Logger, oldObj, curObj any) {
 	oldPod, ok1 := runner.ObjectFrom[*v1.Pod](logger, oldObj)
 	curPod, ok2 := runner.ObjectFrom[*v1.Pod](logger, curObj)
 	if !ok1 || !ok2 || oldPod.ResourceVersion == curPod.ResourceVersion {
@@ -105,9 +129,9 @@ func (c *Controller) updatePod(logger klog.Logger, oldObj, curObj any) {
 	if curPod.DeletionTimestamp != nil {
 		// Graceful deletion has started: observe it now rather than when the
 		// kubelet finishes (RS-10).
-		c.deletePod(logger, curPod)
+		c.onPodDelete(logger, curPod)
 		if labelsChanged {
-			c.deletePod(logger, oldPod)
+			c.onPodDelete(logger, oldPod)
 		}
 		return
 	}
@@ -139,9 +163,9 @@ func (c *Controller) updatePod(logger klog.Logger, oldObj, curObj any) {
 	}
 }
 
-// deletePod observes an expected deletion for the owning ReplicaSet and
+// onPodDelete observes an expected deletion for the owning ReplicaSet and
 // enqueues it; orphans are ignored (EH-12).
-func (c *Controller) deletePod(logger klog.Logger, obj any) {
+func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 	pod, ok := runner.ObjectFrom[*v1.Pod](logger, obj)
 	if !ok {
 		return

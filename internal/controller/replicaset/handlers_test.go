@@ -23,14 +23,14 @@ func TestHandlers(t *testing.T) {
 	t.Run("EH-10 owned pod add observes a creation", func(t *testing.T) {
 		f := newFixture(t, rs)
 		f.c.expectations.ExpectCreations(klogFor(f), "ns/rs", 1)
-		f.c.addPod(klogFor(f), newPod("p", ownedBy(rs), webLabels))
+		f.c.onPodAdd(klogFor(f), newPod("p", ownedBy(rs), webLabels))
 		if add, _, _ := f.c.expectations.Pending("ns/rs"); add != 0 || f.c.runner.Len() != 1 {
 			t.Errorf("add = %d, queue = %d; want 0, 1", add, f.c.runner.Len())
 		}
 	})
 	t.Run("EH-10 pod owned by an unknown kind is ignored", func(t *testing.T) {
 		f := newFixture(t, rs)
-		f.c.addPod(klogFor(f), newPod("p", webLabels, func(p *v1.Pod) {
+		f.c.onPodAdd(klogFor(f), newPod("p", webLabels, func(p *v1.Pod) {
 			p.OwnerReferences = []metav1.OwnerReference{{Kind: "StatefulSet", Name: "rs", UID: "rs-uid", Controller: ptr.To(true)}}
 		}))
 		if f.c.runner.Len() != 0 {
@@ -39,7 +39,7 @@ func TestHandlers(t *testing.T) {
 	})
 	t.Run("EH-10 orphan add enqueues matching non-empty selectors only", func(t *testing.T) {
 		f := newFixture(t, rs, db, emptySel)
-		f.c.addPod(klogFor(f), newPod("p", webLabels))
+		f.c.onPodAdd(klogFor(f), newPod("p", webLabels))
 		if f.c.runner.Len() != 1 {
 			t.Errorf("queue = %d, want 1 (only rs)", f.c.runner.Len())
 		}
@@ -48,7 +48,7 @@ func TestHandlers(t *testing.T) {
 		f := newFixture(t, rs)
 		old := newPod("p", ownedBy(rs), webLabels, rv("1"))
 		cur := newPod("p", ownedBy(rs), webLabels, rv("2"), readySince(testNow))
-		f.c.updatePod(klogFor(f), old, cur)
+		f.c.onPodUpdate(klogFor(f), old, cur)
 		if f.c.runner.Len() != 1 {
 			t.Errorf("queue = %d, want 1", f.c.runner.Len())
 		}
@@ -56,7 +56,7 @@ func TestHandlers(t *testing.T) {
 	t.Run("EH-11 resync with the same resourceVersion is ignored", func(t *testing.T) {
 		f := newFixture(t, rs)
 		p := newPod("p", ownedBy(rs), webLabels, rv("1"))
-		f.c.updatePod(klogFor(f), p, p)
+		f.c.onPodUpdate(klogFor(f), p, p)
 		if f.c.runner.Len() != 0 {
 			t.Error("an unchanged pod must not enqueue")
 		}
@@ -67,7 +67,7 @@ func TestHandlers(t *testing.T) {
 		old := newPod("p", ownedBy(rs), webLabels, rv("1"))
 		cur := old.DeepCopy()
 		cur.ResourceVersion, cur.DeletionTimestamp = "2", &metav1.Time{Time: testNow}
-		f.c.updatePod(klogFor(f), old, cur)
+		f.c.onPodUpdate(klogFor(f), old, cur)
 		if _, del, _ := f.c.expectations.Pending("ns/rs"); del != 0 {
 			t.Errorf("del = %d, want 0", del)
 		}
@@ -77,7 +77,7 @@ func TestHandlers(t *testing.T) {
 		f.c.expectations.ExpectCreations(klogFor(f), "ns/rs", 3)
 		recreated := rs.DeepCopy()
 		recreated.UID = "new-uid"
-		f.c.updateReplicaSet(klogFor(f), rs, recreated)
+		f.c.onReplicaSetUpdate(klogFor(f), rs, recreated)
 		if _, _, ok := f.c.expectations.Pending("ns/rs"); ok || f.c.runner.Len() != 1 {
 			t.Errorf("expectations kept = %v, queue = %d; want false, 1", ok, f.c.runner.Len())
 		}
@@ -85,8 +85,8 @@ func TestHandlers(t *testing.T) {
 	t.Run("EH-9 RS delete tombstone clears expectations", func(t *testing.T) {
 		f := newFixture(t)
 		f.c.expectations.ExpectCreations(klogFor(f), "ns/rs", 3)
-		f.c.deleteReplicaSet(klogFor(f), cache.DeletedFinalStateUnknown{Key: "ns/rs", Obj: rs})
-		f.c.deleteReplicaSet(klogFor(f), "garbage") // never crashes
+		f.c.onReplicaSetDelete(klogFor(f), cache.DeletedFinalStateUnknown{Key: "ns/rs", Obj: rs})
+		f.c.onReplicaSetDelete(klogFor(f), "garbage") // never crashes
 		if _, _, ok := f.c.expectations.Pending("ns/rs"); ok {
 			t.Error("expectations kept after delete")
 		}

@@ -129,7 +129,7 @@ func TestSyncCacheCatchesUp(t *testing.T) {
 	for _, p := range f.pods() { // rs-101 and rs-102 are the creates, in resourceVersion order
 		if p.GenerateName != "" {
 			f.addToCache(p.DeepCopy())
-			f.c.addPod(klogFor(f), p.DeepCopy())
+			f.c.onPodAdd(klogFor(f), p.DeepCopy())
 		}
 	}
 	if got := f.c.freshness.Check(klogFor(f), "ns/rs"); got != expectations.Fresh {

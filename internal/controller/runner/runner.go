@@ -80,17 +80,11 @@ func New(name string, sync SyncFunc, opts ...Option) *Runner {
 	return r
 }
 
-// Name returns the queue name.
-func (r *Runner) Name() string { return r.name }
-
 // Enqueue adds key to the queue (deduplicated while waiting).
 func (r *Runner) Enqueue(key cache.ObjectName) { r.queue.Add(key) }
 
 // EnqueueAfter adds key after d (a time-based wake-up, not a retry).
 func (r *Runner) EnqueueAfter(key cache.ObjectName, d time.Duration) { r.queue.AddAfter(key, d) }
-
-// EnqueueRateLimited adds key through the rate limiter, as a retry would.
-func (r *Runner) EnqueueRateLimited(key cache.ObjectName) { r.queue.AddRateLimited(key) }
 
 // Len returns the number of keys waiting (for tests and metrics).
 func (r *Runner) Len() int { return r.queue.Len() }

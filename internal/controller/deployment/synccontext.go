@@ -1,0 +1,37 @@
+package deployment
+
+import (
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// syncContext is everything one sync of one Deployment works from, computed
+// once (house style pattern 4). Strategy steps are its methods. After each
+// write the affected object is replaced by the one the API server returned
+// (IM-2), so later writes in the same sync carry a current resourceVersion.
+type syncContext struct {
+	c      *Controller
+	key    cache.ObjectName
+	logger klog.Logger
+	now    time.Time
+	// d is our working copy of the Deployment; d.Status is the stored status.
+	d *appsv1.Deployment
+	// f are d's fenceposts, resolved once (RU-1..RU-6).
+	f fenceposts
+	// rsList holds the ReplicaSets d owns after claiming (SD-3).
+	rsList []*appsv1.ReplicaSet
+	// newRS is the ReplicaSet with d's template (RV-1), or nil.
+	newRS *appsv1.ReplicaSet
+	// oldRSs holds every other owned ReplicaSet, oldest first.
+	oldRSs []*appsv1.ReplicaSet
+	// podsByRS maps each owned ReplicaSet's UID to the pods it controls (SD-4).
+	podsByRS map[types.UID][]*v1.Pod
+}
+
+// allRSs returns old ReplicaSets followed by the new one (if any).
+func (sc *syncContext) allRSs() []*appsv1.ReplicaSet { return withNew(sc.oldRSs, sc.newRS) }
