@@ -90,7 +90,6 @@ type Controller struct {
 	recorder   record.EventRecorder
 	clock      clock.Clock
 	runner     *runner.Runner
-	synced     []cache.InformerSynced
 	// freshness is the IM-4 read-your-writes guard over the ReplicaSet and
 	// Deployment caches.
 	freshness *expectations.ReadYourWrites
@@ -131,11 +130,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	if cfg.MaxCacheWait > 0 {
 		c.freshness.MaxWait = cfg.MaxCacheWait
 	}
-	var opts []runner.Option
-	if cfg.Observer != nil {
-		opts = append(opts, runner.WithObserver(cfg.Observer))
-	}
-	c.runner = runner.New(Name, c.syncDeployment, opts...)
+	c.runner = runner.New(Name, c.syncDeployment, runner.WithObserver(cfg.Observer))
 	if err := c.registerHandlers(klog.FromContext(ctx), cfg); err != nil {
 		return nil, err
 	}
@@ -143,24 +138,10 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 }
 
 // Run waits for the informer caches, then runs workers sync workers until ctx
-// is done (CM-1). It blocks; informers must be started by the caller.
-func (c *Controller) Run(ctx context.Context, workers int) {
-	logger := klog.FromContext(ctx)
-	logger.Info("Starting controller", "controller", Name)
-	defer logger.Info("Shutting down controller", "controller", Name)
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
-		return
-	}
-	c.runner.Run(ctx, workers)
-}
+// is done (CM-1: 5 in the controller manager). It blocks; informers must be
+// started by the caller.
+func (c *Controller) Run(ctx context.Context, workers int) { c.runner.Run(ctx, workers) }
 
 // HasSynced reports whether the informer caches and handler registrations
 // have delivered their initial lists.
-func (c *Controller) HasSynced() bool {
-	for _, s := range c.synced {
-		if !s() {
-			return false
-		}
-	}
-	return true
-}
+func (c *Controller) HasSynced() bool { return c.runner.HasSynced() }

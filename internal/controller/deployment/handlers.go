@@ -41,10 +41,8 @@ func (c *Controller) registerHandlers(logger klog.Logger, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("deployment controller: adding the pod event handler: %w", err)
 	}
-	c.synced = []cache.InformerSynced{
-		dInformer.HasSynced, rsInformer.HasSynced, podInformer.HasSynced,
-		dReg.HasSynced, rsReg.HasSynced, podReg.HasSynced,
-	}
+	c.runner.WaitFor(dInformer.HasSynced, rsInformer.HasSynced, podInformer.HasSynced,
+		dReg.HasSynced, rsReg.HasSynced, podReg.HasSynced)
 	return nil
 }
 

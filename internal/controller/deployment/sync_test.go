@@ -301,3 +301,67 @@ func TestSyncStaleCacheReadsFromTheAPIServer(t *testing.T) {
 		t.Errorf("RequeueAfter = %v, want (0, MaxCacheWait]", res.RequeueAfter)
 	}
 }
+
+// TestSyncClaimAdoptsAndReleases (SD-3, AD-1..AD-5): a matching orphan is
+// adopted and an owned ReplicaSet whose labels no longer match is released,
+// one patch each, before anything else.
+func TestSyncClaimAdoptsAndReleases(t *testing.T) {
+	s, u := pct25()
+	d := newDeployment(2, s, u)
+	cur := withStatus(newRS(d, "cur", "nginx:1.14.2", 2, 1, sizeAnnotations(2, 3, 2)), 2, 2)
+	orphan := withStatus(newRS(d, "orphan", "nginx:old", 0, 0, sizeAnnotations(2, 3, 1)), 0, 0)
+	orphan.OwnerReferences = nil
+	strayed := withStatus(newRS(d, "strayed", "nginx:older", 0, 0, nil), 0, 0)
+	strayed.Labels = map[string]string{"app": "elsewhere"}
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}
+	f := newFixture(t, d, cur, orphan, strayed)
+	if _, err := f.sync(); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	patches := 0
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == "patch" && a.GetResource().Resource == "replicasets" {
+			patches++
+			name := a.(coreAction).(interface{ GetName() string }).GetName()
+			if name != "orphan" && name != "strayed" {
+				t.Errorf("patched %s", name)
+			}
+		}
+	}
+	if patches != 2 {
+		t.Errorf("%d ReplicaSet patches, want 2 (adopt orphan, release strayed)", patches)
+	}
+	if ref := metav1.GetControllerOf(f.rs("orphan")); ref == nil || ref.UID != d.UID {
+		t.Errorf("orphan not adopted: %v", ref)
+	}
+}
+
+// TestSyncUnknownStrategySD10: an unknown strategy type is an error naming it.
+func TestSyncUnknownStrategySD10(t *testing.T) {
+	d := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: "BlueGreen"}
+	f := newFixture(t, d)
+	_, err := f.sync()
+	if err == nil || !strings.Contains(err.Error(), "unexpected deployment strategy type: BlueGreen") {
+		t.Fatalf("err = %v", err)
+	}
+	if w := f.writes(); w["create replicasets"] != 0 {
+		t.Errorf("writes %v: nothing may be created for an unknown strategy", w)
+	}
+}
+
+// TestSyncAdoptionFailureStopsSD3: a failed adoption is returned and nothing
+// else happens in that sync (SD-3).
+func TestSyncAdoptionFailureStopsSD3(t *testing.T) {
+	d := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
+	orphan := newRS(d, "orphan", "nginx:1", 1, 0, nil)
+	orphan.OwnerReferences = nil
+	f := newFixture(t, d, orphan)
+	f.client.PrependReactor("patch", "replicasets", func(coreAction) (bool, runtimeObject, error) {
+		return true, nil, errQuota
+	})
+	if _, err := f.sync(); err == nil || !strings.Contains(err.Error(), "exceeded quota") {
+		t.Fatalf("err = %v, want the adoption error", err)
+	}
+	f.expectWrites(map[string]int{"patch replicasets": 1})
+}

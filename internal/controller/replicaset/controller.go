@@ -98,9 +98,6 @@ type Controller struct {
 	// ReplicaSet caches.
 	freshness *expectations.ReadYourWrites
 	runner    *runner.Runner
-
-	// synced are the informers' and handler registrations' HasSynced.
-	synced []cache.InformerSynced
 }
 
 // New validates cfg, adds ownership.ControllerIndex to the pod informer and
@@ -141,11 +138,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	if cfg.MaxCacheWait > 0 {
 		c.freshness.MaxWait = cfg.MaxCacheWait
 	}
-	var opts []runner.Option
-	if cfg.Observer != nil {
-		opts = append(opts, runner.WithObserver(cfg.Observer))
-	}
-	c.runner = runner.New(Name, c.sync, opts...)
+	c.runner = runner.New(Name, c.sync, runner.WithObserver(cfg.Observer))
 	if err := c.registerHandlers(klog.FromContext(ctx), cfg); err != nil {
 		return nil, err
 	}
@@ -155,23 +148,8 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 // Run waits for the informer caches, then runs workers sync workers until ctx
 // is done (CM-1: 5 in the controller manager). It blocks; informers must be
 // started by the caller.
-func (c *Controller) Run(ctx context.Context, workers int) {
-	logger := klog.FromContext(ctx)
-	logger.Info("Starting controller", "controller", Name)
-	defer logger.Info("Shutting down controller", "controller", Name)
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
-		return
-	}
-	c.runner.Run(ctx, workers)
-}
+func (c *Controller) Run(ctx context.Context, workers int) { c.runner.Run(ctx, workers) }
 
 // HasSynced reports whether the informer caches and handler registrations
 // have delivered their initial lists.
-func (c *Controller) HasSynced() bool {
-	for _, s := range c.synced {
-		if !s() {
-			return false
-		}
-	}
-	return true
-}
+func (c *Controller) HasSynced() bool { return c.runner.HasSynced() }

@@ -36,7 +36,7 @@ func (c *Controller) registerHandlers(logger klog.Logger, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("replicaset controller: adding the pod event handler: %w", err)
 	}
-	c.synced = []cache.InformerSynced{rsInformer.HasSynced, podInformer.HasSynced, rsReg.HasSynced, podReg.HasSynced}
+	c.runner.WaitFor(rsInformer.HasSynced, podInformer.HasSynced, rsReg.HasSynced, podReg.HasSynced)
 	return nil
 }
 

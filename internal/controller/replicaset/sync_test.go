@@ -3,12 +3,17 @@ package replicaset
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/expectations"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
@@ -160,4 +165,288 @@ func readFromAPI(f *fixture, before int) bool {
 		}
 	}
 	return get && list
+}
+
+// RS-13: from 0 to 3 pods in one sync, with ControllerRef, labels and events.
+func TestSyncCreatesPods(t *testing.T) {
+	f := newFixture(t, testRS(3))
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.count("create", "pods", ""); got != 3 {
+		t.Errorf("pod creates = %d, want 3", got)
+	}
+	if got := f.count("patch", "replicasets", "status"); got != 1 {
+		t.Errorf("status updates = %d, want 1", got)
+	}
+	for _, p := range f.pods() {
+		ref := metav1.GetControllerOf(&p)
+		if ref == nil || ref.UID != "rs-uid" || ref.Kind != "ReplicaSet" || p.Labels["app"] != "web" || p.GenerateName != "rs-" {
+			t.Errorf("pod %s: ControllerRef %+v, labels %v, generateName %q", p.Name, ref, p.Labels, p.GenerateName)
+		}
+	}
+	if got := countPrefix(f.events(), "Normal SuccessfulCreate Created pod: rs-"); got != 3 {
+		t.Errorf("SuccessfulCreate events = %d, want 3", got)
+	}
+	if add, _, _ := f.c.expectations.Pending("ns/rs"); add != 3 {
+		t.Errorf("RS-9 expected creations = %d, want 3", add)
+	}
+	if s := f.rsStatus(); s.ObservedGeneration != 1 || s.Replicas != 0 {
+		t.Errorf("status = %+v; want observedGeneration 1, replicas 0 (pods not yet observed)", s)
+	}
+}
+
+// RS-8/RS-9 and IM-4: a second sync neither creates again while the creations
+// are unobserved, nor acts while the pod cache is older than our creates.
+func TestSyncExpectationsAndConsistencyBlockRecreate(t *testing.T) {
+	// An unrelated pod gives the pod store a known resourceVersion (50).
+	f := newFixture(t, testRS(3), newPod("unrelated", rv("50"), withLabels(map[string]string{"app": "db"})))
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	// IM-4: the pod cache (RV 50) has not observed our creates (RV 101..103).
+	if _, err := f.sync(); err == nil || !strings.Contains(err.Error(), ErrCacheBehind.Error()) {
+		t.Fatalf("second sync err = %v, want ErrCacheBehind", err)
+	}
+	// The creates reach the cache and the handler observes them (EH-10).
+	var pods []*v1.Pod // in creation (resourceVersion) order: rs-101, rs-102, rs-103
+	for _, p := range f.pods() {
+		if p.Name != "unrelated" {
+			pods = append(pods, p.DeepCopy())
+		}
+	}
+	for i, p := range pods {
+		f.addToCache(p)
+		if i < 2 {
+			f.c.onPodAdd(klogFor(f), p)
+		}
+	}
+	// RS-8: one creation is still unobserved, so no new pods.
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.count("create", "pods", ""); got != 3 {
+		t.Fatalf("pod creates = %d after the blocked sync, want 3", got)
+	}
+	f.c.onPodAdd(klogFor(f), pods[2])
+	if !f.c.expectations.SatisfiedExpectations(klogFor(f), "ns/rs") {
+		t.Fatal("expectations must be satisfied after observing all creations")
+	}
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.count("create", "pods", ""); got != 3 {
+		t.Errorf("pod creates = %d, want 3 in total", got)
+	}
+}
+
+// RS-14: scale down deletes the unscheduled, then the not-ready pod.
+func TestSyncScaleDown(t *testing.T) {
+	rs := testRS(1)
+	ready := readySince(testNow.Add(-time.Hour))
+	f := newFixture(t, rs,
+		newPod("ready", ownedBy(rs), webLabels, ready),
+		newPod("unready", ownedBy(rs), webLabels),
+		newPod("unscheduled", ownedBy(rs), webLabels, onNode(""), phase(v1.PodPending)),
+	)
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.count("delete", "pods", ""); got != 2 {
+		t.Errorf("pod deletes = %d, want 2", got)
+	}
+	if names := podNames(f.pods()); names != "ready" {
+		t.Errorf("remaining pods = %s, want ready", names)
+	}
+	if got := countPrefix(f.events(), "Normal SuccessfulDelete Deleted pod: "); got != 2 {
+		t.Errorf("SuccessfulDelete events = %d, want 2", got)
+	}
+	if _, del, _ := f.c.expectations.Pending("ns/rs"); del != 2 {
+		t.Errorf("RS-10 expected deletions = %d, want 2", del)
+	}
+	// EH-12: observing the deletions (one via tombstone) satisfies the expectations.
+	f.c.onPodDelete(klogFor(f), newPod("unready", ownedBy(rs)))
+	f.c.onPodDelete(klogFor(f), cache.DeletedFinalStateUnknown{Key: "ns/unscheduled", Obj: newPod("unscheduled", ownedBy(rs))})
+	if !f.c.expectations.SatisfiedExpectations(klogFor(f), "ns/rs") {
+		t.Error("deletions observed but expectations unsatisfied")
+	}
+}
+
+// AD-1, AD-3..AD-5: an orphan is adopted, a relabeled pod released.
+func TestSyncAdoptsAndReleases(t *testing.T) {
+	rs := testRS(1)
+	f := newFixture(t, rs,
+		newPod("orphan", webLabels),
+		newPod("relabeled", ownedBy(rs), withLabels(map[string]string{"app": "other"})),
+		newPod("foreign", webLabels, func(p *v1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "x", UID: "other", Controller: ptr.To(true)}}
+		}),
+	)
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.count("patch", "pods", ""); got != 2 {
+		t.Errorf("pod patches = %d, want 2 (adopt + release)", got)
+	}
+	if got := f.count("get", "replicasets", ""); got != 1 {
+		t.Errorf("AD-3 uncached RS GETs = %d, want 1", got)
+	}
+	if got := f.count("create", "pods", "") + f.count("delete", "pods", ""); got != 0 {
+		t.Errorf("creates+deletes = %d, want 0: the adopted pod satisfies replicas=1", got)
+	}
+	for _, p := range f.pods() {
+		ref := metav1.GetControllerOf(&p)
+		switch p.Name {
+		case "orphan":
+			if ref == nil || ref.UID != "rs-uid" {
+				t.Errorf("orphan not adopted: %+v", p.OwnerReferences)
+			}
+		case "relabeled":
+			if len(p.OwnerReferences) != 0 {
+				t.Errorf("relabeled pod not released: %+v", p.OwnerReferences)
+			}
+		case "foreign":
+			if ref == nil || ref.UID != "other" {
+				t.Errorf("foreign pod touched: %+v", p.OwnerReferences)
+			}
+		}
+	}
+	if s := f.rsStatus(); s.Replicas != 1 {
+		t.Errorf("status replicas = %d, want 1", s.Replicas)
+	}
+}
+
+// RS-13, RS-17: a failed create stops slow start, sets ReplicaFailure, records
+// FailedCreate and returns the error; unattempted creations are lowered.
+func TestSyncFailedCreate(t *testing.T) {
+	f := newFixture(t, testRS(5))
+	f.client.PrependReactor("create", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, fmt.Errorf("exceeded quota")
+	})
+	if _, err := f.sync(); err == nil || err.Error() != "exceeded quota" {
+		t.Fatalf("sync err = %v, want the create error", err)
+	}
+	if got := f.count("create", "pods", ""); got != 1 {
+		t.Errorf("pod creates = %d, want 1 (slow start stops after batch 1)", got)
+	}
+	conds := f.rsStatus().Conditions
+	if len(conds) != 1 || conds[0].Type != appsv1.ReplicaSetReplicaFailure || conds[0].Reason != ReasonFailedCreate || conds[0].Message != "exceeded quota" {
+		t.Errorf("conditions = %+v, want ReplicaFailure/FailedCreate", conds)
+	}
+	if got := countPrefix(f.events(), "Warning FailedCreate Error creating: exceeded quota"); got != 1 {
+		t.Errorf("FailedCreate events = %d, want 1", got)
+	}
+	if !f.c.expectations.SatisfiedExpectations(klogFor(f), "ns/rs") {
+		t.Error("RS-9: failed and skipped creations must be lowered")
+	}
+}
+
+// RS-18: a status-only change costs exactly one write; an unchanged one none.
+func TestSyncStatusOnly(t *testing.T) {
+	rs := testRS(2)
+	ready := readySince(testNow.Add(-time.Hour))
+	f := newFixture(t, rs, newPod("a", ownedBy(rs), webLabels, ready), newPod("b", ownedBy(rs), webLabels))
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if w, u := f.writes(), f.count("patch", "replicasets", "status"); w != 1 || u != 1 {
+		t.Fatalf("writes = %d, status updates = %d; want 1 and 1", w, u)
+	}
+	s := f.rsStatus()
+	if s.Replicas != 2 || s.ReadyReplicas != 1 || s.AvailableReplicas != 1 || s.FullyLabeledReplicas != 2 || ptr.Deref(s.TerminatingReplicas, -1) != 0 {
+		t.Errorf("status = %+v", s)
+	}
+	written, _ := f.client.AppsV1().ReplicaSets("ns").Get(f.ctx, "rs", metav1.GetOptions{})
+	f.addToCache(written)
+	f.client.ClearActions()
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if w := f.writes(); w != 0 {
+		t.Errorf("writes on an unchanged sync = %d, want 0", w)
+	}
+}
+
+// RS-18: a failed status update is retried once after a GET.
+func TestSyncStatusRetry(t *testing.T) {
+	f := newFixture(t, testRS(0))
+	failures := 0
+	f.client.PrependReactor("patch", "replicasets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		failures++
+		return true, nil, fmt.Errorf("conflict %d", failures)
+	})
+	_, err := f.sync()
+	if err == nil || !strings.Contains(err.Error(), "conflict 2") {
+		t.Errorf("err = %v, want the second failure", err)
+	}
+	if u, g := f.count("patch", "replicasets", "status"), f.count("get", "replicasets", ""); u != 2 || g != 1 {
+		t.Errorf("status updates = %d, GETs = %d; want 2 and 1", u, g)
+	}
+}
+
+// RS-5, RS-7: terminating pods are counted; minReadySeconds wakes the sync
+// up with RequeueAfter (IM-5) when a ready pod becomes available.
+func TestSyncTerminatingAndMinReadyRequeue(t *testing.T) {
+	rs := testRS(1)
+	rs.Spec.MinReadySeconds = 10
+	terminating := newPod("old", ownedBy(rs), webLabels)
+	terminating.DeletionTimestamp = &metav1.Time{Time: testNow}
+	f := newFixture(t, rs, newPod("a", ownedBy(rs), webLabels, readySince(testNow.Add(-3*time.Second))), terminating)
+	res, err := f.sync()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter != 7*time.Second {
+		t.Errorf("RequeueAfter = %v, want 7s", res.RequeueAfter)
+	}
+	s := f.rsStatus()
+	if s.ReadyReplicas != 1 || s.AvailableReplicas != 0 || ptr.Deref(s.TerminatingReplicas, -1) != 1 {
+		t.Errorf("status = %+v; want ready 1, available 0, terminating 1", s)
+	}
+	if got := f.count("create", "pods", "") + f.count("delete", "pods", ""); got != 0 {
+		t.Errorf("pod writes = %d, want 0 (terminating pods are not replicas)", got)
+	}
+}
+
+// Strange objects never crash a sync: invalid selector, nil replicas (VA-2: 1),
+// a deleted ReplicaSet (RS-2, RS-11).
+func TestSyncStrangeObjects(t *testing.T) {
+	t.Run("invalid selector is ignored", func(t *testing.T) {
+		rs := testRS(3)
+		rs.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Bogus"}}}
+		f := newFixture(t, rs)
+		if _, err := f.sync(); err != nil || f.writes() != 0 {
+			t.Errorf("err = %v, writes = %d; want nil and 0", err, f.writes())
+		}
+	})
+	t.Run("nil replicas means 1", func(t *testing.T) {
+		rs := testRS(0)
+		rs.Spec.Replicas = nil
+		f := newFixture(t, rs)
+		if _, err := f.sync(); err != nil || f.count("create", "pods", "") != 1 {
+			t.Errorf("err = %v, creates = %d; want nil and 1", err, f.count("create", "pods", ""))
+		}
+	})
+	t.Run("deleted ReplicaSet clears expectations", func(t *testing.T) {
+		f := newFixture(t)
+		f.c.expectations.ExpectCreations(klogFor(f), "ns/rs", 3)
+		f.c.freshness.Written("ns/rs", resourcePods, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", ResourceVersion: "999"}})
+		if _, err := f.sync(); err != nil || f.writes() != 0 {
+			t.Fatalf("err = %v, writes = %d", err, f.writes())
+		}
+		if _, _, ok := f.c.expectations.Pending("ns/rs"); ok || f.c.freshness.Pending("ns/rs") {
+			t.Error("RS-11: expectations and read-your-writes record must be cleared")
+		}
+	})
+	t.Run("template without labels", func(t *testing.T) {
+		rs := testRS(1)
+		rs.Spec.Template.Labels = nil
+		f := newFixture(t, rs)
+		if _, err := f.sync(); err == nil || err.Error() != "unable to create pods, no labels" {
+			t.Errorf("err = %v", err)
+		}
+		if f.count("create", "pods", "") != 0 {
+			t.Error("no pod may be created from a template without labels")
+		}
+	})
 }

@@ -48,6 +48,8 @@ type Runner struct {
 	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	sync     SyncFunc
 	observer Observer
+	// synced are the informers' and handler registrations' HasSynced (WaitFor).
+	synced []cache.InformerSynced
 	// now is a test seam for sync durations.
 	now func() time.Time
 }
@@ -63,8 +65,23 @@ func WithRateLimiter(rl workqueue.TypedRateLimiter[cache.ObjectName]) Option {
 	}
 }
 
-// WithObserver reports each finished sync to o.
+// WithObserver reports each finished sync to o; a nil o reports nothing.
 func WithObserver(o Observer) Option { return func(r *Runner) { r.observer = o } }
+
+// WaitFor adds the HasSynced functions (of informers and of handler
+// registrations) that Run waits for before starting workers and that
+// HasSynced reports on. Call it before Run.
+func (r *Runner) WaitFor(synced ...cache.InformerSynced) { r.synced = append(r.synced, synced...) }
+
+// HasSynced reports whether every function given to WaitFor reports synced.
+func (r *Runner) HasSynced() bool {
+	for _, s := range r.synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
 
 // New returns a Runner whose queue is named name ("deployment", "replicaset")
 // and uses DefaultTypedControllerRateLimiter: per-key exponential backoff from
@@ -92,12 +109,19 @@ func (r *Runner) Len() int { return r.queue.Len() }
 // NumRequeues returns how many times key has been retried since its last success.
 func (r *Runner) NumRequeues(key cache.ObjectName) int { return r.queue.NumRequeues(key) }
 
-// Run starts workers goroutines and blocks until ctx is done; it then shuts the
-// queue down and waits for in-flight syncs to finish. A worker that returns is
-// restarted after 1s (CM-1). Callers wait for informer caches before calling Run.
+// Run waits for the caches given to WaitFor, then starts workers goroutines
+// and blocks until ctx is done; it then shuts the queue down and waits for
+// in-flight syncs to finish. A worker that returns is restarted after 1s
+// (CM-1). If ctx ends before the caches sync, Run returns without syncing.
 func (r *Runner) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
+	logger.Info("Starting controller", "controller", r.name)
+	defer logger.Info("Shutting down controller", "controller", r.name)
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, r.synced...) {
+		r.queue.ShutDown()
+		return
+	}
 	var wg sync.WaitGroup
 	go func() {
 		<-ctx.Done()

@@ -1,0 +1,119 @@
+package deployment
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// TestSyncRecreateRC: old scaled to 0 first, new RS only after old pods are gone.
+func TestSyncRecreateRC(t *testing.T) {
+	d := newDeployment(3, intstr.FromInt32(0), intstr.FromInt32(0))
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+	d.Spec.Template = podTemplate("nginx:2")
+	d.Annotations = map[string]string{RevisionAnnotation: "1"}
+	old := withStatus(newRS(d, "nginx-a", "nginx:1", 3, 0, sizeAnnotations(3, 3, 1)), 3, 3)
+	f := newFixture(t, d, old)
+	f.enforceOptimisticConcurrency()
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if w := f.writes(); w["create replicasets"] != 0 || w["patch replicasets"] != 1 || *f.rs("nginx-a").Spec.Replicas != 0 {
+		t.Fatalf("RC-2: writes %v", w)
+	}
+	// IM-4: the cache has not seen our write yet, so the sync refuses to act.
+	if _, err := f.sync(); err == nil {
+		t.Fatal("IM-4: acted on a cache older than our own write")
+	}
+	f.expectWrites(map[string]int{})
+	f.observe()
+	// RC-3: old RS still reports replicas: wait.
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if w := f.writes(); w["create replicasets"] != 0 {
+		t.Fatalf("RC-3: created while old pods run: %v", w)
+	}
+	f.setRSStatus("nginx-a", 0, 0)
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if w := f.writes(); w["create replicasets"] != 1 {
+		t.Fatalf("RC-4: writes %v", w)
+	}
+	if rs := f.rs("nginx-" + computeHash(&d.Spec.Template, nil)); *rs.Spec.Replicas != 3 {
+		t.Errorf("RC-4 new RS size %d, want 3", *rs.Spec.Replicas)
+	}
+}
+
+// TestSyncRecreateScalingIM3: a scaling event with two active RSs is applied
+// to the RS that survives (IM-3) and consumes the event.
+func TestSyncRecreateScalingIM3(t *testing.T) {
+	d := newDeployment(5, intstr.FromInt32(0), intstr.FromInt32(0))
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+	old := withStatus(newRS(d, "nginx-a", "nginx:1", 2, 0, sizeAnnotations(3, 3, 1)), 2, 2)
+	nrs := withStatus(newRS(d, "nginx-b", "nginx:1.14.2", 3, 1, sizeAnnotations(3, 3, 2)), 3, 3)
+	d.Annotations = map[string]string{RevisionAnnotation: "2"}
+	f := newFixture(t, d, old, nrs)
+	f.enforceOptimisticConcurrency()
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.rs("nginx-b"); *got.Spec.Replicas != 5 || got.Annotations[DesiredReplicasAnnotation] != "5" {
+		t.Errorf("new RS = %d %v", *got.Spec.Replicas, got.Annotations)
+	}
+	if got := f.rs("nginx-a"); *got.Spec.Replicas != 2 || got.Annotations[DesiredReplicasAnnotation] != "5" {
+		t.Errorf("old RS = %d %v", *got.Spec.Replicas, got.Annotations)
+	}
+	f.observe()
+	rss := []*appsv1.ReplicaSet{f.rs("nginx-a"), f.rs("nginx-b")}
+	if isScalingEvent(f.deployment(), rss) {
+		t.Error("scaling event not consumed")
+	}
+}
+
+// TestOldPodsRunningRC3: a Recreate rollout waits while any old ReplicaSet
+// reports replicas, or any pod of a ReplicaSet other than the new one is
+// neither Failed nor Succeeded (terminating pods included); pods of the new
+// ReplicaSet never count.
+func TestOldPodsRunningRC3(t *testing.T) {
+	d := newDeployment(3, intstr.FromInt32(0), intstr.FromInt32(1))
+	old := newRS(d, "old", "nginx:1", 0, 0, nil)
+	cur := newRS(d, "cur", "nginx:2", 3, 1, nil)
+	pod := func(phase v1.PodPhase, terminating bool) *v1.Pod {
+		p := &v1.Pod{Status: v1.PodStatus{Phase: phase}}
+		if terminating {
+			p.DeletionTimestamp = &metav1.Time{Time: baseTime}
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name     string
+		oldReady int32
+		pods     map[types.UID][]*v1.Pod
+		want     bool
+	}{
+		{"nothing left", 0, nil, false},
+		{"old status still counts replicas", 1, nil, true},
+		{"an old pod running", 0, map[types.UID][]*v1.Pod{old.UID: {pod(v1.PodRunning, false)}}, true},
+		{"an old pod terminating", 0, map[types.UID][]*v1.Pod{old.UID: {pod(v1.PodRunning, true)}}, true},
+		{"an old pod pending", 0, map[types.UID][]*v1.Pod{old.UID: {pod(v1.PodPending, false)}}, true},
+		{"old pods finished", 0, map[types.UID][]*v1.Pod{old.UID: {pod(v1.PodSucceeded, false), pod(v1.PodFailed, true)}}, false},
+		{"only new pods run", 0, map[types.UID][]*v1.Pod{cur.UID: {pod(v1.PodRunning, false)}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := withStatus(old.DeepCopy(), tc.oldReady, tc.oldReady)
+			if got := oldPodsRunning(cur, []*appsv1.ReplicaSet{o}, tc.pods); got != tc.want {
+				t.Errorf("oldPodsRunning = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if !oldPodsRunning(nil, nil, map[types.UID][]*v1.Pod{old.UID: {pod(v1.PodRunning, false)}}) {
+		t.Error("with no new ReplicaSet yet, a running pod of any ReplicaSet must count")
+	}
+}

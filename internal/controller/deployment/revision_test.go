@@ -1,0 +1,154 @@
+package deployment
+
+import (
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+func TestRevisionHistoryRV6(t *testing.T) {
+	long := strings.Repeat("9", 999)
+	for _, tc := range []struct {
+		name, history, old string
+		maxLen             int
+		want               string
+	}{
+		{"RV-6 empty history", "", "3", 2000, "3"},
+		{"RV-6 append", "1,2", "3", 2000, "1,2,3"},
+		{"RV-6 exactly fits", "12", "34", 5, "12,34"},
+		{"RV-6 drops oldest until it fits", "1,2,3", "4", 5, "2,3,4"},
+		{"RV-6 drops several", long + "," + long, "5", 2000, long + ",5"},
+		{"RV-6 unchanged when old alone is too long", "1", "123456", 5, "1"},
+		{"RV-6 all dropped, old fits", "12345", "6", 5, "6"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := appendRevisionHistory(tc.history, tc.old, tc.maxLen); got != tc.want {
+				t.Errorf("appendRevisionHistory(%q, %q) = %q, want %q", tc.history, tc.old, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRevisions(t *testing.T) {
+	d := newDeployment(1, intstr.FromInt32(1), intstr.FromInt32(0))
+	rev := func(v string) *appsv1.ReplicaSet {
+		return newRS(d, "rs"+v, "x", 0, 0, map[string]string{RevisionAnnotation: v})
+	}
+	for _, tc := range []struct {
+		name              string
+		rss               []*appsv1.ReplicaSet
+		wantMax, wantLast int64
+	}{
+		{"none", nil, 0, 0},
+		{"missing is 0", []*appsv1.ReplicaSet{newRS(d, "a", "x", 0, 0, nil)}, 0, 0},
+		{"OM-1 int64", []*appsv1.ReplicaSet{rev("3546343826724305832")}, 3546343826724305832, 0},
+		{"unparseable skipped", []*appsv1.ReplicaSet{rev("x"), rev("2"), rev("5")}, 5, 2},
+		{"RB-3 tie on highest", []*appsv1.ReplicaSet{rev("4"), rev("4"), rev("1")}, 4, 4},
+		{"RB-3 second highest", []*appsv1.ReplicaSet{rev("1"), rev("7"), rev("3")}, 7, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := maxRevision(tc.rss); got != tc.wantMax {
+				t.Errorf("maxRevision = %d, want %d", got, tc.wantMax)
+			}
+			if got := lastRevision(tc.rss); got != tc.wantLast {
+				t.Errorf("lastRevision = %d, want %d", got, tc.wantLast)
+			}
+		})
+	}
+}
+
+func TestAnnotationCopyOM8(t *testing.T) {
+	d := newDeployment(1, intstr.FromInt32(1), intstr.FromInt32(0))
+	d.Annotations = map[string]string{
+		lastAppliedConfigAnnotation: "{}", RevisionAnnotation: "9", RevisionHistoryAnnotation: "1",
+		DesiredReplicasAnnotation: "5", MaxReplicasAnnotation: "6", RollbackToAnnotation: "0",
+		"kubernetes.io/change-cause": "v2", "custom": "x",
+	}
+	rs := newRS(d, "a", "x", 1, 0, map[string]string{"custom": "x", "rs-only": "keep", RevisionAnnotation: "2"})
+	if !copyDeploymentAnnotations(d, rs) {
+		t.Fatal("expected a change")
+	}
+	want := map[string]string{"custom": "x", "rs-only": "keep", RevisionAnnotation: "2", "kubernetes.io/change-cause": "v2"}
+	if len(rs.Annotations) != len(want) {
+		t.Fatalf("annotations = %v, want %v", rs.Annotations, want)
+	}
+	for k, v := range want {
+		if rs.Annotations[k] != v {
+			t.Errorf("annotation %s = %q, want %q", k, rs.Annotations[k], v)
+		}
+	}
+	if copyDeploymentAnnotations(d, rs) {
+		t.Error("second copy must report no change")
+	}
+	t.Run("RB-6 rollback annotations", func(t *testing.T) {
+		got := rollbackAnnotations(d, rs)
+		for _, k := range []string{lastAppliedConfigAnnotation, RevisionAnnotation, RollbackToAnnotation} {
+			if got[k] != d.Annotations[k] {
+				t.Errorf("skip-listed %s = %q, want the deployment's %q", k, got[k], d.Annotations[k])
+			}
+		}
+		if got["rs-only"] != "keep" || got["kubernetes.io/change-cause"] != "v2" {
+			t.Errorf("rs annotations not copied: %v", got)
+		}
+	})
+}
+
+func TestSetNewReplicaSetRevisionRV2(t *testing.T) {
+	d := newDeployment(1, intstr.FromInt32(1), intstr.FromInt32(0))
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		newRevision int64
+		wantChanged bool
+		wantRev     string
+		wantHistory string
+	}{
+		{"missing revision set, no history", nil, 3, true, "3", ""},
+		{"bumped appends history", map[string]string{RevisionAnnotation: "1"}, 4, true, "4", "1"},
+		{"bumped appends to existing history", map[string]string{RevisionAnnotation: "2", RevisionHistoryAnnotation: "1"}, 4, true, "4", "1,2"},
+		{"RV-7 never lowered", map[string]string{RevisionAnnotation: "9"}, 4, false, "9", ""},
+		{"unparseable reports unchanged", map[string]string{RevisionAnnotation: "x"}, 4, false, "x", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := newRS(d, "a", "x", 1, 0, tc.annotations)
+			if got := setNewReplicaSetRevision(d, rs, tc.newRevision); got != tc.wantChanged {
+				t.Errorf("changed = %v, want %v", got, tc.wantChanged)
+			}
+			if rs.Annotations[RevisionAnnotation] != tc.wantRev || rs.Annotations[RevisionHistoryAnnotation] != tc.wantHistory {
+				t.Errorf("revision %q history %q, want %q %q", rs.Annotations[RevisionAnnotation], rs.Annotations[RevisionHistoryAnnotation], tc.wantRev, tc.wantHistory)
+			}
+		})
+	}
+}
+
+func TestReplicasAnnotationOM3(t *testing.T) {
+	d := newDeployment(1, intstr.FromInt32(1), intstr.FromInt32(0))
+	for _, tc := range []struct {
+		name   string
+		value  *string
+		want   int32
+		wantOK bool
+	}{
+		{"missing", nil, 0, false},
+		{"ok", ptr.To("10"), 10, true},
+		{"zero parses", ptr.To("0"), 0, true},
+		{"negative", ptr.To("-1"), 0, false},
+		{"above MaxInt32", ptr.To("2147483648"), 0, false},
+		{"MaxInt32", ptr.To("2147483647"), 2147483647, true},
+		{"garbage", ptr.To("ten"), 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := newRS(d, "a", "x", 1, 0, nil)
+			if tc.value != nil {
+				rs.Annotations = map[string]string{DesiredReplicasAnnotation: *tc.value}
+			}
+			got, ok := replicasAnnotation(rs, DesiredReplicasAnnotation)
+			if got != tc.want || ok != tc.wantOK {
+				t.Errorf("got %d,%v want %d,%v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
