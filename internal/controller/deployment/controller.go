@@ -58,22 +58,8 @@ type Config struct {
 
 // Validate returns an error naming every missing or invalid field.
 func (c Config) Validate() error {
-	var errs []error
-	if c.Client == nil {
-		errs = append(errs, errors.New("Client is required"))
-	}
-	if c.Deployments == nil {
-		errs = append(errs, errors.New("Deployments informer is required"))
-	}
-	if c.ReplicaSets == nil {
-		errs = append(errs, errors.New("ReplicaSets informer is required"))
-	}
-	if c.Pods == nil {
-		errs = append(errs, errors.New("Pods informer is required"))
-	}
-	if c.Recorder == nil {
-		errs = append(errs, errors.New("Recorder is required"))
-	}
+	errs := runner.RequiredFields(map[string]any{"Client": c.Client, "Recorder": c.Recorder,
+		"Deployments informer": c.Deployments, "ReplicaSets informer": c.ReplicaSets, "Pods informer": c.Pods})
 	if c.MaxCacheWait < 0 {
 		errs = append(errs, fmt.Errorf("MaxCacheWait must not be negative, got %v", c.MaxCacheWait))
 	}
@@ -122,13 +108,10 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		podIndexer: podInformer.GetIndexer(),
 		recorder:   cfg.Recorder,
 		clock:      cfg.Clock,
-		freshness: expectations.NewReadYourWrites(Name, cfg.Clock, map[string]expectations.Cache{
+		freshness: expectations.NewReadYourWrites(Name, cfg.Clock, cfg.MaxCacheWait, map[string]expectations.Cache{
 			resourceReplicaSets: expectations.InformerCache(rsInformer),
 			resourceDeployments: expectations.InformerCache(dInformer),
 		}),
-	}
-	if cfg.MaxCacheWait > 0 {
-		c.freshness.MaxWait = cfg.MaxCacheWait
 	}
 	c.runner = runner.New(Name, c.syncDeployment, runner.WithObserver(cfg.Observer))
 	if err := c.registerHandlers(klog.FromContext(ctx), cfg); err != nil {
@@ -137,11 +120,11 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	return c, nil
 }
 
-// Run waits for the informer caches, then runs workers sync workers until ctx
-// is done (CM-1: 5 in the controller manager). It blocks; informers must be
-// started by the caller.
+// Run syncs Deployments with workers workers (CM-1: 5 in the controller
+// manager) once the Deployment, ReplicaSet and pod caches have synced, until
+// ctx is done. It blocks; the caller starts the informers.
 func (c *Controller) Run(ctx context.Context, workers int) { c.runner.Run(ctx, workers) }
 
-// HasSynced reports whether the informer caches and handler registrations
-// have delivered their initial lists.
+// HasSynced reports whether the three informers and this controller's
+// handlers have seen their initial lists.
 func (c *Controller) HasSynced() bool { return c.runner.HasSynced() }

@@ -1,7 +1,7 @@
 package deployment
 
 import (
-	"fmt"
+	"errors"
 	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,40 +15,24 @@ import (
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
-// registerHandlers wires EH-1..EH-8 and collects what HasSynced waits for.
-// Handlers only enqueue (house style pattern 1).
+// registerHandlers wires EH-1..EH-8; Run waits for them to sync. Handlers
+// only enqueue (house style pattern 1).
 func (c *Controller) registerHandlers(logger klog.Logger, cfg Config) error {
-	dInformer, rsInformer, podInformer := cfg.Deployments.Informer(), cfg.ReplicaSets.Informer(), cfg.Pods.Informer()
-	dReg, err := dInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.onDeployment(logger, obj) },
-		UpdateFunc: func(_, cur any) { c.onDeployment(logger, cur) },
-		DeleteFunc: func(obj any) { c.onDeployment(logger, obj) },
-	})
-	if err != nil {
-		return fmt.Errorf("deployment controller: adding the Deployment event handler: %w", err)
-	}
-	rsReg, err := rsInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.onReplicaSetAdd(logger, obj) },
-		UpdateFunc: func(old, cur any) { c.onReplicaSetUpdate(logger, old, cur) },
-		DeleteFunc: func(obj any) { c.onReplicaSetDelete(logger, obj) },
-	})
-	if err != nil {
-		return fmt.Errorf("deployment controller: adding the ReplicaSet event handler: %w", err)
-	}
-	podReg, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		DeleteFunc: func(obj any) { c.onPodDelete(logger, obj) },
-	})
-	if err != nil {
-		return fmt.Errorf("deployment controller: adding the pod event handler: %w", err)
-	}
-	c.runner.WaitFor(dInformer.HasSynced, rsInformer.HasSynced, podInformer.HasSynced,
-		dReg.HasSynced, rsReg.HasSynced, podReg.HasSynced)
-	return nil
-}
-
-// enqueue adds d's key to the work queue.
-func (c *Controller) enqueue(d *appsv1.Deployment) {
-	c.runner.Enqueue(cache.MetaObjectToName(d))
+	return errors.Join(
+		c.runner.Handle(cfg.Deployments.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onDeployment(logger, obj) },
+			UpdateFunc: func(_, cur any) { c.onDeployment(logger, cur) },
+			DeleteFunc: func(obj any) { c.onDeployment(logger, obj) },
+		}),
+		c.runner.Handle(cfg.ReplicaSets.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onReplicaSetAdd(logger, obj) },
+			UpdateFunc: func(old, cur any) { c.onReplicaSetUpdate(logger, old, cur) },
+			DeleteFunc: func(obj any) { c.onReplicaSetDelete(logger, obj) },
+		}),
+		c.runner.Handle(cfg.Pods.Informer(), cache.ResourceEventHandlerFuncs{
+			DeleteFunc: func(obj any) { c.onPodDelete(logger, obj) },
+		}),
+	)
 }
 
 // onDeployment enqueues the Deployment on add, update (resyncs included) and
@@ -58,7 +42,7 @@ func (c *Controller) onDeployment(logger klog.Logger, obj any) {
 	if !ok {
 		return
 	}
-	c.enqueue(d)
+	c.runner.EnqueueObject(d)
 }
 
 // deploymentFor resolves a ControllerRef to a cached Deployment (EH-5).
@@ -75,7 +59,7 @@ func (c *Controller) enqueueOwner(namespace string, ref *metav1.OwnerReference) 
 		return false
 	}
 	if d, ok := c.deploymentFor(namespace, ref); ok {
-		c.enqueue(d)
+		c.runner.EnqueueObject(d)
 	}
 	return true
 }
@@ -97,7 +81,7 @@ func (c *Controller) enqueueMatching(logger klog.Logger, rs *appsv1.ReplicaSet) 
 		if err != nil || selector.Empty() || !selector.Matches(labels.Set(rs.Labels)) {
 			continue
 		}
-		c.enqueue(d)
+		c.runner.EnqueueObject(d)
 	}
 }
 
@@ -174,7 +158,7 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 		return
 	}
 	if waitsForTermination(d) {
-		c.enqueue(d)
+		c.runner.EnqueueObject(d)
 		return
 	}
 	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
@@ -183,7 +167,7 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 	if c.deploymentOwnsPods(d) {
 		return
 	}
-	c.enqueue(d)
+	c.runner.EnqueueObject(d)
 }
 
 // deploymentOwnsPods reports whether any cached ReplicaSet controlled by d

@@ -96,23 +96,9 @@ func (sc *syncContext) reconcileOldReplicaSets(ctx context.Context) (bool, error
 // A). A ReplicaSet whose available count is at or above its size has
 // nothing unhealthy (upstream errors when available > size).
 func unhealthyScaleDowns(activeOld []*appsv1.ReplicaSet, budget int32) plan {
-	sorted := append([]*appsv1.ReplicaSet(nil), activeOld...)
-	sortOldestFirst(sorted)
-	var out plan
-	var total int32
-	for _, rs := range sorted {
-		if total >= budget {
-			break
-		}
-		spec, avail := specReplicas(rs), rs.Status.AvailableReplicas
-		if spec == 0 || avail >= spec {
-			continue
-		}
-		n := min(budget-total, spec-avail)
-		out = append(out, resize{rs: rs, size: spec - n})
-		total += n
-	}
-	return out
+	return oldestFirst(activeOld, budget, func(rs *appsv1.ReplicaSet) int32 {
+		return max(0, specReplicas(rs)-rs.Status.AvailableReplicas)
+	})
 }
 
 // healthyScaleDowns returns the plan that removes replicas of active old
@@ -126,26 +112,24 @@ func unhealthyScaleDowns(activeOld []*appsv1.ReplicaSet, budget int32) plan {
 // minAvailable (seen on the embedded control plane: old 10 with 15 available
 // + new 15 with 8 available gave a budget of 8 instead of 3).
 func healthyScaleDowns(f fenceposts, activeOld, allRSs []*appsv1.ReplicaSet) plan {
-	available := sumAvailableWithinSize(allRSs)
-	floor := f.minAvailable()
-	if available <= floor {
-		return nil
-	}
-	budget := available - floor
-	sorted := append([]*appsv1.ReplicaSet(nil), activeOld...)
+	budget := sumAvailableWithinSize(allRSs) - f.minAvailable()
+	return oldestFirst(activeOld, budget, specReplicas)
+}
+
+// oldestFirst returns the plan that removes up to budget replicas in total
+// (none when budget ≤ 0) from rss, oldest first, at most most(rs) (≥ 0,
+// ≤ its size) from each; ReplicaSets it takes nothing from are left out.
+func oldestFirst(rss []*appsv1.ReplicaSet, budget int32, most func(*appsv1.ReplicaSet) int32) plan {
+	sorted := append([]*appsv1.ReplicaSet(nil), rss...)
 	sortOldestFirst(sorted)
 	var out plan
-	var scaled int32
 	for _, rs := range sorted {
-		if scaled >= budget {
-			break
-		}
-		if specReplicas(rs) == 0 {
+		n := min(budget, most(rs))
+		if n <= 0 {
 			continue
 		}
-		n := min(specReplicas(rs), budget-scaled)
 		out = append(out, resize{rs: rs, size: specReplicas(rs) - n})
-		scaled += n
+		budget -= n
 	}
 	return out
 }

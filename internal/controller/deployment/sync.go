@@ -19,15 +19,10 @@ import (
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
-// ErrCacheBehind is returned by a sync (and so retried with backoff) while
-// the informer caches do not show this controller's own last writes for the
-// Deployment (IM-4).
-var ErrCacheBehind = fmt.Errorf("informer caches have not observed our last writes yet (%w)", runner.ErrWaiting)
-
 // syncDeployment reconciles one Deployment key in the order SD-1..SD-13.
 // It returns an error to retry with backoff and Result.RequeueAfter for a
 // progress-deadline check (ST-16). IM-4: while the caches do not show this
-// controller's own writes for the Deployment it waits (ErrCacheBehind); once
+// controller's own writes for the Deployment it waits (runner.ErrCacheBehind); once
 // they have been behind for longer than MaxCacheWait it reads the Deployment
 // and the namespace's ReplicaSets from the API server, acts on that, and
 // checks again after MaxCacheWait.
@@ -36,7 +31,7 @@ func (c *Controller) syncDeployment(ctx context.Context, key cache.ObjectName) (
 	ctx = klog.NewContext(ctx, logger)
 	freshness := c.freshness.Check(logger, key.String())
 	if freshness == expectations.Behind {
-		return runner.Result{}, fmt.Errorf("Deployment %s: %w", key, ErrCacheBehind)
+		return runner.Result{}, fmt.Errorf("Deployment %s: %w", key, runner.ErrCacheBehind)
 	}
 	live := freshness == expectations.Stale
 	stored, err := c.getDeployment(ctx, key, live)

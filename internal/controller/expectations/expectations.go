@@ -46,16 +46,20 @@ type record struct {
 }
 
 // NewTracker returns an empty Tracker for controller using clk (nil means the
-// real clock) and the 5 minute DefaultTimeout. It registers the package
+// real clock) and timeout as the record TTL (0 means the 5 minute
+// DefaultTimeout; RS-8). It registers the package
 // metrics in the legacy registry on first use and exports the controller's
 // expiry counter at 0, so /metrics shows it before the first expiry.
-func NewTracker(controller string, clk clock.PassiveClock) *Tracker {
+func NewTracker(controller string, clk clock.PassiveClock, timeout time.Duration) *Tracker {
 	registerMetrics()
 	expectationsExpired.WithLabelValues(controller)
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Tracker{Controller: controller, Clock: clk, Timeout: DefaultTimeout, records: map[string]*record{}}
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	return &Tracker{Controller: controller, Clock: clk, Timeout: timeout, records: map[string]*record{}}
 }
 
 // SatisfiedExpectations reports whether the controller may act on key: true

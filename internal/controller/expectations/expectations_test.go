@@ -14,7 +14,7 @@ const rsKey = "ns/rs"
 func newTestTracker(t *testing.T) (*Tracker, *clocktesting.FakeClock, klog.Logger, *[]string) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	tr := NewTracker("replicaset", clk)
+	tr := NewTracker("replicaset", clk, 0)
 	var expired []string
 	tr.OnExpired = func(key string) { expired = append(expired, key) }
 	logger, _ := ktesting.NewTestContext(t)

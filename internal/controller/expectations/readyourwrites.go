@@ -128,20 +128,24 @@ type pendingWrites struct {
 // NewReadYourWrites returns a guard for controller. caches maps each
 // resource name used with Written and Deleted ("pods", "replicasets",
 // "deployments") to its informer (see InformerCache); writes to a resource
-// without a Cache never block. clk nil means the real clock.
-func NewReadYourWrites(controller string, clk clock.PassiveClock, caches map[string]Cache) *ReadYourWrites {
+// without a Cache never block. clk nil means the real clock; maxWait 0 means
+// DefaultMaxCacheWait (1 minute).
+func NewReadYourWrites(controller string, clk clock.PassiveClock, maxWait time.Duration, caches map[string]Cache) *ReadYourWrites {
 	registerMetrics()
 	cacheBehindWaits.WithLabelValues(controller)
 	cacheBehindLiveReads.WithLabelValues(controller)
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
+	if maxWait == 0 {
+		maxWait = DefaultMaxCacheWait
+	}
 	c := make(map[string]Cache, len(caches))
 	for k, v := range caches {
 		c[k] = v
 	}
 	return &ReadYourWrites{
-		Controller: controller, Clock: clk, MaxWait: DefaultMaxCacheWait,
+		Controller: controller, Clock: clk, MaxWait: maxWait,
 		caches: c, records: map[string]*pendingWrites{},
 	}
 }

@@ -93,7 +93,7 @@ func TestReadYourWritesCheck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			logger, _ := ktesting.NewTestContext(t)
 			clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-			g := NewReadYourWrites("test-"+tc.name, clk, map[string]Cache{"pods": tc.pods.cache(), "replicasets": tc.rss.cache()})
+			g := NewReadYourWrites("test-"+tc.name, clk, 0, map[string]Cache{"pods": tc.pods.cache(), "replicasets": tc.rss.cache()})
 			for _, w := range tc.writes {
 				if w.deleted {
 					g.Deleted("ns/rs", w.resource, w.obj)
@@ -119,7 +119,7 @@ func TestReadYourWritesNeverExpires(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	clk := clocktesting.NewFakeClock(time.Now())
 	pods := &fakeCache{observed: "10"}
-	g := NewReadYourWrites("never-expires", clk, map[string]Cache{"pods": pods.cache()})
+	g := NewReadYourWrites("never-expires", clk, 0, map[string]Cache{"pods": pods.cache()})
 	g.Written("ns/rs", "pods", pod("a", "1", "11", false))
 	for i := 0; i < 50; i++ {
 		if got := g.Check(logger, "ns/rs"); got == Fresh {
@@ -142,7 +142,7 @@ func TestReadYourWritesWaitStartsAtOldestUnshownWrite(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	clk := clocktesting.NewFakeClock(time.Now())
 	pods := &fakeCache{observed: "1"}
-	g := NewReadYourWrites("oldest", clk, map[string]Cache{"pods": pods.cache()})
+	g := NewReadYourWrites("oldest", clk, 0, map[string]Cache{"pods": pods.cache()})
 	g.MaxWait = 10 * time.Second
 	for rv := 2; rv < 8; rv++ {
 		g.Written("ns/rs", "pods", pod("a", "1", string(rune('0'+rv)), false))
@@ -157,7 +157,7 @@ func TestReadYourWritesWaitStartsAtOldestUnshownWrite(t *testing.T) {
 func TestReadYourWritesForget(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	pods := &fakeCache{observed: "1"}
-	g := NewReadYourWrites("forget", nil, map[string]Cache{"pods": pods.cache()})
+	g := NewReadYourWrites("forget", nil, 0, map[string]Cache{"pods": pods.cache()})
 	g.Written("ns/rs", "pods", pod("a", "1", "5", false))
 	g.Forget("ns/rs")
 	if got := g.Check(logger, "ns/rs"); got != Fresh {
@@ -170,7 +170,7 @@ func TestReadYourWritesMetrics(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	clk := clocktesting.NewFakeClock(time.Now())
 	pods := &fakeCache{observed: "1"}
-	g := NewReadYourWrites("metrics-test", clk, map[string]Cache{"pods": pods.cache()})
+	g := NewReadYourWrites("metrics-test", clk, 0, map[string]Cache{"pods": pods.cache()})
 	g.Written("ns/rs", "pods", pod("a", "1", "5", false))
 	g.Check(logger, "ns/rs")
 	g.Check(logger, "ns/rs")
@@ -188,7 +188,7 @@ func TestReadYourWritesMetrics(t *testing.T) {
 
 // TestReadYourWritesNextCheck: only a Stale sync is rechecked, within MaxWait.
 func TestReadYourWritesNextCheck(t *testing.T) {
-	g := NewReadYourWrites("next-check", nil, nil)
+	g := NewReadYourWrites("next-check", nil, 0, nil)
 	cases := []struct {
 		f           Freshness
 		after, want time.Duration

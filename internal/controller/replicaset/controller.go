@@ -60,24 +60,13 @@ type Config struct {
 
 // Validate returns an error naming every missing or invalid field.
 func (c Config) Validate() error {
-	var errs []error
-	if c.Client == nil {
-		errs = append(errs, errors.New("Client is required"))
-	}
-	if c.ReplicaSets == nil {
-		errs = append(errs, errors.New("ReplicaSets informer is required"))
-	}
-	if c.Pods == nil {
-		errs = append(errs, errors.New("Pods informer is required"))
-	}
-	if c.Recorder == nil {
-		errs = append(errs, errors.New("Recorder is required"))
+	errs := runner.RequiredFields(map[string]any{"Client": c.Client, "Recorder": c.Recorder,
+		"ReplicaSets informer": c.ReplicaSets, "Pods informer": c.Pods})
+	if c.ExpectationsTimeout < 0 || c.MaxCacheWait < 0 {
+		errs = append(errs, fmt.Errorf("ExpectationsTimeout and MaxCacheWait must not be negative, got %v and %v", c.ExpectationsTimeout, c.MaxCacheWait))
 	}
 	if c.BurstReplicas < 0 {
 		errs = append(errs, fmt.Errorf("BurstReplicas must not be negative, got %d", c.BurstReplicas))
-	}
-	if c.ExpectationsTimeout < 0 || c.MaxCacheWait < 0 {
-		errs = append(errs, fmt.Errorf("ExpectationsTimeout and MaxCacheWait must not be negative, got %v and %v", c.ExpectationsTimeout, c.MaxCacheWait))
 	}
 	return errors.Join(errs...)
 }
@@ -126,30 +115,21 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		recorder:      cfg.Recorder,
 		burstReplicas: cfg.BurstReplicas,
 		clock:         cfg.Clock,
-		expectations:  expectations.NewTracker(Name, cfg.Clock),
-		freshness: expectations.NewReadYourWrites(Name, cfg.Clock, map[string]expectations.Cache{
+		expectations:  expectations.NewTracker(Name, cfg.Clock, cfg.ExpectationsTimeout),
+		freshness: expectations.NewReadYourWrites(Name, cfg.Clock, cfg.MaxCacheWait, map[string]expectations.Cache{
 			resourcePods:        expectations.InformerCache(podInformer),
 			resourceReplicaSets: expectations.InformerCache(rsInformer),
 		}),
 	}
-	if cfg.ExpectationsTimeout > 0 {
-		c.expectations.Timeout = cfg.ExpectationsTimeout
-	}
-	if cfg.MaxCacheWait > 0 {
-		c.freshness.MaxWait = cfg.MaxCacheWait
-	}
 	c.runner = runner.New(Name, c.sync, runner.WithObserver(cfg.Observer))
-	if err := c.registerHandlers(klog.FromContext(ctx), cfg); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return c, c.registerHandlers(klog.FromContext(ctx), cfg)
 }
 
-// Run waits for the informer caches, then runs workers sync workers until ctx
-// is done (CM-1: 5 in the controller manager). It blocks; informers must be
-// started by the caller.
-func (c *Controller) Run(ctx context.Context, workers int) { c.runner.Run(ctx, workers) }
-
-// HasSynced reports whether the informer caches and handler registrations
-// have delivered their initial lists.
+// HasSynced reports whether the ReplicaSet and pod informers and this
+// controller's handlers have seen their initial lists.
 func (c *Controller) HasSynced() bool { return c.runner.HasSynced() }
+
+// Run syncs ReplicaSets with workers workers (CM-1: 5 in the controller
+// manager) once the ReplicaSet and pod caches have synced, until ctx is
+// done. It blocks; the caller starts the informers.
+func (c *Controller) Run(ctx context.Context, workers int) { c.runner.Run(ctx, workers) }

@@ -1,7 +1,7 @@
 package replicaset
 
 import (
-	"fmt"
+	"errors"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -16,33 +16,20 @@ import (
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
-// registerHandlers wires EH-9..EH-12 and collects what HasSynced waits for.
-// Handlers only enqueue keys and observe expectations (house style pattern 1).
+// registerHandlers wires EH-9..EH-12; Run waits for them to sync. Handlers
+// only enqueue keys and observe expectations (house style pattern 1).
 func (c *Controller) registerHandlers(logger klog.Logger, cfg Config) error {
-	rsInformer, podInformer := cfg.ReplicaSets.Informer(), cfg.Pods.Informer()
-	rsReg, err := rsInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	rsHandler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.onReplicaSetAdd(logger, obj) },
 		UpdateFunc: func(old, cur any) { c.onReplicaSetUpdate(logger, old, cur) },
 		DeleteFunc: func(obj any) { c.onReplicaSetDelete(logger, obj) },
-	})
-	if err != nil {
-		return fmt.Errorf("replicaset controller: adding the ReplicaSet event handler: %w", err)
 	}
-	podReg, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	podHandler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.onPodAdd(logger, obj) },
 		UpdateFunc: func(old, cur any) { c.onPodUpdate(logger, old, cur) },
 		DeleteFunc: func(obj any) { c.onPodDelete(logger, obj) },
-	})
-	if err != nil {
-		return fmt.Errorf("replicaset controller: adding the pod event handler: %w", err)
 	}
-	c.runner.WaitFor(rsInformer.HasSynced, podInformer.HasSynced, rsReg.HasSynced, podReg.HasSynced)
-	return nil
-}
-
-// enqueue adds rs's key to the work queue.
-func (c *Controller) enqueue(rs *appsv1.ReplicaSet) {
-	c.runner.Enqueue(cache.MetaObjectToName(rs))
+	return errors.Join(c.runner.Handle(cfg.ReplicaSets.Informer(), rsHandler), c.runner.Handle(cfg.Pods.Informer(), podHandler))
 }
 
 // onReplicaSetAdd enqueues a new ReplicaSet (EH-9).
@@ -52,7 +39,7 @@ func (c *Controller) onReplicaSetAdd(logger klog.Logger, obj any) {
 		return
 	}
 	logger.V(4).Info("Adding ReplicaSet", "replicaSet", klog.KObj(rs))
-	c.enqueue(rs)
+	c.runner.EnqueueObject(rs)
 }
 
 // onReplicaSetUpdate enqueues every update, resyncs included; a UID change
@@ -66,7 +53,7 @@ func (c *Controller) onReplicaSetUpdate(logger klog.Logger, oldObj, curObj any) 
 	if oldRS.UID != curRS.UID {
 		c.onReplicaSetDelete(logger, cache.DeletedFinalStateUnknown{Key: keyOf(oldRS), Obj: oldRS})
 	}
-	c.enqueue(curRS)
+	c.runner.EnqueueObject(curRS)
 }
 
 // onReplicaSetDelete clears the read-your-writes record and expectations of a
@@ -80,7 +67,7 @@ func (c *Controller) onReplicaSetDelete(logger klog.Logger, obj any) {
 	logger.V(4).Info("Deleting ReplicaSet", "replicaSet", klog.KObj(rs))
 	c.freshness.Forget(key)
 	c.expectations.DeleteExpectations(logger, key)
-	c.enqueue(rs)
+	c.runner.EnqueueObject(rs)
 }
 
 // resolveOwner returns the ReplicaSet named by ref in namespace, if ref is a
@@ -110,11 +97,11 @@ func (c *Controller) onPodAdd(logger klog.Logger, obj any) {
 		}
 		logger.V(4).Info("Pod created", "pod", klog.KObj(pod), "replicaSet", klog.KObj(rs))
 		c.expectations.CreationObserved(logger, keyOf(rs))
-		c.enqueue(rs)
+		c.runner.EnqueueObject(rs)
 		return
 	}
 	for _, rs := range c.replicaSetsSelecting(logger, pod) {
-		c.enqueue(rs)
+		c.runner.EnqueueObject(rs)
 	}
 }
 
@@ -139,7 +126,7 @@ func (c *Controller) onPodUpdate(logger klog.Logger, oldObj, curObj any) {
 	refChanged := !equality.Semantic.DeepEqual(curRef, oldRef)
 	if refChanged && oldRef != nil {
 		if rs, ok := c.resolveOwner(oldPod.Namespace, oldRef); ok {
-			c.enqueue(rs)
+			c.runner.EnqueueObject(rs)
 		}
 	}
 	if curRef != nil {
@@ -147,7 +134,7 @@ func (c *Controller) onPodUpdate(logger klog.Logger, oldObj, curObj any) {
 		if !ok {
 			return
 		}
-		c.enqueue(rs)
+		c.runner.EnqueueObject(rs)
 		// EH-11: wake up when the pod becomes available (IM-5: AddAfter).
 		if !isPodReady(oldPod) && isPodReady(curPod) && rs.Spec.MinReadySeconds > 0 {
 			d := time.Duration(rs.Spec.MinReadySeconds) * time.Second
@@ -158,7 +145,7 @@ func (c *Controller) onPodUpdate(logger klog.Logger, oldObj, curObj any) {
 	}
 	if labelsChanged || refChanged {
 		for _, rs := range c.replicaSetsSelecting(logger, curPod) {
-			c.enqueue(rs)
+			c.runner.EnqueueObject(rs)
 		}
 	}
 }
@@ -180,7 +167,7 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 	}
 	logger.V(4).Info("Pod deleted", "pod", klog.KObj(pod), "replicaSet", klog.KObj(rs))
 	c.expectations.DeletionObserved(logger, keyOf(rs), podKey(pod))
-	c.enqueue(rs)
+	c.runner.EnqueueObject(rs)
 }
 
 // replicaSetsSelecting returns the ReplicaSets in pod's namespace whose

@@ -19,11 +19,6 @@ import (
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
-// ErrCacheBehind is returned by a sync (and so retried with backoff) while
-// the informer caches have not observed this controller's own last writes
-// for the ReplicaSet (RS-1, IM-4).
-var ErrCacheBehind = fmt.Errorf("informer caches have not observed our last writes yet (%w)", runner.ErrWaiting)
-
 // syncContext is what one sync computes once (house style 4).
 type syncContext struct {
 	// key is "ns/name" of the ReplicaSet.
@@ -57,7 +52,7 @@ func (c *Controller) sync(ctx context.Context, name cache.ObjectName) (runner.Re
 	}()
 	freshness := c.freshness.Check(logger, key)
 	if freshness == expectations.Behind {
-		return runner.Result{}, fmt.Errorf("ReplicaSet %s: %w", key, ErrCacheBehind)
+		return runner.Result{}, fmt.Errorf("ReplicaSet %s: %w", key, runner.ErrCacheBehind)
 	}
 	live := freshness == expectations.Stale
 	rs, err := c.getReplicaSet(ctx, name, live)

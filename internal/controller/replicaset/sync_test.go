@@ -205,7 +205,7 @@ func TestSyncExpectationsAndConsistencyBlockRecreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	// IM-4: the pod cache (RV 50) has not observed our creates (RV 101..103).
-	if _, err := f.sync(); err == nil || !strings.Contains(err.Error(), ErrCacheBehind.Error()) {
+	if _, err := f.sync(); err == nil || !strings.Contains(err.Error(), runner.ErrCacheBehind.Error()) {
 		t.Fatalf("second sync err = %v, want ErrCacheBehind", err)
 	}
 	// The creates reach the cache and the handler observes them (EH-10).

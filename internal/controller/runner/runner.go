@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,6 +34,11 @@ type Result struct {
 // last write). Such errors are retried with the same backoff as any other
 // (IM-5) but logged only at V(4). Wrap it: fmt.Errorf("...: %w", ErrWaiting).
 var ErrWaiting = errors.New("waiting")
+
+// ErrCacheBehind is the ErrWaiting a sync returns (and so is retried with
+// backoff) while the informer caches do not show the controller's own last
+// writes for the key (IM-4, RS-1). Wrap it with the key.
+var ErrCacheBehind = fmt.Errorf("informer caches have not observed our last writes yet (%w)", ErrWaiting)
 
 // SyncFunc reconciles one object key. A non-nil error requeues the key with
 // the rate limiter (SD-13, RS-19); an error whose cause is a terminating
@@ -73,6 +82,18 @@ func WithObserver(o Observer) Option { return func(r *Runner) { r.observer = o }
 // HasSynced reports on. Call it before Run.
 func (r *Runner) WaitFor(synced ...cache.InformerSynced) { r.synced = append(r.synced, synced...) }
 
+// Handle registers h on inf and adds both the informer's and the
+// registration's HasSynced to what Run waits for (WaitFor). It returns the
+// informer's error (e.g. when it has already stopped).
+func (r *Runner) Handle(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
+	reg, err := inf.AddEventHandler(h)
+	if err != nil {
+		return fmt.Errorf("%s controller: adding an event handler: %w", r.name, err)
+	}
+	r.WaitFor(inf.HasSynced, reg.HasSynced)
+	return nil
+}
+
 // HasSynced reports whether every function given to WaitFor reports synced.
 func (r *Runner) HasSynced() bool {
 	for _, s := range r.synced {
@@ -99,6 +120,9 @@ func New(name string, sync SyncFunc, opts ...Option) *Runner {
 
 // Enqueue adds key to the queue (deduplicated while waiting).
 func (r *Runner) Enqueue(key cache.ObjectName) { r.queue.Add(key) }
+
+// EnqueueObject adds obj's namespace/name key to the queue.
+func (r *Runner) EnqueueObject(obj metav1.Object) { r.Enqueue(cache.MetaObjectToName(obj)) }
 
 // EnqueueAfter adds key after d (a time-based wake-up, not a retry).
 func (r *Runner) EnqueueAfter(key cache.ObjectName, d time.Duration) { r.queue.AddAfter(key, d) }
@@ -231,4 +255,18 @@ func ObjectFrom[T any](logger klog.Logger, obj any) (T, bool) {
 		return zero, false
 	}
 	return t, true
+}
+
+// RequiredFields returns one "<name> is required" error for each entry of
+// fields (a controller Config's field names and values) whose value is nil,
+// in name order; none when every value is set. Config.Validate of both
+// controllers use it.
+func RequiredFields(fields map[string]any) []error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		if fields[name] == nil {
+			errs = append(errs, fmt.Errorf("%s is required", name))
+		}
+	}
+	return errs
 }
