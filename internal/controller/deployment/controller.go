@@ -47,35 +47,41 @@ type Config struct {
 	Recorder record.EventRecorder
 	// Clock is the time source for conditions and deadlines; default real.
 	Clock clock.Clock
-	// MaxCacheWait is how long a Deployment waits for the informer caches to
-	// show this controller's own writes before its syncs read from the API
-	// server instead (IM-4); 0 means expectations.DefaultMaxCacheWait, 1
-	// minute. Negative is invalid.
-	MaxCacheWait time.Duration
 	// Observer, if set, is told the duration and error of every sync (metrics).
 	Observer runner.Observer
+	// MaxCacheWait is how long a Deployment's syncs wait for the caches to
+	// show this controller's own writes before they read from the API server
+	// (IM-4): 0 means 1 minute (expectations.DefaultMaxCacheWait), < 0 is
+	// invalid.
+	MaxCacheWait time.Duration
 }
 
-// Validate returns an error naming every missing or invalid field.
+// Validate returns an error naming every missing or invalid field: the
+// required ones, then a negative MaxCacheWait.
 func (c Config) Validate() error {
-	errs := runner.RequiredFields(map[string]any{"Client": c.Client, "Recorder": c.Recorder,
-		"Deployments informer": c.Deployments, "ReplicaSets informer": c.ReplicaSets, "Pods informer": c.Pods})
+	var invalid []error
 	if c.MaxCacheWait < 0 {
-		errs = append(errs, fmt.Errorf("MaxCacheWait must not be negative, got %v", c.MaxCacheWait))
+		invalid = append(invalid, fmt.Errorf("MaxCacheWait must not be negative, got %v", c.MaxCacheWait))
 	}
-	return errors.Join(errs...)
+	required := runner.RequiredFields(map[string]any{
+		"Client": c.Client, "Recorder": c.Recorder,
+		"Deployments informer": c.Deployments, "ReplicaSets informer": c.ReplicaSets, "Pods informer": c.Pods,
+	})
+	return errors.Join(append(required, invalid...)...)
 }
 
 // Controller reconciles Deployments into ReplicaSets. Build it with New.
 type Controller struct {
+	// client writes; the listers and indexers read the informer caches.
 	client     kubernetes.Interface
 	dLister    appslisters.DeploymentLister
 	rsLister   appslisters.ReplicaSetLister
 	rsIndexer  cache.Indexer
 	podIndexer cache.Indexer
-	recorder   record.EventRecorder
-	clock      clock.Clock
-	runner     *runner.Runner
+
+	recorder record.EventRecorder
+	clock    clock.Clock
+	runner   *runner.Runner
 	// freshness is the IM-4 read-your-writes guard over the ReplicaSet and
 	// Deployment caches.
 	freshness *expectations.ReadYourWrites

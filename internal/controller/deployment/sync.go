@@ -9,13 +9,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/expectations"
-	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
@@ -67,33 +64,6 @@ func (c *Controller) syncDeployment(ctx context.Context, key cache.ObjectName) (
 	return res, err
 }
 
-// getDeployment returns the Deployment from the cache or, when live, from
-// the API server (a quorum read; IM-4). It returns the lister's or the API's
-// error, NotFound included.
-func (c *Controller) getDeployment(ctx context.Context, key cache.ObjectName, live bool) (*appsv1.Deployment, error) {
-	if live {
-		return c.client.AppsV1().Deployments(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
-	}
-	return c.dLister.Deployments(key.Namespace).Get(key.Name)
-}
-
-// listReplicaSets returns every ReplicaSet in namespace from the cache or,
-// when live, from the API server (a quorum read; IM-4).
-func (c *Controller) listReplicaSets(ctx context.Context, namespace string, live bool) ([]*appsv1.ReplicaSet, error) {
-	if !live {
-		return c.rsLister.ReplicaSets(namespace).List(labels.Everything())
-	}
-	list, err := c.client.AppsV1().ReplicaSets(namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("listing ReplicaSets in %s from the API server: %w", namespace, err)
-	}
-	out := make([]*appsv1.ReplicaSet, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
-	}
-	return out, nil
-}
-
 // run performs SD-5..SD-10 on a prepared context.
 func (sc *syncContext) run(ctx context.Context) (runner.Result, error) {
 	if sc.d.DeletionTimestamp != nil {
@@ -142,55 +112,6 @@ func (c *Controller) syncSelectingAll(ctx context.Context, key cache.ObjectName,
 		klog.FromContext(ctx).Info("Failed to update observedGeneration of a deployment selecting all pods", "err", err)
 	}
 	return nil
-}
-
-// claimReplicaSets lists every ReplicaSet in d's namespace (from the cache,
-// or from the API server when live) and returns those d owns after adopting
-// matching orphans and releasing owned ones that stopped matching (SD-3,
-// AD-1..AD-6); adopted ones as the API server returned them, each adoption
-// remembered for IM-4 (IM-2). Any adopt/release error is returned and
-// nothing else happens this sync.
-func (c *Controller) claimReplicaSets(ctx context.Context, key cache.ObjectName, d *appsv1.Deployment, live bool) ([]*appsv1.ReplicaSet, error) {
-	selector, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
-	if err != nil {
-		return nil, fmt.Errorf("deployment %s/%s has invalid label selector: %v", d.Namespace, d.Name, err)
-	}
-	all, err := c.listReplicaSets(ctx, d.Namespace, live)
-	if err != nil {
-		return nil, err
-	}
-	claimer := &ownership.Claimer[*appsv1.ReplicaSet]{
-		Owner:      d,
-		OwnerKind:  controllerKind,
-		ObjectKind: "ReplicaSet",
-		Selector:   selector,
-		CanAdopt: ownership.RecheckDeletionTimestamp(d, "Deployment", func(ctx context.Context) (metav1.Object, error) {
-			fresh, err := c.client.AppsV1().Deployments(d.Namespace).Get(ctx, d.Name, metav1.GetOptions{})
-			if err != nil {
-				return nil, err
-			}
-			return fresh, nil
-		}),
-		Patch: func(ctx context.Context, rs *appsv1.ReplicaSet, patch []byte) (*appsv1.ReplicaSet, error) {
-			return c.patchOwnership(ctx, key, rs, patch)
-		},
-	}
-	return claimer.Claim(ctx, all)
-}
-
-// podsByReplicaSet returns, for every ReplicaSet in rsList, the cached pods
-// whose ControllerRef is that ReplicaSet, whatever their labels or phase (SD-4).
-// Every ReplicaSet has an entry, possibly empty.
-func (c *Controller) podsByReplicaSet(rsList []*appsv1.ReplicaSet) (map[types.UID][]*v1.Pod, error) {
-	out := make(map[types.UID][]*v1.Pod, len(rsList))
-	for _, rs := range rsList {
-		pods, err := ownership.ByController[*v1.Pod](c.podIndexer, rs.UID)
-		if err != nil {
-			return nil, err
-		}
-		out[rs.UID] = pods
-	}
-	return out, nil
 }
 
 // syncScaleOrPaused is `sync` (SD-11): proportional scaling, history cleanup

@@ -74,12 +74,13 @@ func (c Config) Validate() error {
 // Controller is the ReplicaSet controller: it keeps each ReplicaSet's active
 // pods at spec.replicas and writes its status (spec section 12).
 type Controller struct {
-	client        kubernetes.Interface
+	client kubernetes.Interface
+	// burstReplicas caps creations and deletions per sync (RS-12).
+	burstReplicas int
 	rsLister      appslisters.ReplicaSetLister
 	podLister     corelisters.PodLister
 	podIndexer    cache.Indexer
 	recorder      record.EventRecorder
-	burstReplicas int
 	clock         clock.Clock
 
 	expectations *expectations.Tracker
