@@ -134,3 +134,23 @@ func (c *Controller) Run(ctx context.Context, workers int) { c.runner.Run(ctx, w
 // HasSynced reports whether the three informers and this controller's
 // handlers have seen their initial lists.
 func (c *Controller) HasSynced() bool { return c.runner.HasSynced() }
+
+// registerHandlers wires EH-1..EH-8; Run waits for them to sync. Handlers
+// only enqueue (house style pattern 1).
+func (c *Controller) registerHandlers(logger klog.Logger, cfg Config) error {
+	return errors.Join(
+		c.runner.Handle(cfg.Deployments.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onDeployment(logger, obj) },
+			UpdateFunc: func(_, cur any) { c.onDeployment(logger, cur) },
+			DeleteFunc: func(obj any) { c.onDeployment(logger, obj) },
+		}),
+		c.runner.Handle(cfg.ReplicaSets.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onReplicaSetAdd(logger, obj) },
+			UpdateFunc: func(old, cur any) { c.onReplicaSetUpdate(logger, old, cur) },
+			DeleteFunc: func(obj any) { c.onReplicaSetDelete(logger, obj) },
+		}),
+		c.runner.Handle(cfg.Pods.Informer(), cache.ResourceEventHandlerFuncs{
+			DeleteFunc: func(obj any) { c.onPodDelete(logger, obj) },
+		}),
+	)
+}

@@ -1,39 +1,20 @@
 package deployment
 
 import (
-	"errors"
 	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
-// registerHandlers wires EH-1..EH-8; Run waits for them to sync. Handlers
-// only enqueue (house style pattern 1).
-func (c *Controller) registerHandlers(logger klog.Logger, cfg Config) error {
-	return errors.Join(
-		c.runner.Handle(cfg.Deployments.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.onDeployment(logger, obj) },
-			UpdateFunc: func(_, cur any) { c.onDeployment(logger, cur) },
-			DeleteFunc: func(obj any) { c.onDeployment(logger, obj) },
-		}),
-		c.runner.Handle(cfg.ReplicaSets.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.onReplicaSetAdd(logger, obj) },
-			UpdateFunc: func(old, cur any) { c.onReplicaSetUpdate(logger, old, cur) },
-			DeleteFunc: func(obj any) { c.onReplicaSetDelete(logger, obj) },
-		}),
-		c.runner.Handle(cfg.Pods.Informer(), cache.ResourceEventHandlerFuncs{
-			DeleteFunc: func(obj any) { c.onPodDelete(logger, obj) },
-		}),
-	)
-}
+// deploymentSelector is a Deployment's spec.selector (for ownership.Selecting).
+func deploymentSelector(d *appsv1.Deployment) *metav1.LabelSelector { return d.Spec.Selector }
 
 // onDeployment enqueues the Deployment on add, update (resyncs included) and
 // delete, tombstones accepted (EH-1).
@@ -68,19 +49,12 @@ func (c *Controller) enqueueOwner(namespace string, ref *metav1.OwnerReference) 
 // non-empty selector matches rs's labels (EH-2, EH-3). A ReplicaSet without
 // labels matches none.
 func (c *Controller) enqueueMatching(logger klog.Logger, rs *appsv1.ReplicaSet) {
-	if len(rs.Labels) == 0 {
-		return
-	}
 	ds, err := c.dLister.Deployments(rs.Namespace).List(labels.Everything())
 	if err != nil {
 		logger.Info("Failed to list deployments for an orphan replica set", "replicaSet", klog.KObj(rs), "err", err)
 		return
 	}
-	for _, d := range ds {
-		selector, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
-		if err != nil || selector.Empty() || !selector.Matches(labels.Set(rs.Labels)) {
-			continue
-		}
+	for _, d := range ownership.Selecting(ds, deploymentSelector, rs.Labels) {
 		c.runner.EnqueueObject(d)
 	}
 }
@@ -88,17 +62,13 @@ func (c *Controller) enqueueMatching(logger klog.Logger, rs *appsv1.ReplicaSet) 
 // onReplicaSetAdd handles EH-2.
 func (c *Controller) onReplicaSetAdd(logger klog.Logger, obj any) {
 	rs, ok := runner.ObjectFrom[*appsv1.ReplicaSet](logger, obj)
-	if !ok {
-		return
-	}
-	if rs.DeletionTimestamp != nil {
+	switch {
+	case !ok:
+	case rs.DeletionTimestamp != nil: // added while being deleted (e.g. after a restart)
 		c.onReplicaSetDelete(logger, rs)
-		return
+	case !c.enqueueOwner(rs.Namespace, metav1.GetControllerOf(rs)):
+		c.enqueueMatching(logger, rs)
 	}
-	if c.enqueueOwner(rs.Namespace, metav1.GetControllerOf(rs)) {
-		return
-	}
-	c.enqueueMatching(logger, rs)
 }
 
 // onReplicaSetUpdate handles EH-3: resyncs (same resourceVersion) are ignored.

@@ -3,7 +3,6 @@ package deployment
 import (
 	"context"
 	"fmt"
-	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
@@ -41,7 +40,7 @@ func (c *Controller) syncDeployment(ctx context.Context, key cache.ObjectName) (
 		return runner.Result{}, err
 	}
 	d := stored.DeepCopy()
-	if d.Spec.Selector == nil || reflect.DeepEqual(d.Spec.Selector, &metav1.LabelSelector{}) {
+	if selectsAll(d.Spec.Selector) {
 		return runner.Result{}, c.syncSelectingAll(ctx, key, d)
 	}
 	rsList, err := c.claimReplicaSets(ctx, key, d, live)
@@ -126,4 +125,12 @@ func (sc *syncContext) syncScaleOrPaused(ctx context.Context) error {
 		}
 	}
 	return sc.syncStatus(ctx)
+}
+
+// selectsAll reports whether sel is nil or has neither matchLabels nor
+// matchExpressions: a Deployment selecting every pod in its namespace (SD-2;
+// rejected by validation, VA-4). Upstream compares with an empty
+// LabelSelector, which misses empty but non-nil maps.
+func selectsAll(sel *metav1.LabelSelector) bool {
+	return sel == nil || (len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0)
 }

@@ -134,3 +134,19 @@ func (c *Controller) HasSynced() bool { return c.runner.HasSynced() }
 // manager) once the ReplicaSet and pod caches have synced, until ctx is
 // done. It blocks; the caller starts the informers.
 func (c *Controller) Run(ctx context.Context, workers int) { c.runner.Run(ctx, workers) }
+
+// registerHandlers wires EH-9..EH-12; Run waits for them to sync. Handlers
+// only enqueue keys and observe expectations (house style pattern 1).
+func (c *Controller) registerHandlers(logger klog.Logger, cfg Config) error {
+	rsHandler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.onReplicaSetAdd(logger, obj) },
+		UpdateFunc: func(old, cur any) { c.onReplicaSetUpdate(logger, old, cur) },
+		DeleteFunc: func(obj any) { c.onReplicaSetDelete(logger, obj) },
+	}
+	podHandler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.onPodAdd(logger, obj) },
+		UpdateFunc: func(old, cur any) { c.onPodUpdate(logger, old, cur) },
+		DeleteFunc: func(obj any) { c.onPodDelete(logger, obj) },
+	}
+	return errors.Join(c.runner.Handle(cfg.ReplicaSets.Informer(), rsHandler), c.runner.Handle(cfg.Pods.Informer(), podHandler))
+}

@@ -1,9 +1,6 @@
 package replicaset
 
 import (
-	"errors"
-	"time"
-
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -15,22 +12,6 @@ import (
 	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
-
-// registerHandlers wires EH-9..EH-12; Run waits for them to sync. Handlers
-// only enqueue keys and observe expectations (house style pattern 1).
-func (c *Controller) registerHandlers(logger klog.Logger, cfg Config) error {
-	rsHandler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.onReplicaSetAdd(logger, obj) },
-		UpdateFunc: func(old, cur any) { c.onReplicaSetUpdate(logger, old, cur) },
-		DeleteFunc: func(obj any) { c.onReplicaSetDelete(logger, obj) },
-	}
-	podHandler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.onPodAdd(logger, obj) },
-		UpdateFunc: func(old, cur any) { c.onPodUpdate(logger, old, cur) },
-		DeleteFunc: func(obj any) { c.onPodDelete(logger, obj) },
-	}
-	return errors.Join(c.runner.Handle(cfg.ReplicaSets.Informer(), rsHandler), c.runner.Handle(cfg.Pods.Informer(), podHandler))
-}
 
 // onReplicaSetAdd enqueues a new ReplicaSet (EH-9).
 func (c *Controller) onReplicaSetAdd(logger klog.Logger, obj any) {
@@ -137,7 +118,7 @@ func (c *Controller) onPodUpdate(logger klog.Logger, oldObj, curObj any) {
 		c.runner.EnqueueObject(rs)
 		// EH-11: wake up when the pod becomes available (IM-5: AddAfter).
 		if !isPodReady(oldPod) && isPodReady(curPod) && rs.Spec.MinReadySeconds > 0 {
-			d := time.Duration(rs.Spec.MinReadySeconds) * time.Second
+			d := minReady(rs)
 			logger.V(2).Info("Pod became ready; checking availability later", "pod", klog.KObj(curPod), "replicaSet", klog.KObj(rs), "after", d)
 			c.runner.EnqueueAfter(cache.ObjectName{Namespace: rs.Namespace, Name: rs.Name}, d)
 		}
@@ -178,26 +159,18 @@ func (c *Controller) replicaSetsSelecting(logger klog.Logger, pod *v1.Pod) []*ap
 		logger.Error(err, "Listing ReplicaSets for an orphan pod", "pod", klog.KObj(pod))
 		return nil
 	}
-	var out []*appsv1.ReplicaSet
-	for _, rs := range all {
-		sel, ok := selectorOf(rs)
-		if ok && sel.Matches(labels.Set(pod.Labels)) {
-			out = append(out, rs)
-		}
-	}
-	return out
+	return ownership.Selecting(all, replicaSetSelector, pod.Labels)
 }
 
-// selectorOf returns rs's selector, or false when it is missing, empty or
-// invalid: an empty selector would select every pod in the namespace and the
-// API server never accepts one for apps/v1, so it is treated as invalid.
-func selectorOf(rs *appsv1.ReplicaSet) (labels.Selector, bool) {
-	if rs.Spec.Selector == nil {
-		return nil, false
-	}
-	sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
-	if err != nil || sel.Empty() {
-		return nil, false
-	}
-	return sel, true
+// replicaSetSelector is a ReplicaSet's spec.selector (for ownership.Selecting).
+func replicaSetSelector(rs *appsv1.ReplicaSet) *metav1.LabelSelector { return rs.Spec.Selector }
+
+// podKey is the expectations key of pod, "ns/name" (RS-10).
+func podKey(pod *v1.Pod) string {
+	return cache.ObjectName{Namespace: pod.Namespace, Name: pod.Name}.String()
+}
+
+// keyOf is the queue and expectations key of rs, "ns/name".
+func keyOf(rs *appsv1.ReplicaSet) string {
+	return cache.ObjectName{Namespace: rs.Namespace, Name: rs.Name}.String()
 }

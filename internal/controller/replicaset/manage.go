@@ -9,7 +9,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
@@ -168,14 +167,4 @@ func (c *Controller) deletePods(ctx context.Context, key string, rs *appsv1.Repl
 	default:
 		return nil
 	}
-}
-
-// podKey is the expectations key of pod, "ns/name" (RS-10).
-func podKey(pod *v1.Pod) string {
-	return cache.ObjectName{Namespace: pod.Namespace, Name: pod.Name}.String()
-}
-
-// keyOf is the queue and expectations key of rs, "ns/name".
-func keyOf(rs *appsv1.ReplicaSet) string {
-	return cache.ObjectName{Namespace: rs.Namespace, Name: rs.Name}.String()
 }

@@ -43,7 +43,7 @@ func replicas(rs *appsv1.ReplicaSet) int {
 func calculateStatus(rs *appsv1.ReplicaSet, pods []*v1.Pod, terminating *int32, manageErr error, now time.Time) appsv1.ReplicaSetStatus {
 	status := *rs.Status.DeepCopy()
 	templateLabels := labels.Set(rs.Spec.Template.Labels).AsSelectorPreValidated()
-	minReady := time.Duration(rs.Spec.MinReadySeconds) * time.Second
+	wait := minReady(rs)
 	var fullyLabeled, ready, available int32
 	for _, p := range pods {
 		if templateLabels.Matches(labels.Set(p.Labels)) {
@@ -51,7 +51,7 @@ func calculateStatus(rs *appsv1.ReplicaSet, pods []*v1.Pod, terminating *int32, 
 		}
 		if isPodReady(p) {
 			ready++
-			if isAvailable(p, minReady, now) {
+			if isAvailable(p, wait, now) {
 				available++
 			}
 		}
@@ -86,6 +86,11 @@ func calculateStatus(rs *appsv1.ReplicaSet, pods []*v1.Pod, terminating *int32, 
 		status.Conditions = nil
 	}
 	return status
+}
+
+// minReady returns rs.spec.minReadySeconds as a duration (RS-15).
+func minReady(rs *appsv1.ReplicaSet) time.Duration {
+	return time.Duration(rs.Spec.MinReadySeconds) * time.Second
 }
 
 // isAvailable reports whether a ready pod has been Ready for minReady (RS-15):
@@ -130,14 +135,14 @@ func nextAvailableCheck(rs *appsv1.ReplicaSet, pods []*v1.Pod, status appsv1.Rep
 	if rs.Spec.MinReadySeconds <= 0 || status.ReadyReplicas == status.AvailableReplicas {
 		return 0, false
 	}
-	minReady := time.Duration(rs.Spec.MinReadySeconds) * time.Second
-	next, found := minReady, false
+	wait := minReady(rs)
+	next, found := wait, false
 	for _, p := range pods {
 		t := podReadyTime(p)
-		if !isPodReady(p) || t.IsZero() || isAvailable(p, minReady, now) {
+		if !isPodReady(p) || t.IsZero() || isAvailable(p, wait, now) {
 			continue
 		}
-		if d := max(t.Add(minReady).Sub(now), 0); !found || d < next {
+		if d := max(t.Add(wait).Sub(now), 0); !found || d < next {
 			next, found = d, true
 		}
 	}

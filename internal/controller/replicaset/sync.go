@@ -67,7 +67,7 @@ func (c *Controller) sync(ctx context.Context, name cache.ObjectName) (runner.Re
 	}
 	// Expectations count cache events; a live read already shows the truth.
 	needsSync := live || c.expectations.SatisfiedExpectations(logger, key)
-	selector, ok := selectorOf(rs)
+	selector, ok := ownership.Selector(rs.Spec.Selector)
 	if !ok {
 		// RS-3: not retried; a spec change will enqueue the ReplicaSet again.
 		logger.Info("Ignoring ReplicaSet with a missing, empty or invalid selector", "replicaSet", klog.KObj(rs))
@@ -207,7 +207,7 @@ func (c *Controller) relatedPods(rs *appsv1.ReplicaSet) ([]*v1.Pod, error) {
 		if otherRef := metav1.GetControllerOf(other); otherRef == nil || otherRef.UID != ref.UID {
 			continue
 		}
-		sel, ok := selectorOf(other)
+		sel, ok := ownership.Selector(other.Spec.Selector)
 		if !ok {
 			continue
 		}
