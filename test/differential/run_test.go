@@ -2,8 +2,8 @@ package differential
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
 
 const (
@@ -134,48 +136,18 @@ func (r *run) annotateRollback(ctx context.Context, rev string) error {
 	return r.patch(ctx, types.MergePatchType, fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, rollbackAnnotation, rev))
 }
 
-// kubectlSkipped are the annotations `kubectl rollout undo` keeps from the Deployment and does not take from the
-// ReplicaSet (kubectl's annotationsToSkip, RB-9).
-var kubectlSkipped = map[string]bool{
-	v1.LastAppliedConfigAnnotation: true, revisionAnnotation: true, revisionHistoryAnnotation: true,
-	desiredAnnotation: true, maxAnnotation: true, rollbackAnnotation: true,
-}
-
-// undo does what `kubectl rollout undo --to-revision=rev` does (RB-9): one JSON patch replacing the template with
-// the ReplicaSet's (without pod-template-hash) and the annotations with the Deployment's skipped ones plus the
-// ReplicaSet's others.
+// undo does what `kubectl rollout undo --to-revision=rev` does (RB-9), through harness.RolloutUndo; rev "" means
+// the previous revision. A skipped undo (the template already at rev) is an error too.
 func (r *run) undo(ctx context.Context, rev string) error {
-	d, err := r.c.client.AppsV1().Deployments(r.ns).Get(ctx, deploymentName, metav1.GetOptions{})
-	if err != nil {
-		return err
+	var toRevision int64
+	if rev != "" {
+		var err error
+		if toRevision, err = strconv.ParseInt(rev, 10, 64); err != nil {
+			return fmt.Errorf("revision %q: %w", rev, err)
+		}
 	}
-	for _, rs := range r.rec.owned() {
-		if rs.Annotations[revisionAnnotation] != rev {
-			continue
-		}
-		tmpl := rs.Spec.Template.DeepCopy()
-		delete(tmpl.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-		annotations := map[string]string{}
-		for k, v := range d.Annotations {
-			if kubectlSkipped[k] {
-				annotations[k] = v
-			}
-		}
-		for k, v := range rs.Annotations {
-			if !kubectlSkipped[k] {
-				annotations[k] = v
-			}
-		}
-		body, err := json.Marshal([]map[string]any{
-			{"op": "replace", "path": "/spec/template", "value": tmpl},
-			{"op": "replace", "path": "/metadata/annotations", "value": annotations},
-		})
-		if err != nil {
-			return err
-		}
-		return r.patch(ctx, types.JSONPatchType, string(body))
-	}
-	return fmt.Errorf("no ReplicaSet has revision %s", rev)
+	_, err := harness.RolloutUndo(ctx, r.c.client, r.ns, deploymentName, toRevision)
+	return err
 }
 
 // settled is a predicate on the Deployment and its ReplicaSets (oldest first) read from the API.

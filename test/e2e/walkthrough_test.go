@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
 
 // kubectl runs `kubedeploy kubectl args…` against dataDir's cluster (through
@@ -122,12 +126,22 @@ func TestSeedWalkthroughWithKubectl(t *testing.T) {
 	mustKubectl(t, dir, []string{"nginx:1.9"}, "get", d, "-o", "jsonpath={.spec.template.spec.containers[0].image}")
 
 	mustKubectl(t, dir, []string{"paused"}, "rollout", "pause", d)
-	before := mustKubectl(t, dir, nil, "get", "rs", "-o", "name")
+	before := mustKubectl(t, dir, nil, "get", "rs", "-l", "app=nginx-deployment", "-o", "name")
 	mustKubectl(t, dir, []string{"image updated"}, "set", "image", d, "nginx-deployment=nginx:1.10")
-	time.Sleep(2 * time.Second) // give a (wrong) controller time to act; nothing may change while paused
-	if after := mustKubectl(t, dir, nil, "get", "rs", "-o", "name"); after != before {
+	// Nothing may change while paused: once the controller has synced the new
+	// generation and then handled everything queued before a barrier
+	// Deployment, a (wrong) controller would have created a ReplicaSet.
+	client := clientFor(t, dir)
+	harness.Eventually(t, time.Minute, "the paused Deployment's new generation to be observed", func(ctx context.Context) (bool, error) {
+		got, err := client.AppsV1().Deployments("default").Get(ctx, "nginx-deployment", metav1.GetOptions{})
+		return err == nil && got.Status.ObservedGeneration == got.Generation, err
+	})
+	mustKubectl(t, dir, []string{"created"}, "create", "deployment", "paused-barrier", "--image=nginx:1.9")
+	mustKubectl(t, dir, []string{"successfully rolled out"}, "rollout", "status", "deploy/paused-barrier", "--timeout=2m")
+	if after := mustKubectl(t, dir, nil, "get", "rs", "-l", "app=nginx-deployment", "-o", "name"); after != before {
 		t.Fatalf("a ReplicaSet was created while paused:\nbefore %s\nafter %s", before, after)
 	}
+	mustKubectl(t, dir, []string{"deleted"}, "delete", "deployment", "paused-barrier")
 	mustKubectl(t, dir, []string{"DeploymentPaused"}, "describe", d)
 	mustKubectl(t, dir, []string{"resumed"}, "rollout", "resume", d)
 	mustKubectl(t, dir, []string{"successfully rolled out"}, "rollout", "status", d, "--timeout=2m")

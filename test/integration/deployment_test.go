@@ -2,13 +2,11 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -105,29 +103,6 @@ func setImage(ctx context.Context, t *testing.T, ns, name, container, image stri
 	harness.SetImage(ctx, t, env.Client, ns, name, container, image)
 }
 
-// undo does what `kubectl rollout undo --to-revision=rev` does (RB-9): it
-// copies the template of the ReplicaSet holding revision rev into the
-// Deployment, without the pod-template-hash label.
-func undo(ctx context.Context, t *testing.T, d *appsv1.Deployment, rev string) {
-	t.Helper()
-	for _, rs := range harness.OwnedReplicaSets(ctx, t, env.Client, d) {
-		if rs.Annotations[revisionAnnotation] != rev {
-			continue
-		}
-		tmpl := rs.Spec.Template.DeepCopy()
-		delete(tmpl.Labels, hashLabel)
-		body, err := json.Marshal([]map[string]any{{"op": "replace", "path": "/spec/template", "value": tmpl}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := env.Client.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, types.JSONPatchType, body, metav1.PatchOptions{}); err != nil {
-			t.Fatalf("undo: %v", err)
-		}
-		return
-	}
-	t.Fatalf("no ReplicaSet of %s has revision %s", d.Name, rev)
-}
-
 // TestRollingUpdateRespectsBounds is the seed walkthrough: set image on the
 // 20-replica Deployment, then undo, then scale, with the RU bounds (at most
 // 25 replicas, at least 15 available: RU-2, RU-10, RU-11) watched at every
@@ -158,7 +133,7 @@ func TestRollingUpdateRespectsBounds(t *testing.T) {
 	}
 
 	w = harness.WatchRollout(t, env.Client, ns, d.Name, bounds)
-	undo(ctx, t, d, "1")
+	kubectlUndo(ctx, t, d, "1")
 	d = harness.WaitComplete(t, env.Client, ns, d.Name, rolloutTimeout)
 	w.Stop()
 	w.Check(8)

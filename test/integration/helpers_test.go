@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
@@ -15,7 +14,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 
@@ -200,58 +198,33 @@ func waitEvent(t *testing.T, ns, name, reason, message string) {
 	})
 }
 
-// kubectlUndo does what `kubectl rollout undo [--to-revision=rev]` does
-// (RB-9): a JSON patch replacing the template (hash label removed) and the
-// annotations (the Deployment's skip-listed ones plus the ReplicaSet's
-// others). rev "" means the previous revision.
+// kubectlUndo runs `kubectl rollout undo [--to-revision=rev]` on d through
+// harness.RolloutUndo (RB-9) and fails t on any error, including a skipped
+// undo; rev "" means the previous revision.
 func kubectlUndo(ctx context.Context, t *testing.T, d *appsv1.Deployment, rev string) {
 	t.Helper()
-	d, err := env.Client.AppsV1().Deployments(d.Namespace).Get(ctx, d.Name, metav1.GetOptions{})
-	if err != nil {
+	var toRevision int64
+	if rev != "" {
+		var err error
+		if toRevision, err = strconv.ParseInt(rev, 10, 64); err != nil {
+			t.Fatalf("revision %q: %v", rev, err)
+		}
+	}
+	if _, err := harness.RolloutUndo(ctx, env.Client, d.Namespace, d.Name, toRevision); err != nil {
 		t.Fatal(err)
 	}
-	byRev := replicaSetsByRevision(ctx, t, d)
-	if rev == "" {
-		var revs []int
-		for r := range byRev {
-			n, _ := strconv.Atoi(r)
-			revs = append(revs, n)
-		}
-		sort.Ints(revs)
-		if len(revs) < 2 {
-			t.Fatalf("no previous revision among %v", revs)
-		}
-		rev = strconv.Itoa(revs[len(revs)-2])
-	}
-	rs, ok := byRev[rev]
-	if !ok {
-		t.Fatalf("no ReplicaSet of %s has revision %s", d.Name, rev)
-	}
-	tmpl := rs.Spec.Template.DeepCopy()
-	delete(tmpl.Labels, hashLabel)
-	ann := map[string]string{}
-	skip := map[string]bool{revisionAnnotation: true, historyAnnotation: true, desiredAnnotation: true, maxAnnotation: true,
-		v1.LastAppliedConfigAnnotation: true, appsv1.DeprecatedRollbackTo: true}
-	for k, v := range d.Annotations {
-		if skip[k] {
-			ann[k] = v
-		}
-	}
-	for k, v := range rs.Annotations {
-		if !skip[k] {
-			ann[k] = v
-		}
-	}
-	body, err := json.Marshal([]map[string]any{
-		{"op": "replace", "path": "/spec/template", "value": tmpl},
-		{"op": "replace", "path": "/metadata/annotations", "value": ann},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := env.Client.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, types.JSONPatchType, body, metav1.PatchOptions{}); err != nil {
-		t.Fatalf("rollout undo: %v", err)
-	}
+}
+
+// barrier creates a one-replica Deployment barrier-<n> in ns (selecting
+// app=barrier-<n>) and waits for it to complete. That takes several syncs of
+// both controllers, whose queues hand out keys in the order they were added,
+// so by then every event queued before the barrier has been handled: what
+// has not happened yet is not merely late. The barrier stays until ns goes.
+func barrier(ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
+	name := "barrier-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	createDeployment(ctx, t, harness.NewDeployment(ns, name, 1, "nginx:1.9"))
+	harness.WaitComplete(t, env.Client, ns, name, rolloutTimeout)
 }
 
 // unmanagedNode creates a Node that no KWOK fake kubelet manages and deletes

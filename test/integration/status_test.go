@@ -108,8 +108,10 @@ func TestRecreateDeploymentForPodReplacement(t *testing.T) {
 	waitDeployment(t, ns, d.Name, "3 terminating old replicas", func(d *appsv1.Deployment) bool {
 		return observed(d) && d.Status.TerminatingReplicas != nil && *d.Status.TerminatingReplicas == 3 && d.Status.Replicas == 0
 	})
-	// Give the controller every chance to misbehave before the old pods go.
-	time.Sleep(2 * time.Second)
+	// By the end of the barrier the controllers have handled every event
+	// queued before it, with the old pods still terminating: a controller that
+	// does not wait for them would have created the new ReplicaSet by now.
+	barrier(ctx, t, ns)
 	if rss := harness.OwnedReplicaSets(ctx, t, env.Client, d); len(rss) != 1 {
 		t.Fatalf("%d ReplicaSets while old pods terminate, want only the old one", len(rss))
 	}
