@@ -61,29 +61,10 @@ Pods whose image tag starts with "broken" (e.g. nginx:broken) never become ready
 }
 
 func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
-	mcfg := manager.Config{
-		Controllers: manager.ParseControllers(o.controllers),
-		Version:     Version,
-		// The same Lease as `kubedeploy controllers`: one run against this
-		// cluster stands by while these controllers lead.
-		LeaderElection: manager.LeaderElection{Enabled: true, Identity: upIdentity(o.dataDir)},
-	}
-	mcfg.Default()
-	cfg := controlplane.Config{
-		DataDir:             o.dataDir,
-		APIPort:             o.apiPort,
-		Nodes:               o.nodes,
-		PodStartupDelay:     o.podStartupDelay,
-		PodTerminationDelay: o.podTerminationDelay,
-	}
-	cfg.Default()
-	if err := cfg.Validate(); err != nil {
+	mcfg, cfg, err := o.configs()
+	if err != nil {
 		return err
 	}
-	if err := manager.ValidateControllers(mcfg.Controllers); err != nil {
-		return err
-	}
-
 	ourLogger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(stderr), textlogger.Verbosity(o.verbosity)))
 	closeLogs, err := redirectComponentLogs(o.dataDir)
 	if err != nil {
@@ -104,8 +85,47 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
 		return errors.Join(err, cp.Stop())
 	}
 	printReady(stdout, cp, mcfg.Controllers, time.Since(started))
+	runErr := runControllersUntilDone(klog.NewContext(ctx, ourLogger), cp, mcfg, stdout)
+	if err := cp.Stop(); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	if runErr == nil {
+		fmt.Fprintln(stdout, "Stopped.")
+	}
+	return runErr
+}
 
-	mctx, cancelManager := context.WithCancel(klog.NewContext(ctx, ourLogger))
+// configs turns the flags into the controllers' and the control plane's
+// configuration, defaulted and validated; it returns the first invalid one.
+func (o upOptions) configs() (manager.Config, controlplane.Config, error) {
+	mcfg := manager.Config{
+		Controllers: manager.ParseControllers(o.controllers),
+		Version:     Version,
+		// The same Lease as `kubedeploy controllers`: one run against this
+		// cluster stands by while these controllers lead.
+		LeaderElection: manager.LeaderElection{Enabled: true, Identity: upIdentity(o.dataDir)},
+	}
+	mcfg.Default()
+	cfg := controlplane.Config{
+		DataDir:             o.dataDir,
+		APIPort:             o.apiPort,
+		Nodes:               o.nodes,
+		PodStartupDelay:     o.podStartupDelay,
+		PodTerminationDelay: o.podTerminationDelay,
+	}
+	cfg.Default()
+	if err := cfg.Validate(); err != nil {
+		return mcfg, cfg, err
+	}
+	return mcfg, cfg, manager.ValidateControllers(mcfg.Controllers)
+}
+
+// runControllersUntilDone runs the controllers (manager.Run with mcfg) until
+// ctx ends (Ctrl-C), the control plane stops or the controllers fail, then
+// stops the controllers and waits for them. It returns why it stopped: nil
+// for Ctrl-C, else the control plane's or the controllers' error.
+func runControllersUntilDone(ctx context.Context, cp *controlplane.ControlPlane, mcfg manager.Config, stdout io.Writer) error {
+	mctx, cancelManager := context.WithCancel(ctx)
 	managerDone := make(chan error, 1)
 	go func() { managerDone <- manager.Run(mctx, mcfg) }()
 
@@ -124,12 +144,6 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
 	cancelManager()
 	if err := <-managerDone; err != nil && runErr == nil {
 		runErr = err
-	}
-	if err := cp.Stop(); err != nil {
-		runErr = errors.Join(runErr, err)
-	}
-	if runErr == nil {
-		fmt.Fprintln(stdout, "Stopped.")
 	}
 	return runErr
 }

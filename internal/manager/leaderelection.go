@@ -90,7 +90,6 @@ func (l LeaderElection) Validate() error {
 // watchdog, if not nil, is wired as the elector's health check.
 func runLeading(ctx context.Context, l LeaderElection, client kubernetes.Interface,
 	watchdog *leaderelection.HealthzAdaptor, run func(context.Context)) error {
-	logger := klog.FromContext(ctx)
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, l.ResourceNamespace, l.ResourceName,
 		client.CoreV1(), client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: l.Identity})
 	if err != nil {
@@ -100,8 +99,7 @@ func runLeading(ctx context.Context, l LeaderElection, client kubernetes.Interfa
 	// the controllers have drained, so the Lease is released last.
 	electorCtx, cancelElector := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelElector()
-	var leading atomic.Bool
-	drained := make(chan struct{})
+	s := &leaderSession{l: l, logger: klog.FromContext(ctx), parent: ctx, run: run, cancelElector: cancelElector, drained: make(chan struct{})}
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   l.LeaseDuration,
@@ -110,26 +108,7 @@ func runLeading(ctx context.Context, l LeaderElection, client kubernetes.Interfa
 		ReleaseOnCancel: true,
 		Name:            l.ResourceName,
 		WatchDog:        watchdog,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leCtx context.Context) {
-				leading.Store(true)
-				defer close(drained)
-				defer cancelElector()
-				if leCtx.Err() != nil {
-					return // stopped between acquiring and starting
-				}
-				runCtx, cancel := context.WithCancel(leCtx)
-				defer cancel()
-				stop := context.AfterFunc(ctx, cancel)
-				defer stop()
-				logger.Info("Acquired the lease; starting controllers", "lease", klog.KRef(l.ResourceNamespace, l.ResourceName), "identity", l.Identity)
-				run(runCtx)
-			},
-			OnStoppedLeading: func() {},
-			OnNewLeader: func(identity string) {
-				logger.Info("Observed leader", "lease", klog.KRef(l.ResourceNamespace, l.ResourceName), "leader", identity)
-			},
-		},
+		Callbacks:       s.callbacks(),
 	})
 	if err != nil {
 		return fmt.Errorf("building the leader elector: %w", err)
@@ -138,18 +117,61 @@ func runLeading(ctx context.Context, l LeaderElection, client kubernetes.Interfa
 		watchdog.SetLeaderElection(le)
 	}
 	stopWaiting := context.AfterFunc(ctx, func() {
-		if !leading.Load() {
+		if !s.leading.Load() {
 			cancelElector() // a standby stops at once
 		}
 	})
 	defer stopWaiting()
 	le.Run(electorCtx)
-	if leading.Load() {
-		<-drained
+	if s.leading.Load() {
+		<-s.drained
 	}
 	if ctx.Err() != nil {
-		logger.Info("Stopped leader election", "lease", klog.KRef(l.ResourceNamespace, l.ResourceName))
+		s.logger.Info("Stopped leader election", "lease", klog.KRef(l.ResourceNamespace, l.ResourceName))
 		return nil
 	}
 	return ErrLeaderElectionLost
+}
+
+// leaderSession is the state one runLeading call shares with the elector's
+// callbacks.
+type leaderSession struct {
+	l      LeaderElection
+	logger klog.Logger
+	// parent is runLeading's ctx: its end stops run.
+	parent        context.Context
+	run           func(context.Context)
+	cancelElector context.CancelFunc
+	// leading is set once this process acquired the Lease; drained is
+	// closed when run has returned after that.
+	leading atomic.Bool
+	drained chan struct{}
+}
+
+// callbacks returns the elector callbacks: run while leading, log new leaders.
+func (s *leaderSession) callbacks() leaderelection.LeaderCallbacks {
+	return leaderelection.LeaderCallbacks{
+		OnStartedLeading: s.lead,
+		OnStoppedLeading: func() {},
+		OnNewLeader: func(identity string) {
+			s.logger.Info("Observed leader", "lease", klog.KRef(s.l.ResourceNamespace, s.l.ResourceName), "leader", identity)
+		},
+	}
+}
+
+// lead runs the controllers until leCtx (the Lease is lost) or the parent
+// context ends, then stops the elector so it releases the Lease.
+func (s *leaderSession) lead(leCtx context.Context) {
+	s.leading.Store(true)
+	defer close(s.drained)
+	defer s.cancelElector()
+	if leCtx.Err() != nil {
+		return // stopped between acquiring and starting
+	}
+	runCtx, cancel := context.WithCancel(leCtx)
+	defer cancel()
+	stop := context.AfterFunc(s.parent, cancel)
+	defer stop()
+	s.logger.Info("Acquired the lease; starting controllers", "lease", klog.KRef(s.l.ResourceNamespace, s.l.ResourceName), "identity", s.l.Identity)
+	s.run(runCtx)
 }

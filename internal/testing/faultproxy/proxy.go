@@ -117,7 +117,15 @@ func Start(ctx context.Context, upstream *rest.Config, opts Options) (*Proxy, er
 		stats:    Stats{Forwarded: map[string]int{}, Faults: map[Fault]int{}},
 	}
 	p.rules.Store(&[]Rule{})
-	stdLog := log.New(logWriter{logger}, "", 0)
+	p.serveOn(ctx, ln, transport)
+	logger.V(1).Info("Fault proxy listening", "url", p.url, "upstream", target.String())
+	return p, nil
+}
+
+// serveOn builds the reverse proxy (forwarding with transport) and the HTTP
+// server, serves on ln, and stops the proxy when ctx ends.
+func (p *Proxy) serveOn(ctx context.Context, ln net.Listener, transport http.RoundTripper) {
+	stdLog := log.New(logWriter{p.logger}, "", 0)
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
 		Transport:      transport,
@@ -129,12 +137,12 @@ func Start(ctx context.Context, upstream *rest.Config, opts Options) (*Proxy, er
 	p.srv = &http.Server{
 		Handler:           http.HandlerFunc(p.serve),
 		ReadHeaderTimeout: 30 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return stopCtx },
+		BaseContext:       func(net.Listener) context.Context { return p.stopCtx },
 		ErrorLog:          stdLog,
 	}
 	go func() {
 		if err := p.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			logger.Error(err, "Fault proxy stopped serving")
+			p.logger.Error(err, "Fault proxy stopped serving")
 		}
 	}()
 	go func() {
@@ -144,8 +152,6 @@ func Start(ctx context.Context, upstream *rest.Config, opts Options) (*Proxy, er
 		case <-p.stopping:
 		}
 	}()
-	logger.V(1).Info("Fault proxy listening", "url", p.url, "upstream", target.String())
-	return p, nil
 }
 
 // URL returns the proxy's address, "http://127.0.0.1:PORT".
