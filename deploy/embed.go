@@ -1,7 +1,7 @@
-// Package deploy holds the manifests that run `kubedeploy controllers` in a
-// cluster (namespace, ServiceAccount, least-privilege RBAC, Deployment) and
-// embeds them, so `kubedeploy up` can bind its controllers to exactly these
-// roles. It must not hold anything but those manifests and the code to decode
+// Package deploy holds the manifests that run kubedeploy's controllers in a
+// cluster (namespace, ServiceAccount, least-privilege RBAC, a StatefulSet and
+// its headless Service) and embeds them, so `kubedeploy up` can bind its
+// controllers to exactly these roles. It must not hold anything but those manifests and the code to decode
 // and apply them.
 package deploy
 

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -19,7 +20,7 @@ func TestManifestsDecode(t *testing.T) {
 	for _, o := range objs {
 		kinds[o.GetObjectKind().GroupVersionKind().Kind]++
 	}
-	for kind, want := range map[string]int{"Namespace": 1, "ServiceAccount": 1, "ClusterRole": 4, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2, "Deployment": 1} {
+	for kind, want := range map[string]int{"Namespace": 1, "ServiceAccount": 1, "ClusterRole": 4, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2, "StatefulSet": 1, "Service": 1, "Deployment": 0} {
 		if kinds[kind] != want {
 			t.Errorf("%d objects of kind %s, want %d (all: %v)", kinds[kind], kind, want, kinds)
 		}
@@ -95,23 +96,33 @@ func TestBindingsNameTheServiceAccount(t *testing.T) {
 	}
 }
 
-func TestDeploymentRunsControllersWithProbes(t *testing.T) {
+// TestStatefulSetRunsControllersWithProbes: the controllers run as a
+// StatefulSet (no Deployment: the cluster's deployment controller is off),
+// as our ServiceAccount, the controllers-only binary with probes on its
+// secure port, resource requests, and a toleration for control-plane nodes.
+func TestStatefulSetRunsControllersWithProbes(t *testing.T) {
 	objs, err := Objects()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range objs {
-		d, ok := o.(*appsv1.Deployment)
+		d, ok := o.(*appsv1.StatefulSet)
 		if !ok {
 			continue
 		}
 		spec := d.Spec.Template.Spec
 		if spec.ServiceAccountName != ServiceAccount || d.Namespace != Namespace {
-			t.Errorf("Deployment runs as %s/%s", d.Namespace, spec.ServiceAccountName)
+			t.Errorf("StatefulSet runs as %s/%s", d.Namespace, spec.ServiceAccountName)
+		}
+		if d.Spec.Replicas == nil || *d.Spec.Replicas < 2 || d.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
+			t.Errorf("replicas %v, podManagementPolicy %q; want ≥ 2 (leader + standby), Parallel", d.Spec.Replicas, d.Spec.PodManagementPolicy)
 		}
 		c := spec.Containers[0]
-		if len(c.Args) == 0 || c.Args[0] != "controllers" {
-			t.Errorf("args = %v, want controllers first", c.Args)
+		if !strings.Contains(c.Image, "kubedeploy-controllers") || slices.Contains(c.Args, "controllers") {
+			t.Errorf("image %s, args %v: want the controllers-only binary, which takes no subcommand", c.Image, c.Args)
+		}
+		if !slices.ContainsFunc(spec.Tolerations, func(tol corev1.Toleration) bool { return tol.Key == "node-role.kubernetes.io/control-plane" }) {
+			t.Errorf("tolerations %v: want the control-plane taint tolerated", spec.Tolerations)
 		}
 		for probe, path := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {
 			if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Scheme != corev1.URISchemeHTTPS {
@@ -123,7 +134,7 @@ func TestDeploymentRunsControllersWithProbes(t *testing.T) {
 		}
 		return
 	}
-	t.Fatal("no Deployment in deploy/")
+	t.Fatal("no StatefulSet in deploy/")
 }
 
 func name(o runtime.Object) string {

@@ -77,7 +77,7 @@ func TestControllerManagerControllers(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"garbage-collector-controller", "namespace-controller", "serviceaccount-controller",
-		"serviceaccount-token-controller", "root-ca-certificate-publisher-controller", "pod-garbage-collector-controller"} {
+		"serviceaccount-token-controller", "root-ca-certificate-publisher-controller", "pod-garbage-collector-controller", "statefulset-controller"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("controllers %v lack %q", got, want)
 		}

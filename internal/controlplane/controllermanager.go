@@ -19,8 +19,9 @@ import (
 var upstreamWorkloadControllers = []string{"deployment-controller", "replicaset-controller"}
 
 // controllerManagerControllers lists the only kube-controller-manager controllers the embedded cluster runs: the
-// generic ones a cluster needs around Deployments. KCM's deployment and replicaset controllers are kubedeploy's
-// job and must never appear here. It is pure.
+// generic ones a cluster needs around Deployments, plus the statefulset controller, which runs kubedeploy's own
+// install (deploy/) on a cluster whose deployment controller is off. KCM's deployment and replicaset controllers
+// are kubedeploy's job and must never appear here. It is pure.
 func controllerManagerControllers() []string {
 	return []string{
 		"garbage-collector-controller",
@@ -30,6 +31,7 @@ func controllerManagerControllers() []string {
 		"root-ca-certificate-publisher-controller",
 		"pod-garbage-collector-controller",
 		"clusterrole-aggregation-controller",
+		"statefulset-controller",
 	}
 }
 
