@@ -49,7 +49,7 @@ func TestSyncCleanupDeletesOldReplicaSets(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	writes := f.writes()
+	writes := f.Writes()
 	if writes["delete replicasets"] != 1 {
 		t.Fatalf("writes = %v, want exactly one ReplicaSet delete", writes)
 	}

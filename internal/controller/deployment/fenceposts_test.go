@@ -43,8 +43,7 @@ func TestFencepostsRU7(t *testing.T) {
 		})
 	}
 	t.Run("Recreate has no fenceposts", func(t *testing.T) {
-		d := newDeployment(10, pct("25%"), pct("25%"))
-		d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+		d := newRecreateDeployment(10)
 		if f := fencepostsFor(d); f.maxSurge != 0 || f.maxUnavailable != 0 || f.minAvailable() != 10 {
 			t.Errorf("got surge %d, unavailable %d, minAvailable %d; want 0, 0, 10 (RC-9)", f.maxSurge, f.maxUnavailable, f.minAvailable())
 		}

@@ -16,49 +16,33 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2/ktesting"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
+	"github.com/kubedeploy/kubedeploy/internal/testing/controllertest"
 )
 
-// fixture is a controller over a fake clientset whose informer indexers are
-// filled by hand (no informer is started).
+// fixture is a Deployment controller over controllertest's fake clientset
+// and hand-filled informer indexers.
 type fixture struct {
-	t        *testing.T
-	ctx      context.Context
-	client   *fake.Clientset
-	factory  informers.SharedInformerFactory
-	c        *Controller
-	recorder *record.FakeRecorder
-	clock    *clocktesting.FakeClock
+	*controllertest.Fixture
+	c *Controller
 	// keys are the work-queue keys drained so far (see enqueued).
 	keys []cache.ObjectName
 }
 
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
-	client := fake.NewClientset(objs...)
-	factory := informers.NewSharedInformerFactory(client, 0)
-	f := &fixture{
-		t: t, ctx: ctx, client: client, factory: factory,
-		recorder: record.NewFakeRecorder(100),
-		clock:    clocktesting.NewFakeClock(baseTime.Add(24 * 60 * 60 * 1e9)),
-	}
-	c, err := New(ctx, Config{
-		Client:      client,
-		Deployments: factory.Apps().V1().Deployments(),
-		ReplicaSets: factory.Apps().V1().ReplicaSets(),
-		Pods:        factory.Core().V1().Pods(),
-		Recorder:    f.recorder,
-		Clock:       f.clock,
+	f := &fixture{Fixture: controllertest.New(t, baseTime.Add(24*time.Hour), objs...)}
+	c, err := New(f.Ctx, Config{
+		Client:      f.Client,
+		Deployments: f.Factory.Apps().V1().Deployments(),
+		ReplicaSets: f.Factory.Apps().V1().ReplicaSets(),
+		Pods:        f.Factory.Core().V1().Pods(),
+		Recorder:    f.Recorder,
+		Clock:       f.Clock,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -69,9 +53,6 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 		return runner.Result{}, nil
 	})
 	f.c = c
-	for _, o := range objs {
-		f.addToCache(o)
-	}
 	return f
 }
 
@@ -79,136 +60,79 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 // were in it, in order, each once (the queue merges repeated adds).
 func (f *fixture) enqueued() []cache.ObjectName {
 	for f.c.runner.Len() > 0 {
-		f.c.runner.ProcessNextItem(f.ctx)
+		f.c.runner.ProcessNextItem(f.Ctx)
 	}
 	keys := f.keys
 	f.keys = nil
 	return keys
 }
 
-// addToCache puts obj into (or replaces it in) its informer's indexer.
-func (f *fixture) addToCache(obj runtime.Object) {
-	f.t.Helper()
-	var idx cache.Indexer
-	switch obj.(type) {
-	case *appsv1.Deployment:
-		idx = f.factory.Apps().V1().Deployments().Informer().GetIndexer()
-	case *appsv1.ReplicaSet:
-		idx = f.factory.Apps().V1().ReplicaSets().Informer().GetIndexer()
-	case *v1.Pod:
-		idx = f.factory.Core().V1().Pods().Informer().GetIndexer()
-	default:
-		f.t.Fatalf("unexpected object %T", obj)
-	}
-	if err := idx.Update(obj); err != nil {
-		f.t.Fatalf("indexer: %v", err)
-	}
-}
-
 // observe copies the API server's current Deployments and ReplicaSets into
 // the caches, as informers would.
 func (f *fixture) observe() {
-	f.t.Helper()
-	ds, err := f.client.AppsV1().Deployments("").List(f.ctx, metav1.ListOptions{})
+	f.T.Helper()
+	ds, err := f.Client.AppsV1().Deployments("").List(f.Ctx, metav1.ListOptions{})
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	for i := range ds.Items {
-		f.addToCache(&ds.Items[i])
+		f.AddToCache(&ds.Items[i])
 	}
-	rss, err := f.client.AppsV1().ReplicaSets("").List(f.ctx, metav1.ListOptions{})
+	rss, err := f.Client.AppsV1().ReplicaSets("").List(f.Ctx, metav1.ListOptions{})
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	for i := range rss.Items {
-		f.addToCache(&rss.Items[i])
+		f.AddToCache(&rss.Items[i])
 	}
 }
 
 // setRSStatus writes an RS status in the fake API server (as the RS
 // controller would) and observes it.
 func (f *fixture) setRSStatus(name string, replicas, available int32) {
-	f.t.Helper()
-	rs, err := f.client.AppsV1().ReplicaSets("ns").Get(f.ctx, name, metav1.GetOptions{})
+	f.T.Helper()
+	rs, err := f.Client.AppsV1().ReplicaSets("ns").Get(f.Ctx, name, metav1.GetOptions{})
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	withStatus(rs, replicas, available)
-	if _, err := f.client.AppsV1().ReplicaSets("ns").UpdateStatus(f.ctx, rs, metav1.UpdateOptions{}); err != nil {
-		f.t.Fatal(err)
+	if _, err := f.Client.AppsV1().ReplicaSets("ns").UpdateStatus(f.Ctx, rs, metav1.UpdateOptions{}); err != nil {
+		f.T.Fatal(err)
 	}
 	f.observe()
 }
 
 // sync runs one syncDeployment for ns/nginx after clearing recorded actions.
 func (f *fixture) sync() (runner.Result, error) {
-	f.client.ClearActions()
-	return f.c.syncDeployment(f.ctx, cache.ObjectName{Namespace: "ns", Name: "nginx"})
-}
-
-// writes counts the write actions of the last sync as "verb resource[/sub]".
-func (f *fixture) writes() map[string]int {
-	out := map[string]int{}
-	for _, a := range f.client.Actions() {
-		switch a.GetVerb() {
-		case "get", "list", "watch":
-			continue
-		}
-		k := a.GetVerb() + " " + a.GetResource().Resource
-		if s := a.GetSubresource(); s != "" {
-			k += "/" + s
-		}
-		out[k]++
-	}
-	return out
-}
-
-func (f *fixture) expectWrites(want map[string]int) {
-	f.t.Helper()
-	got := f.writes()
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		f.t.Errorf("writes = %v, want %v", got, want)
-	}
-}
-
-// events drains the recorded events.
-func (f *fixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
+	f.Client.ClearActions()
+	return f.c.syncDeployment(f.Ctx, cache.ObjectName{Namespace: "ns", Name: "nginx"})
 }
 
 func (f *fixture) deployment() *appsv1.Deployment {
-	f.t.Helper()
-	d, err := f.client.AppsV1().Deployments("ns").Get(f.ctx, "nginx", metav1.GetOptions{})
+	f.T.Helper()
+	d, err := f.Client.AppsV1().Deployments("ns").Get(f.Ctx, "nginx", metav1.GetOptions{})
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	return d
 }
 
 // replicaSets returns the API server's ReplicaSets sorted by name.
 func (f *fixture) replicaSets() []appsv1.ReplicaSet {
-	f.t.Helper()
-	l, err := f.client.AppsV1().ReplicaSets("ns").List(f.ctx, metav1.ListOptions{})
+	f.T.Helper()
+	l, err := f.Client.AppsV1().ReplicaSets("ns").List(f.Ctx, metav1.ListOptions{})
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	sort.Slice(l.Items, func(i, j int) bool { return l.Items[i].Name < l.Items[j].Name })
 	return l.Items
 }
 
 func (f *fixture) rs(name string) *appsv1.ReplicaSet {
-	f.t.Helper()
-	rs, err := f.client.AppsV1().ReplicaSets("ns").Get(f.ctx, name, metav1.GetOptions{})
+	f.T.Helper()
+	rs, err := f.Client.AppsV1().ReplicaSets("ns").Get(f.Ctx, name, metav1.GetOptions{})
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	return rs
 }
@@ -219,27 +143,27 @@ func (f *fixture) rs(name string) *appsv1.ReplicaSet {
 // self-inflicted 409s).
 func (f *fixture) enforceOptimisticConcurrency() *int {
 	conflicts := 0
-	f.client.PrependReactor("patch", "*", func(action core.Action) (bool, runtime.Object, error) {
+	f.Client.PrependReactor("patch", "*", func(action core.Action) (bool, runtime.Object, error) {
 		// Bump the stored resourceVersion; the default reactor then patches it.
-		stored, err := f.client.Tracker().Get(action.GetResource(), action.GetNamespace(), action.(core.PatchAction).GetName())
+		stored, err := f.Client.Tracker().Get(action.GetResource(), action.GetNamespace(), action.(core.PatchAction).GetName())
 		if err != nil {
 			return false, nil, nil
 		}
 		sm, _ := meta.Accessor(stored)
 		rv, _ := strconv.Atoi(sm.GetResourceVersion())
 		sm.SetResourceVersion(strconv.Itoa(rv + 1))
-		if err := f.client.Tracker().Update(action.GetResource(), stored, action.GetNamespace()); err != nil {
+		if err := f.Client.Tracker().Update(action.GetResource(), stored, action.GetNamespace()); err != nil {
 			return true, nil, err
 		}
 		return false, nil, nil
 	})
-	f.client.PrependReactor("update", "*", func(action core.Action) (bool, runtime.Object, error) {
+	f.Client.PrependReactor("update", "*", func(action core.Action) (bool, runtime.Object, error) {
 		obj := action.(core.UpdateAction).GetObject()
 		m, err := meta.Accessor(obj)
 		if err != nil {
 			return false, nil, nil
 		}
-		stored, err := f.client.Tracker().Get(action.GetResource(), action.GetNamespace(), m.GetName())
+		stored, err := f.Client.Tracker().Get(action.GetResource(), action.GetNamespace(), m.GetName())
 		if err != nil {
 			return false, nil, nil
 		}
@@ -255,10 +179,7 @@ func (f *fixture) enforceOptimisticConcurrency() *int {
 	return &conflicts
 }
 
-type (
-	coreAction    = core.Action
-	runtimeObject = runtime.Object
-)
+type runtimeObject = runtime.Object
 
 var errQuota = apierrors.NewForbidden(appsv1.Resource("replicasets"), "x", fmt.Errorf("exceeded quota"))
 
@@ -284,6 +205,19 @@ func newDeployment(replicas int32, surge, unavailable intstr.IntOrString) *appsv
 			ProgressDeadlineSeconds: ptr.To[int32](600),
 		},
 	}
+}
+
+// newRecreateDeployment returns newDeployment's "nginx" with the Recreate
+// strategy instead, so without rollingUpdate (VA-7).
+func newRecreateDeployment(replicas int32) *appsv1.Deployment {
+	d := newDeployment(replicas, intstr.FromInt32(0), intstr.FromInt32(0))
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+	return d
+}
+
+// pct25 returns maxSurge and maxUnavailable at their VA-1 defaults, 25%.
+func pct25() (intstr.IntOrString, intstr.IntOrString) {
+	return intstr.FromString("25%"), intstr.FromString("25%")
 }
 
 func podTemplate(image string) v1.PodTemplateSpec {
@@ -315,6 +249,16 @@ func newRS(d *appsv1.Deployment, name, image string, size int32, minute int, ann
 			Template: tmpl,
 		},
 	}
+}
+
+// startRollout changes d's template to nginx:2 with d at revision 1 and
+// returns d's revision-1 ReplicaSet "nginx-a" (nginx:1): at d's replicas,
+// all available, annotated desired = d's replicas and max = maxReplicas.
+func startRollout(d *appsv1.Deployment, maxReplicas int32) *appsv1.ReplicaSet {
+	n := *d.Spec.Replicas
+	d.Spec.Template = podTemplate("nginx:2")
+	d.Annotations = map[string]string{RevisionAnnotation: "1"}
+	return withStatus(newRS(d, "nginx-a", "nginx:1", n, 0, sizeAnnotations(n, maxReplicas, 1)), n, n)
 }
 
 // withStatus sets the ReplicaSet's status counts (replicas = ready = available unless given).

@@ -18,7 +18,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -26,6 +25,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubedeploy/kubedeploy/internal/testing/controllertest"
 )
 
 // ---------------------------------------------------------------------------
@@ -469,17 +470,17 @@ func checkReconcileOldReplicaSets(t *testing.T, d *appsv1.Deployment, all, old [
 		objs = append(objs, rs)
 	}
 	fx := newFixture(t, objs...)
-	sc := &syncContext{c: fx.c, key: cache.ObjectName{Namespace: "ns", Name: "nginx"}, logger: klog.FromContext(fx.ctx),
-		now: fx.clock.Now(), d: d.DeepCopy(), f: fencepostsFor(d), rsList: append([]*appsv1.ReplicaSet(nil), all...), newRS: newRS,
+	sc := &syncContext{c: fx.c, key: cache.ObjectName{Namespace: "ns", Name: "nginx"}, logger: klog.FromContext(fx.Ctx),
+		now: fx.Clock.Now(), d: d.DeepCopy(), f: fencepostsFor(d), rsList: append([]*appsv1.ReplicaSet(nil), all...), newRS: newRS,
 		oldRSs: append([]*appsv1.ReplicaSet(nil), old...)}
 	floor, budget, availBefore := fencepostsFor(d).minAvailable(), maxScaledDown(fencepostsFor(d), all, newRS), sumAvailableWithinSize(all)
 
-	fx.client.ClearActions()
-	scaled, err := sc.reconcileOldReplicaSets(fx.ctx)
+	fx.Client.ClearActions()
+	scaled, err := sc.reconcileOldReplicaSets(fx.Ctx)
 	if err != nil {
 		t.Fatalf("reconcileOldReplicaSets: %v", err)
 	}
-	for k, n := range fx.writes() {
+	for k, n := range fx.Writes() {
 		if k != "update replicasets" && k != "patch replicasets" {
 			t.Fatalf("RU-13: unexpected writes %q ×%d", k, n)
 		}
@@ -735,7 +736,7 @@ func FuzzSyncDeploymentBadInput(f *testing.F) {
 			valid = valid && replicaSetValid(rs)
 		}
 		creates, written := 0, map[string]bool{}
-		for _, a := range fx.client.Actions() {
+		for _, a := range fx.Client.Actions() {
 			if a.GetResource().Resource != "replicasets" || a.GetSubresource() != "" {
 				continue
 			}
@@ -750,7 +751,7 @@ func FuzzSyncDeploymentBadInput(f *testing.F) {
 			}
 		}
 		for name := range written { // the stored result, however it was written
-			rs, err := fx.client.AppsV1().ReplicaSets("ns").Get(fx.ctx, name, metav1.GetOptions{})
+			rs, err := fx.Client.AppsV1().ReplicaSets("ns").Get(fx.Ctx, name, metav1.GetOptions{})
 			if err != nil {
 				continue // the write failed
 			}
@@ -763,8 +764,7 @@ func FuzzSyncDeploymentBadInput(f *testing.F) {
 			if rs.Spec.Replicas == nil || *rs.Spec.Replicas < 0 {
 				t.Fatalf("VA-13: wrote ReplicaSet %s with replicas %v from a valid Deployment %s", rs.Name, ptrString(rs.Spec.Replicas), describe(d))
 			}
-			sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
-			if err != nil || sel.Empty() || !sel.Matches(labels.Set(rs.Spec.Template.Labels)) {
+			if !controllertest.SelectorMatchesTemplate(rs.Spec.Selector, rs.Spec.Template.Labels) {
 				t.Fatalf("VA-5: wrote ReplicaSet %s: selector %v does not match template labels %v", rs.Name, rs.Spec.Selector, rs.Spec.Template.Labels)
 			}
 		}
@@ -825,18 +825,7 @@ func badDeployment(replicas int32, strategy uint8, surge, unavailable string, se
 	case 5:
 		d.Spec.Strategy = appsv1.DeploymentStrategy{Type: "Bogus"}
 	}
-	switch selectorMode % 6 {
-	case 1:
-		d.Spec.Selector = nil
-	case 2:
-		d.Spec.Selector = &metav1.LabelSelector{}
-	case 3:
-		d.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "other"}}
-	case 4:
-		d.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Bogus"}}}
-	case 5:
-		d.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"nginx"}}}}
-	}
+	d.Spec.Selector = controllertest.FuzzSelector(selectorMode, d.Spec.Selector, "nginx")
 	if flags&1 != 0 {
 		d.Spec.Replicas = nil
 	}
@@ -974,11 +963,7 @@ func badPods(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, data []byte) []*v1.
 // deploymentValid reports whether d would pass the API validation the
 // controller relies on (VA-3..VA-8, VA-12).
 func deploymentValid(d *appsv1.Deployment) bool {
-	if d.Spec.Replicas == nil || *d.Spec.Replicas < 0 || d.Spec.Selector == nil {
-		return false
-	}
-	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
-	if err != nil || sel.Empty() || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+	if !controllertest.SpecValid(d.Spec.Replicas, d.Spec.Selector, d.Spec.Template.Labels) {
 		return false
 	}
 	s := d.Spec.Strategy
@@ -1025,13 +1010,9 @@ func fencepostValue(v *intstr.IntOrString) (int64, bool) {
 	return n, err == nil
 }
 
-// replicaSetValid reports whether rs would pass VA-13.
+// replicaSetValid reports whether rs would pass VA-13, status included.
 func replicaSetValid(rs *appsv1.ReplicaSet) bool {
-	if rs.Spec.Replicas == nil || *rs.Spec.Replicas < 0 || rs.Spec.Selector == nil {
-		return false
-	}
-	sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
-	if err != nil || sel.Empty() || !sel.Matches(labels.Set(rs.Spec.Template.Labels)) {
+	if !controllertest.SpecValid(rs.Spec.Replicas, rs.Spec.Selector, rs.Spec.Template.Labels) {
 		return false
 	}
 	st := rs.Status

@@ -3,7 +3,6 @@ package deployment
 import (
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -81,8 +80,7 @@ func TestReplicaSetHandlersEH2toEH5(t *testing.T) {
 }
 
 func TestPodDeleteHandlerEH7EH8(t *testing.T) {
-	d := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
-	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+	d := newRecreateDeployment(3)
 	rs := newRS(d, "nginx-a", "x", 0, 0, nil)
 	pod := func(name string) *v1.Pod {
 		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", OwnerReferences: []metav1.OwnerReference{{

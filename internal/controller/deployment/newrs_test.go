@@ -15,9 +15,7 @@ import (
 func TestSyncCreateErrorRV12(t *testing.T) {
 	d := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
 	f := newFixture(t, d)
-	f.client.PrependReactor("create", "replicasets", func(a coreAction) (bool, runtimeObject, error) {
-		return true, nil, errQuota
-	})
+	f.Fail("create", "replicasets", errQuota)
 	if _, err := f.sync(); err == nil {
 		t.Fatal("expected the create error")
 	}
@@ -25,7 +23,7 @@ func TestSyncCreateErrorRV12(t *testing.T) {
 	if p == nil || p.Reason != ReplicaSetCreateError || p.Status != v1.ConditionFalse {
 		t.Errorf("Progressing = %+v", p)
 	}
-	if ev := f.events(); len(ev) != 1 || ev[0][:35] != "Warning ReplicaSetCreateError Faile" {
+	if ev := f.Events(); len(ev) != 1 || ev[0][:35] != "Warning ReplicaSetCreateError Faile" {
 		t.Errorf("events = %q", ev)
 	}
 }
@@ -45,7 +43,7 @@ func TestSyncHashCollisionRV10(t *testing.T) {
 	if !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("sync error = %v, want AlreadyExists", err)
 	}
-	f.expectWrites(map[string]int{"create replicasets": 1, "update deployments/status": 1})
+	f.ExpectWrites(map[string]int{"create replicasets": 1, "update deployments/status": 1})
 	if cc := f.deployment().Status.CollisionCount; cc == nil || *cc != 1 {
 		t.Fatalf("collisionCount = %v, want 1", cc)
 	}
@@ -54,7 +52,7 @@ func TestSyncHashCollisionRV10(t *testing.T) {
 		t.Fatalf("second sync: %v", err)
 	}
 	want := "nginx-" + computeHash(&d.Spec.Template, ptr.To[int32](1))
-	if _, err := f.client.AppsV1().ReplicaSets("ns").Get(f.ctx, want, metav1.GetOptions{}); err != nil {
+	if _, err := f.Client.AppsV1().ReplicaSets("ns").Get(f.Ctx, want, metav1.GetOptions{}); err != nil {
 		t.Errorf("ReplicaSet %s under the new hash: %v", want, err)
 	}
 }

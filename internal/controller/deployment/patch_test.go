@@ -107,15 +107,15 @@ func TestScaleSurvivesStatusWritesButNotSpecChanges(t *testing.T) {
 	stored := f.rs(rs.Name)
 	stored.Generation = 3
 	stored.Spec.Replicas = ptr.To[int32](1)
-	if err := f.client.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("replicasets"), stored, "ns"); err != nil {
+	if err := f.Client.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("replicasets"), stored, "ns"); err != nil {
 		t.Fatal(err)
 	}
 	scaled := f.deployment()
 	scaled.Spec.Replicas = ptr.To[int32](6)
-	if err := f.client.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("deployments"), scaled, "ns"); err != nil {
+	if err := f.Client.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("deployments"), scaled, "ns"); err != nil {
 		t.Fatal(err)
 	}
-	f.addToCache(scaled)
+	f.AddToCache(scaled)
 	if _, err := f.sync(); err == nil || !strings.Contains(err.Error(), "test failed") {
 		t.Fatalf("scale over a concurrent spec change: err = %v, want the failed generation test", err)
 	}

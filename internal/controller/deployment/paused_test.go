@@ -20,7 +20,7 @@ func TestSyncPausedSD6(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	if w := f.writes(); w["create replicasets"] != 0 || w["update deployments/status"] == 0 {
+	if w := f.Writes(); w["create replicasets"] != 0 || w["update deployments/status"] == 0 {
 		t.Errorf("writes %v", w)
 	}
 	p := getCondition(&f.deployment().Status, appsv1.DeploymentProgressing)
@@ -44,12 +44,12 @@ func TestSyncResumedSD6(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	f.expectWrites(map[string]int{"update deployments/status": 2})
+	f.ExpectWrites(map[string]int{"update deployments/status": 2})
 	if *conflicts != 0 {
 		t.Errorf("%d self-inflicted conflicts (IM-2)", *conflicts)
 	}
 	var reasons []string
-	for _, a := range f.client.Actions() {
+	for _, a := range f.Client.Actions() {
 		if u, ok := a.(core.UpdateAction); ok && a.GetSubresource() == "status" {
 			if c := getCondition(&u.GetObject().(*appsv1.Deployment).Status, appsv1.DeploymentProgressing); c != nil {
 				reasons = append(reasons, c.Reason)
@@ -76,7 +76,7 @@ func TestSyncPausedScalesAndCleansUp(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	w := f.writes()
+	w := f.Writes()
 	if w["create replicasets"] != 0 || w["patch replicasets"] != 1 || w["delete replicasets"] != 1 {
 		t.Errorf("writes %v, want 1 RS update, 1 RS delete, no create", w)
 	}

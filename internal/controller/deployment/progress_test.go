@@ -26,13 +26,13 @@ func TestSyncRequeueStuckST16(t *testing.T) {
 	if p == nil || p.Status != v1.ConditionTrue {
 		t.Fatalf("Progressing after first sync = %+v", p)
 	}
-	f.clock.Step(100 * time.Second)
+	f.Clock.Step(100 * time.Second)
 	res, err := f.sync()
 	if err != nil {
 		t.Fatalf("second sync: %v", err)
 	}
-	f.expectWrites(map[string]int{})
-	want := p.LastUpdateTime.Add(600*time.Second).Sub(f.clock.Now()) + time.Second
+	f.ExpectWrites(map[string]int{})
+	want := p.LastUpdateTime.Add(600*time.Second).Sub(f.Clock.Now()) + time.Second
 	if res.RequeueAfter != want {
 		t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, want)
 	}

@@ -3,47 +3,42 @@ package deployment
 import (
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // TestSyncRecreateRC: old scaled to 0 first, new RS only after old pods are gone.
 func TestSyncRecreateRC(t *testing.T) {
-	d := newDeployment(3, intstr.FromInt32(0), intstr.FromInt32(0))
-	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
-	d.Spec.Template = podTemplate("nginx:2")
-	d.Annotations = map[string]string{RevisionAnnotation: "1"}
-	old := withStatus(newRS(d, "nginx-a", "nginx:1", 3, 0, sizeAnnotations(3, 3, 1)), 3, 3)
+	d := newRecreateDeployment(3)
+	old := startRollout(d, 3)
 	f := newFixture(t, d, old)
 	f.enforceOptimisticConcurrency()
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	if w := f.writes(); w["create replicasets"] != 0 || w["patch replicasets"] != 1 || *f.rs("nginx-a").Spec.Replicas != 0 {
+	if w := f.Writes(); w["create replicasets"] != 0 || w["patch replicasets"] != 1 || *f.rs("nginx-a").Spec.Replicas != 0 {
 		t.Fatalf("RC-2: writes %v", w)
 	}
 	// IM-4: the cache has not seen our write yet, so the sync refuses to act.
 	if _, err := f.sync(); err == nil {
 		t.Fatal("IM-4: acted on a cache older than our own write")
 	}
-	f.expectWrites(map[string]int{})
+	f.ExpectWrites(map[string]int{})
 	f.observe()
 	// RC-3: old RS still reports replicas: wait.
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	if w := f.writes(); w["create replicasets"] != 0 {
+	if w := f.Writes(); w["create replicasets"] != 0 {
 		t.Fatalf("RC-3: created while old pods run: %v", w)
 	}
 	f.setRSStatus("nginx-a", 0, 0)
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	if w := f.writes(); w["create replicasets"] != 1 {
+	if w := f.Writes(); w["create replicasets"] != 1 {
 		t.Fatalf("RC-4: writes %v", w)
 	}
 	if rs := f.rs("nginx-" + computeHash(&d.Spec.Template, nil)); *rs.Spec.Replicas != 3 {
@@ -54,8 +49,7 @@ func TestSyncRecreateRC(t *testing.T) {
 // TestSyncRecreateScalingIM3: a scaling event with two active RSs is applied
 // to the RS that survives (IM-3) and consumes the event.
 func TestSyncRecreateScalingIM3(t *testing.T) {
-	d := newDeployment(5, intstr.FromInt32(0), intstr.FromInt32(0))
-	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+	d := newRecreateDeployment(5)
 	old := withStatus(newRS(d, "nginx-a", "nginx:1", 2, 0, sizeAnnotations(3, 3, 1)), 2, 2)
 	nrs := withStatus(newRS(d, "nginx-b", "nginx:1.14.2", 3, 1, sizeAnnotations(3, 3, 2)), 3, 3)
 	d.Annotations = map[string]string{RevisionAnnotation: "2"}
@@ -82,7 +76,7 @@ func TestSyncRecreateScalingIM3(t *testing.T) {
 // neither Failed nor Succeeded (terminating pods included); pods of the new
 // ReplicaSet never count.
 func TestOldPodsRunningRC3(t *testing.T) {
-	d := newDeployment(3, intstr.FromInt32(0), intstr.FromInt32(1))
+	d := newRecreateDeployment(3)
 	old := newRS(d, "old", "nginx:1", 0, 0, nil)
 	cur := newRS(d, "cur", "nginx:2", 3, 1, nil)
 	pod := func(phase v1.PodPhase, terminating bool) *v1.Pod {

@@ -105,14 +105,14 @@ func TestSyncTerminationCompleteWaitsForTerminatingPods(t *testing.T) {
 		}
 		// The terminating pods are gone: B may grow by 3.
 		for _, p := range podsOf(f.rs("nginx-a"), 7, 3, 0)[7:] {
-			if err := f.factory.Core().V1().Pods().Informer().GetIndexer().Delete(p); err != nil {
+			if err := f.Factory.Core().V1().Pods().Informer().GetIndexer().Delete(p); err != nil {
 				t.Fatal(err)
 			}
 		}
 		f.setRSStatus("nginx-a", 7, 7)
 		a := f.rs("nginx-a")
 		a.Status.TerminatingReplicas = ptr.To[int32](0)
-		f.addToCache(a)
+		f.AddToCache(a)
 		f.observe()
 		if _, err := f.sync(); err != nil {
 			t.Fatal(err)
@@ -121,22 +121,18 @@ func TestSyncTerminationCompleteWaitsForTerminatingPods(t *testing.T) {
 			t.Fatalf("new ReplicaSet = %d after the terminating pods went, want 6", got)
 		}
 	})
-	t.Run("without the annotation: upstream", func(t *testing.T) {
-		f, b := setup(t, "")
-		if _, err := f.sync(); err != nil {
-			t.Fatal(err)
-		}
-		if got := *f.rs(b).Spec.Replicas; got != 6 {
-			t.Fatalf("new ReplicaSet = %d, want 6 (RU-10 on specs only)", got)
-		}
-	})
-	t.Run("another value: upstream", func(t *testing.T) {
-		f, b := setup(t, "TerminationStarted")
-		if _, err := f.sync(); err != nil {
-			t.Fatal(err)
-		}
-		if got := *f.rs(b).Spec.Replicas; got != 6 {
-			t.Fatalf("new ReplicaSet = %d, want 6", got)
-		}
-	})
+	for _, tc := range []struct{ name, policy string }{
+		{"without the annotation: upstream", ""},
+		{"another value: upstream", "TerminationStarted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, b := setup(t, tc.policy)
+			if _, err := f.sync(); err != nil {
+				t.Fatal(err)
+			}
+			if got := *f.rs(b).Spec.Replicas; got != 6 {
+				t.Fatalf("new ReplicaSet = %d, want 6 (RU-10 on specs only)", got)
+			}
+		})
+	}
 }

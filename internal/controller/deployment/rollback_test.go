@@ -19,7 +19,7 @@ func TestSyncRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	// RV-2 copies the "note" annotation to the new RS first; then the rollback Update.
-	f.expectWrites(map[string]int{"update deployments": 1, "patch replicasets": 1})
+	f.ExpectWrites(map[string]int{"update deployments": 1, "patch replicasets": 1})
 	got := f.deployment()
 	if got.Spec.Template.Spec.Containers[0].Image != "nginx:1" {
 		t.Errorf("template image = %s", got.Spec.Template.Spec.Containers[0].Image)
@@ -30,7 +30,7 @@ func TestSyncRollback(t *testing.T) {
 	if _, ok := got.Annotations[RollbackToAnnotation]; ok || got.Annotations["note"] != "" || got.Annotations["kubernetes.io/change-cause"] != "v1" || got.Annotations[RevisionAnnotation] != "2" {
 		t.Errorf("annotations = %v", got.Annotations)
 	}
-	if ev := f.events(); len(ev) != 1 || ev[0] != `Normal DeploymentRollback Rolled back deployment "nginx" to revision 1` {
+	if ev := f.Events(); len(ev) != 1 || ev[0] != `Normal DeploymentRollback Rolled back deployment "nginx" to revision 1` {
 		t.Errorf("events = %q", ev)
 	}
 }
@@ -60,7 +60,7 @@ func TestSyncRollbackBranches(t *testing.T) {
 			if _, err := f.sync(); err != nil {
 				t.Fatal(err)
 			}
-			f.expectWrites(map[string]int{"update deployments": 1})
+			f.ExpectWrites(map[string]int{"update deployments": 1})
 			got := f.deployment()
 			if _, ok := got.Annotations[RollbackToAnnotation]; ok {
 				t.Errorf("rollback annotation not cleared: %v", got.Annotations)
@@ -68,7 +68,7 @@ func TestSyncRollbackBranches(t *testing.T) {
 			if img := got.Spec.Template.Spec.Containers[0].Image; img != tc.wantImage {
 				t.Errorf("template image = %s, want %s", img, tc.wantImage)
 			}
-			if ev := f.events(); len(ev) != 1 || ev[0] != tc.wantEvent {
+			if ev := f.Events(); len(ev) != 1 || ev[0] != tc.wantEvent {
 				t.Errorf("events = %q, want [%q]", ev, tc.wantEvent)
 			}
 		})

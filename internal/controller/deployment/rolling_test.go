@@ -59,9 +59,7 @@ func TestSyncOldScaleDownErrorIM1(t *testing.T) {
 	old := withStatus(newRS(d, "old", "nginx:old", 4, 0, sizeAnnotations(4, 5, 1)), 4, 4)
 	cur := withStatus(newRS(d, "cur", "nginx:1.14.2", 1, 1, sizeAnnotations(4, 5, 2)), 1, 1)
 	f := newFixture(t, d, old, cur)
-	f.client.PrependReactor("patch", "replicasets", func(a coreAction) (bool, runtimeObject, error) {
-		return true, nil, errQuota
-	})
+	f.Fail("patch", "replicasets", errQuota)
 	_, err := f.sync()
 	if err == nil || !strings.Contains(err.Error(), "exceeded quota") {
 		t.Fatalf("sync error = %v, want the scale-down failure", err)

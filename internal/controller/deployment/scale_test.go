@@ -10,55 +10,44 @@ import (
 
 // TestProportionalScaling checks the PS-7..PS-10 worked examples.
 func TestProportionalScaling(t *testing.T) {
-	type rsSpec struct {
-		name          string
-		size, maxAnno int32
-		minute        int
-		isNew         bool
+	// rsCase is one ReplicaSet of a case, oldest first (created a minute
+	// apart): its size before the scaling event and the size it must get.
+	type rsCase struct {
+		name       string
+		size, want int32
 	}
 	for _, tc := range []struct {
 		name           string
 		from, to       int32
-		surge, unavail intstr.IntOrString
-		statusReplicas int32
-		rss            []rsSpec
-		want           map[string]int32
+		surge, unavail int32
+		// maxReplicas is every ReplicaSet's max-replicas annotation and
+		// d.status.replicas (the sizes before the event sum to it).
+		maxReplicas int32
+		rss         []rsCase
+		newRS       string // the new ReplicaSet's name, "" for none
 	}{
-		{"PS-7 e2e proportional scaling 10->30", 10, 30, intstr.FromInt32(3), intstr.FromInt32(2), 13,
-			[]rsSpec{{"a", 8, 13, 0, false}, {"b", 5, 13, 1, true}}, map[string]int32{"a": 20, "b": 13}},
-		{"PS-8 integration 100->120", 100, 120, intstr.FromInt32(20), intstr.FromInt32(0), 120,
-			[]rsSpec{{"old", 100, 120, 0, false}, {"new", 20, 120, 1, true}}, map[string]int32{"old": 117, "new": 23}},
-		{"PS-9 leftover up goes to newest", 3, 4, intstr.FromInt32(0), intstr.FromInt32(0), 3,
-			[]rsSpec{{"v1", 1, 3, 0, false}, {"v2", 1, 3, 1, false}, {"v3", 1, 3, 2, true}}, map[string]int32{"v1": 1, "v2": 1, "v3": 2}},
-		{"PS-9 leftover down goes to oldest", 3, 2, intstr.FromInt32(0), intstr.FromInt32(0), 3,
-			[]rsSpec{{"v1", 1, 3, 0, false}, {"v2", 1, 3, 1, false}, {"v3", 1, 3, 2, true}}, map[string]int32{"v1": 0, "v2": 1, "v3": 1}},
-		{"PS-10 5->10", 5, 10, intstr.FromInt32(0), intstr.FromInt32(1), 5,
-			[]rsSpec{{"old", 3, 5, 0, false}, {"new", 2, 5, 1, true}}, map[string]int32{"old": 6, "new": 4}},
-		{"PS-10 5->3", 5, 3, intstr.FromInt32(0), intstr.FromInt32(1), 5,
-			[]rsSpec{{"old", 3, 5, 0, false}, {"new", 2, 5, 1, true}}, map[string]int32{"old": 2, "new": 1}},
-		{"PS-10 9->4", 9, 4, intstr.FromInt32(0), intstr.FromInt32(1), 9,
-			[]rsSpec{{"old", 1, 9, 0, false}, {"new", 8, 9, 1, true}}, map[string]int32{"old": 0, "new": 4}},
-		{"PS-10 7->10", 7, 10, intstr.FromInt32(0), intstr.FromInt32(1), 7,
-			[]rsSpec{{"v1", 2, 7, 0, false}, {"v2", 3, 7, 1, false}, {"new", 2, 7, 2, true}}, map[string]int32{"new": 3, "v2": 4, "v1": 3}},
-		{"PS-10 13->8", 13, 8, intstr.FromInt32(0), intstr.FromInt32(1), 13,
-			[]rsSpec{{"v1", 3, 13, 0, false}, {"v2", 8, 13, 1, false}, {"new", 2, 13, 2, true}}, map[string]int32{"new": 1, "v2": 5, "v1": 2}},
-		{"PS-10 6->0", 6, 0, intstr.FromInt32(0), intstr.FromInt32(1), 6,
-			[]rsSpec{{"old", 3, 6, 0, false}, {"new", 3, 6, 1, true}}, map[string]int32{"old": 0, "new": 0}},
-		{"PS-10 no newRS 4->5", 4, 5, intstr.FromInt32(0), intstr.FromInt32(1), 4,
-			[]rsSpec{{"v1", 2, 4, 0, false}, {"v2", 2, 4, 1, false}}, map[string]int32{"v1": 2, "v2": 3}},
-		{"PS-10 surge 2 10->20", 10, 20, intstr.FromInt32(2), intstr.FromInt32(0), 12,
-			[]rsSpec{{"old", 6, 12, 0, false}, {"new", 6, 12, 1, true}}, map[string]int32{"old": 11, "new": 11}},
-		{"PS-10 surge 3->6 10->50", 10, 50, intstr.FromInt32(6), intstr.FromInt32(0), 13,
-			[]rsSpec{{"old", 8, 13, 0, false}, {"new", 5, 13, 1, true}}, map[string]int32{"old": 34, "new": 22}},
+		{"PS-7 e2e proportional scaling 10->30", 10, 30, 3, 2, 13, []rsCase{{"a", 8, 20}, {"b", 5, 13}}, "b"},
+		{"PS-8 integration 100->120", 100, 120, 20, 0, 120, []rsCase{{"old", 100, 117}, {"new", 20, 23}}, "new"},
+		{"PS-9 leftover up goes to newest", 3, 4, 0, 0, 3, []rsCase{{"v1", 1, 1}, {"v2", 1, 1}, {"v3", 1, 2}}, "v3"},
+		{"PS-9 leftover down goes to oldest", 3, 2, 0, 0, 3, []rsCase{{"v1", 1, 0}, {"v2", 1, 1}, {"v3", 1, 1}}, "v3"},
+		{"PS-10 5->10", 5, 10, 0, 1, 5, []rsCase{{"old", 3, 6}, {"new", 2, 4}}, "new"},
+		{"PS-10 5->3", 5, 3, 0, 1, 5, []rsCase{{"old", 3, 2}, {"new", 2, 1}}, "new"},
+		{"PS-10 9->4", 9, 4, 0, 1, 9, []rsCase{{"old", 1, 0}, {"new", 8, 4}}, "new"},
+		{"PS-10 7->10", 7, 10, 0, 1, 7, []rsCase{{"v1", 2, 3}, {"v2", 3, 4}, {"new", 2, 3}}, "new"},
+		{"PS-10 13->8", 13, 8, 0, 1, 13, []rsCase{{"v1", 3, 2}, {"v2", 8, 5}, {"new", 2, 1}}, "new"},
+		{"PS-10 6->0", 6, 0, 0, 1, 6, []rsCase{{"old", 3, 0}, {"new", 3, 0}}, "new"},
+		{"PS-10 no newRS 4->5", 4, 5, 0, 1, 4, []rsCase{{"v1", 2, 2}, {"v2", 2, 3}}, ""},
+		{"PS-10 surge 2 10->20", 10, 20, 2, 0, 12, []rsCase{{"old", 6, 11}, {"new", 6, 11}}, "new"},
+		{"PS-10 surge 3->6 10->50", 10, 50, 6, 0, 13, []rsCase{{"old", 8, 34}, {"new", 5, 22}}, "new"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := newDeployment(tc.to, tc.surge, tc.unavail)
-			d.Status.Replicas = tc.statusReplicas
+			d := newDeployment(tc.to, intstr.FromInt32(tc.surge), intstr.FromInt32(tc.unavail))
+			d.Status.Replicas = tc.maxReplicas
 			var nrs *appsv1.ReplicaSet
 			var olds []*appsv1.ReplicaSet
-			for _, r := range tc.rss {
-				rs := newRS(d, r.name, r.name, r.size, r.minute, sizeAnnotations(tc.from, r.maxAnno, 0))
-				if r.isNew {
+			for minute, r := range tc.rss {
+				rs := newRS(d, r.name, r.name, r.size, minute, sizeAnnotations(tc.from, tc.maxReplicas, 0))
+				if r.name == tc.newRS {
 					nrs = rs
 				} else {
 					olds = append(olds, rs)
@@ -72,9 +61,9 @@ func TestProportionalScaling(t *testing.T) {
 			for _, s := range proportionalSizes(fencepostsFor(d), d.Status.Replicas, nrs, olds) {
 				got[s.rs.Name] = s.size
 			}
-			for name, want := range tc.want {
-				if got[name] != want {
-					t.Errorf("%s = %d, want %d (all: %v)", name, got[name], want, got)
+			for _, r := range tc.rss {
+				if got[r.name] != r.want {
+					t.Errorf("%s = %d, want %d (all: %v)", r.name, got[r.name], r.want, got)
 				}
 			}
 		})

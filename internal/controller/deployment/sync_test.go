@@ -7,17 +7,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/expectations"
+	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
+
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-
-	"github.com/kubedeploy/kubedeploy/internal/controller/expectations"
-	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
-func pct25() (intstr.IntOrString, intstr.IntOrString) {
-	return intstr.FromString("25%"), intstr.FromString("25%")
+// syncedOnce returns a fixture over a new Deployment of 3 replicas (maxSurge
+// and maxUnavailable 25%) with optimistic concurrency enforced, after its
+// first sync (its ReplicaSet created and its status written, which the
+// caches do not show yet), and the count of self-inflicted conflicts.
+func syncedOnce(t *testing.T) (*fixture, *int) {
+	t.Helper()
+	s, u := pct25()
+	f := newFixture(t, newDeployment(3, s, u))
+	conflicts := f.enforceOptimisticConcurrency()
+	if _, err := f.sync(); err != nil {
+		t.Fatalf("first sync: %v", err)
+	}
+	return f, conflicts
 }
 
 // TestSyncNewDeployment: a new Deployment gets its first ReplicaSet
@@ -31,7 +42,7 @@ func TestSyncNewDeployment(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	f.expectWrites(map[string]int{"create replicasets": 1, "update deployments/status": 2})
+	f.ExpectWrites(map[string]int{"create replicasets": 1, "update deployments/status": 2})
 	if *conflicts != 0 {
 		t.Errorf("IM-2: %d self-inflicted conflicts", *conflicts)
 	}
@@ -62,7 +73,7 @@ func TestSyncNewDeployment(t *testing.T) {
 	if ref == nil || ref.UID != d.UID || ref.Kind != "Deployment" || ref.APIVersion != "apps/v1" || !*ref.BlockOwnerDeletion {
 		t.Errorf("ControllerRef = %+v", ref)
 	}
-	if got, want := f.events(), []string{"Normal ScalingReplicaSet Scaled up replica set nginx-" + hash + " from 0 to 3"}; !reflect.DeepEqual(got, want) {
+	if got, want := f.Events(), []string{"Normal ScalingReplicaSet Scaled up replica set nginx-" + hash + " from 0 to 3"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("events = %q, want %q", got, want)
 	}
 	got := f.deployment()
@@ -83,9 +94,7 @@ func TestSyncNewDeployment(t *testing.T) {
 func TestSyncRollingUpdateTraceRU16(t *testing.T) {
 	s, u := pct25()
 	d := newDeployment(10, s, u)
-	d.Spec.Template = podTemplate("nginx:2")
-	d.Annotations = map[string]string{RevisionAnnotation: "1"}
-	a := withStatus(newRS(d, "nginx-a", "nginx:1", 10, 0, sizeAnnotations(10, 13, 1)), 10, 10)
+	a := startRollout(d, 13)
 	f := newFixture(t, d, a)
 	f.enforceOptimisticConcurrency()
 
@@ -93,7 +102,7 @@ func TestSyncRollingUpdateTraceRU16(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatalf("sync 1: %v", err)
 	}
-	f.expectWrites(map[string]int{"create replicasets": 1, "patch replicasets": 1, "update deployments/status": 2})
+	f.ExpectWrites(map[string]int{"create replicasets": 1, "patch replicasets": 1, "update deployments/status": 2})
 	b := "nginx-" + computeHash(&d.Spec.Template, nil)
 	if got := *f.rs(b).Spec.Replicas; got != 3 {
 		t.Errorf("sync 1: B = %d, want 3", got)
@@ -108,7 +117,7 @@ func TestSyncRollingUpdateTraceRU16(t *testing.T) {
 		"Normal ScalingReplicaSet Scaled up replica set " + b + " from 0 to 3",
 		"Normal ScalingReplicaSet Scaled down replica set nginx-a from 10 to 8",
 	}
-	if got := f.events(); !reflect.DeepEqual(got, wantEvents) {
+	if got := f.Events(); !reflect.DeepEqual(got, wantEvents) {
 		t.Errorf("sync 1 events = %q, want %q", got, wantEvents)
 	}
 
@@ -118,7 +127,7 @@ func TestSyncRollingUpdateTraceRU16(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatalf("sync 2: %v", err)
 	}
-	if got := f.writes()["patch replicasets"]; got != 1 {
+	if got := f.Writes()["patch replicasets"]; got != 1 {
 		t.Errorf("sync 2: %d replica set updates, want 1", got)
 	}
 	if got := *f.rs(b).Spec.Replicas; got != 5 {
@@ -130,11 +139,11 @@ func TestSyncRollingUpdateTraceRU16(t *testing.T) {
 
 	// Sync 3: B still 0 available: nothing but status.
 	f.setRSStatus(b, 5, 0)
-	f.events()
+	f.Events()
 	if _, err := f.sync(); err != nil {
 		t.Fatalf("sync 3: %v", err)
 	}
-	w := f.writes()
+	w := f.Writes()
 	if w["patch replicasets"] != 0 || w["create replicasets"] != 0 {
 		t.Errorf("sync 3 wrote replica sets: %v", w)
 	}
@@ -167,12 +176,12 @@ func TestSyncScalingEventOneActiveRS(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	f.expectWrites(map[string]int{"patch replicasets": 1, "update deployments/status": 1})
+	f.ExpectWrites(map[string]int{"patch replicasets": 1, "update deployments/status": 1})
 	got := f.rs("nginx-a")
 	if *got.Spec.Replicas != 5 || got.Annotations[DesiredReplicasAnnotation] != "5" || got.Annotations[MaxReplicasAnnotation] != "7" {
 		t.Errorf("RS = %d replicas, annotations %v", *got.Spec.Replicas, got.Annotations)
 	}
-	if ev := f.events(); len(ev) != 1 || ev[0] != "Normal ScalingReplicaSet Scaled up replica set nginx-a from 3 to 5" {
+	if ev := f.Events(); len(ev) != 1 || ev[0] != "Normal ScalingReplicaSet Scaled up replica set nginx-a from 3 to 5" {
 		t.Errorf("events = %q", ev)
 	}
 	// The status sync is plain (ST-5): Progressing is carried over unchanged.
@@ -188,7 +197,7 @@ func TestSyncDeletedAndMissing(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatalf("missing deployment: %v", err)
 	}
-	f.expectWrites(map[string]int{})
+	f.ExpectWrites(map[string]int{})
 
 	s, u := pct25()
 	d := newDeployment(3, s, u)
@@ -198,7 +207,7 @@ func TestSyncDeletedAndMissing(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatalf("deleting deployment: %v", err)
 	}
-	f.expectWrites(map[string]int{"update deployments/status": 1})
+	f.ExpectWrites(map[string]int{"update deployments/status": 1})
 }
 
 // TestSyncSelectingAll: SD-2.
@@ -210,8 +219,8 @@ func TestSyncSelectingAll(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	f.expectWrites(map[string]int{"update deployments/status": 1})
-	if ev := f.events(); len(ev) != 1 || !strings.Contains(ev[0], "Warning SelectingAll "+selectingAllMessage) {
+	f.ExpectWrites(map[string]int{"update deployments/status": 1})
+	if ev := f.Events(); len(ev) != 1 || !strings.Contains(ev[0], "Warning SelectingAll "+selectingAllMessage) {
 		t.Errorf("events = %q", ev)
 	}
 }
@@ -232,7 +241,7 @@ func TestSyncAdoptionContinuesFromPatchedObject(t *testing.T) {
 	if *conflicts != 0 {
 		t.Fatalf("IM-2: %d self-inflicted conflicts after adoption", *conflicts)
 	}
-	w := f.writes()
+	w := f.Writes()
 	if w["patch replicasets"] != 2 {
 		t.Fatalf("writes = %v, want the adopt patch then the RV-2 patch", w)
 	}
@@ -247,16 +256,11 @@ func TestSyncAdoptionContinuesFromPatchedObject(t *testing.T) {
 // write yet waits instead of writing again from the stale copy (which would
 // be a self-inflicted 409); once the cache shows it, the sync proceeds.
 func TestSyncWaitsForItsOwnDeploymentWrites(t *testing.T) {
-	s, u := pct25()
-	f := newFixture(t, newDeployment(3, s, u))
-	conflicts := f.enforceOptimisticConcurrency()
-	if _, err := f.sync(); err != nil {
-		t.Fatal(err)
-	}
+	f, conflicts := syncedOnce(t)
 	if _, err := f.sync(); !errors.Is(err, runner.ErrWaiting) {
 		t.Fatalf("second sync err = %v, want ErrWaiting while the cache is behind our status write", err)
 	}
-	f.expectWrites(map[string]int{})
+	f.ExpectWrites(map[string]int{})
 	f.observe()
 	if _, err := f.sync(); err != nil {
 		t.Fatalf("sync after the cache caught up: %v", err)
@@ -272,26 +276,21 @@ func TestSyncWaitsForItsOwnDeploymentWrites(t *testing.T) {
 // sees the ReplicaSet it created (the cache does not) and creates no second
 // one, and it asks to be synced again after MaxCacheWait.
 func TestSyncStaleCacheReadsFromTheAPIServer(t *testing.T) {
-	s, u := pct25()
-	f := newFixture(t, newDeployment(3, s, u))
-	conflicts := f.enforceOptimisticConcurrency()
-	if _, err := f.sync(); err != nil {
-		t.Fatal(err)
-	}
-	f.clock.Step(expectations.DefaultMaxCacheWait + time.Second)
+	f, conflicts := syncedOnce(t)
+	f.Clock.Step(expectations.DefaultMaxCacheWait + time.Second)
 	res, err := f.sync()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var gotD, listedRS bool
-	for _, a := range f.client.Actions() {
+	for _, a := range f.Client.Actions() {
 		gotD = gotD || (a.GetVerb() == "get" && a.GetResource().Resource == "deployments")
 		listedRS = listedRS || (a.GetVerb() == "list" && a.GetResource().Resource == "replicasets")
 	}
 	if !gotD || !listedRS {
 		t.Errorf("Stale sync: get deployment %v, list replicasets %v; want both from the API server", gotD, listedRS)
 	}
-	if w := f.writes(); w["create replicasets"] != 0 {
+	if w := f.Writes(); w["create replicasets"] != 0 {
 		t.Fatalf("writes = %v: a second ReplicaSet for the same template", w)
 	}
 	if n := len(f.replicaSets()); n != 1 || *conflicts != 0 {
@@ -319,10 +318,10 @@ func TestSyncClaimAdoptsAndReleases(t *testing.T) {
 		t.Fatalf("sync: %v", err)
 	}
 	patches := 0
-	for _, a := range f.client.Actions() {
+	for _, a := range f.Client.Actions() {
 		if a.GetVerb() == "patch" && a.GetResource().Resource == "replicasets" {
 			patches++
-			name := a.(coreAction).(interface{ GetName() string }).GetName()
+			name := a.(interface{ GetName() string }).GetName()
 			if name != "orphan" && name != "strayed" {
 				t.Errorf("patched %s", name)
 			}
@@ -345,7 +344,7 @@ func TestSyncUnknownStrategySD10(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "unexpected deployment strategy type: BlueGreen") {
 		t.Fatalf("err = %v", err)
 	}
-	if w := f.writes(); w["create replicasets"] != 0 {
+	if w := f.Writes(); w["create replicasets"] != 0 {
 		t.Errorf("writes %v: nothing may be created for an unknown strategy", w)
 	}
 }
@@ -357,11 +356,9 @@ func TestSyncAdoptionFailureStopsSD3(t *testing.T) {
 	orphan := newRS(d, "orphan", "nginx:1", 1, 0, nil)
 	orphan.OwnerReferences = nil
 	f := newFixture(t, d, orphan)
-	f.client.PrependReactor("patch", "replicasets", func(coreAction) (bool, runtimeObject, error) {
-		return true, nil, errQuota
-	})
+	f.Fail("patch", "replicasets", errQuota)
 	if _, err := f.sync(); err == nil || !strings.Contains(err.Error(), "exceeded quota") {
 		t.Fatalf("err = %v, want the adoption error", err)
 	}
-	f.expectWrites(map[string]int{"patch replicasets": 1})
+	f.ExpectWrites(map[string]int{"patch replicasets": 1})
 }

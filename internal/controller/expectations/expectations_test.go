@@ -21,8 +21,42 @@ func newTestTracker(t *testing.T) (*Tracker, *clocktesting.FakeClock, klog.Logge
 	return tr, clk, logger, &expired
 }
 
+// A step is one call on the Tracker under test, for rsKey.
+type step func(tr *Tracker, clk *clocktesting.FakeClock, l klog.Logger)
+
+func expectCreations(n int) step {
+	return func(tr *Tracker, _ *clocktesting.FakeClock, l klog.Logger) { tr.ExpectCreations(l, rsKey, n) }
+}
+
+func expectDeletions(podKeys ...string) step {
+	return func(tr *Tracker, _ *clocktesting.FakeClock, l klog.Logger) { tr.ExpectDeletions(l, rsKey, podKeys) }
+}
+
+func creationObserved(tr *Tracker, _ *clocktesting.FakeClock, l klog.Logger) {
+	tr.CreationObserved(l, rsKey)
+}
+
+func deletionObserved(podKey string) step {
+	return func(tr *Tracker, _ *clocktesting.FakeClock, l klog.Logger) { tr.DeletionObserved(l, rsKey, podKey) }
+}
+
+func lowerExpectations(add, del int) step {
+	return func(tr *Tracker, _ *clocktesting.FakeClock, l klog.Logger) { tr.LowerExpectations(l, rsKey, add, del) }
+}
+
+func satisfiedExpectations(tr *Tracker, _ *clocktesting.FakeClock, l klog.Logger) {
+	tr.SatisfiedExpectations(l, rsKey)
+}
+
+func deleteExpectations(tr *Tracker, _ *clocktesting.FakeClock, l klog.Logger) {
+	tr.DeleteExpectations(l, rsKey)
+}
+
+func wait(d time.Duration) step {
+	return func(_ *Tracker, clk *clocktesting.FakeClock, _ klog.Logger) { clk.Step(d) }
+}
+
 func TestTracker(t *testing.T) {
-	type step func(tr *Tracker, clk *clocktesting.FakeClock, logger klog.Logger)
 	cases := []struct {
 		name          string
 		steps         []step
@@ -30,105 +64,58 @@ func TestTracker(t *testing.T) {
 		wantExpired   int
 	}{
 		{name: "RS-8 no record is satisfied", wantSatisfied: true},
+		{name: "RS-9 creations pending", steps: []step{expectCreations(2)}},
 		{
-			name:  "RS-9 creations pending",
-			steps: []step{func(tr *Tracker, _ *clocktesting.FakeClock, l klog.Logger) { tr.ExpectCreations(l, rsKey, 2) }},
-		},
-		{
-			name: "RS-9 creations observed",
-			steps: []step{func(tr *Tracker, _ *clocktesting.FakeClock, l klog.Logger) {
-				tr.ExpectCreations(l, rsKey, 2)
-				tr.CreationObserved(l, rsKey)
-				tr.CreationObserved(l, rsKey)
-			}},
+			name:          "RS-9 creations observed",
+			steps:         []step{expectCreations(2), creationObserved, creationObserved},
 			wantSatisfied: true,
 		},
 		{
-			name: "RS-9 skipped creations lowered",
-			steps: []step{func(tr *Tracker, _ *clocktesting.FakeClock, l klog.Logger) {
-				tr.ExpectCreations(l, rsKey, 7)
-				tr.LowerExpectations(l, rsKey, 4, 0)
-				tr.CreationObserved(l, rsKey)
-				tr.CreationObserved(l, rsKey)
-				tr.CreationObserved(l, rsKey)
-			}},
+			name:          "RS-9 skipped creations lowered",
+			steps:         []step{expectCreations(7), lowerExpectations(4, 0), creationObserved, creationObserved, creationObserved},
 			wantSatisfied: true,
 		},
 		{
-			name: "RS-10 deletion of an unexpected pod does not count",
-			steps: []step{func(tr *Tracker, _ *clocktesting.FakeClock, l klog.Logger) {
-				tr.ExpectDeletions(l, rsKey, []string{"ns/a"})
-				tr.DeletionObserved(l, rsKey, "ns/other")
-			}},
+			name:  "RS-10 deletion of an unexpected pod does not count",
+			steps: []step{expectDeletions("ns/a"), deletionObserved("ns/other")},
 		},
 		{
-			name: "RS-10 one pod observed twice counts once",
-			steps: []step{func(tr *Tracker, _ *clocktesting.FakeClock, l klog.Logger) {
-				tr.ExpectDeletions(l, rsKey, []string{"ns/a", "ns/b"})
-				tr.DeletionObserved(l, rsKey, "ns/a")
-				tr.DeletionObserved(l, rsKey, "ns/a")
-			}},
+			name:  "RS-10 one pod observed twice counts once",
+			steps: []step{expectDeletions("ns/a", "ns/b"), deletionObserved("ns/a"), deletionObserved("ns/a")},
 		},
 		{
-			name: "RS-10 all expected deletions observed",
-			steps: []step{func(tr *Tracker, _ *clocktesting.FakeClock, l klog.Logger) {
-				tr.ExpectDeletions(l, rsKey, []string{"ns/a", "ns/b"})
-				tr.DeletionObserved(l, rsKey, "ns/b")
-				tr.DeletionObserved(l, rsKey, "ns/a")
-			}},
+			name:          "RS-10 all expected deletions observed",
+			steps:         []step{expectDeletions("ns/a", "ns/b"), deletionObserved("ns/b"), deletionObserved("ns/a")},
 			wantSatisfied: true,
 		},
 		{
-			name: "RS-8 setting replaces the previous record",
-			steps: []step{func(tr *Tracker, _ *clocktesting.FakeClock, l klog.Logger) {
-				tr.ExpectDeletions(l, rsKey, []string{"ns/a"})
-				tr.ExpectCreations(l, rsKey, 0)
-			}},
+			name:          "RS-8 setting replaces the previous record",
+			steps:         []step{expectDeletions("ns/a"), expectCreations(0)},
 			wantSatisfied: true,
 		},
 		{
-			name: "RS-8 not yet expired at exactly the TTL",
-			steps: []step{func(tr *Tracker, clk *clocktesting.FakeClock, l klog.Logger) {
-				tr.ExpectCreations(l, rsKey, 1)
-				clk.Step(DefaultTimeout)
-			}},
+			name:  "RS-8 not yet expired at exactly the TTL",
+			steps: []step{expectCreations(1), wait(DefaultTimeout)},
 		},
 		{
-			name: "RS-8 expired after the TTL, reported once",
-			steps: []step{func(tr *Tracker, clk *clocktesting.FakeClock, l klog.Logger) {
-				tr.ExpectCreations(l, rsKey, 1)
-				clk.Step(DefaultTimeout + time.Second)
-				tr.SatisfiedExpectations(l, rsKey)
-			}},
+			name:          "RS-8 expired after the TTL, reported once",
+			steps:         []step{expectCreations(1), wait(DefaultTimeout + time.Second), satisfiedExpectations},
 			wantSatisfied: true,
 			wantExpired:   1,
 		},
 		{
-			name: "RS-8 lowering never refreshes the timestamp",
-			steps: []step{func(tr *Tracker, clk *clocktesting.FakeClock, l klog.Logger) {
-				tr.ExpectCreations(l, rsKey, 3)
-				clk.Step(4 * time.Minute)
-				tr.CreationObserved(l, rsKey)
-				clk.Step(2 * time.Minute)
-			}},
+			name:          "RS-8 lowering never refreshes the timestamp",
+			steps:         []step{expectCreations(3), wait(4 * time.Minute), creationObserved, wait(2 * time.Minute)},
 			wantSatisfied: true,
 			wantExpired:   1,
 		},
 		{
-			name: "RS-8 re-setting refreshes the timestamp",
-			steps: []step{func(tr *Tracker, clk *clocktesting.FakeClock, l klog.Logger) {
-				tr.ExpectCreations(l, rsKey, 3)
-				clk.Step(4 * time.Minute)
-				tr.ExpectCreations(l, rsKey, 3)
-				clk.Step(2 * time.Minute)
-			}},
+			name:  "RS-8 re-setting refreshes the timestamp",
+			steps: []step{expectCreations(3), wait(4 * time.Minute), expectCreations(3), wait(2 * time.Minute)},
 		},
 		{
-			name: "RS-11 delete expectations",
-			steps: []step{func(tr *Tracker, _ *clocktesting.FakeClock, l klog.Logger) {
-				tr.ExpectCreations(l, rsKey, 3)
-				tr.DeleteExpectations(l, rsKey)
-			}},
+			name:          "RS-11 delete expectations",
+			steps:         []step{expectCreations(3), deleteExpectations},
 			wantSatisfied: true,
 		},
 	}

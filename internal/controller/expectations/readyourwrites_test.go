@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -112,23 +113,43 @@ func TestReadYourWritesCheck(t *testing.T) {
 	}
 }
 
+// podsGuard is a ReadYourWrites guard over one pods cache, with its fake
+// clock and a test logger, for tests about the writes of key "ns/rs".
+type podsGuard struct {
+	*ReadYourWrites
+	pods   *fakeCache
+	clk    *clocktesting.FakeClock
+	logger klog.Logger
+}
+
+// newPodsGuard returns a podsGuard for controller whose pods cache has
+// observed resourceVersion observedRV.
+func newPodsGuard(t *testing.T, controller, observedRV string) *podsGuard {
+	logger, _ := ktesting.NewTestContext(t)
+	g := &podsGuard{pods: &fakeCache{observed: observedRV}, clk: clocktesting.NewFakeClock(time.Now()), logger: logger}
+	g.ReadYourWrites = NewReadYourWrites(controller, g.clk, 0, map[string]Cache{"pods": g.pods.cache()})
+	return g
+}
+
+// writePod records a write of pod ns/a at resourceVersion rv for "ns/rs".
+func (g *podsGuard) writePod(rv string) { g.Written("ns/rs", "pods", pod("a", "1", rv, false)) }
+
+func (g *podsGuard) check() Freshness { return g.Check(g.logger, "ns/rs") }
+
 // TestReadYourWritesNeverExpires proves the IM-4 rewrite: however long the
 // cache stays behind (here 10× the expectations TTL), Check never says Fresh,
 // and it says Fresh as soon as the cache shows the write.
 func TestReadYourWritesNeverExpires(t *testing.T) {
-	logger, _ := ktesting.NewTestContext(t)
-	clk := clocktesting.NewFakeClock(time.Now())
-	pods := &fakeCache{observed: "10"}
-	g := NewReadYourWrites("never-expires", clk, 0, map[string]Cache{"pods": pods.cache()})
-	g.Written("ns/rs", "pods", pod("a", "1", "11", false))
+	g := newPodsGuard(t, "never-expires", "10")
+	g.writePod("11")
 	for i := 0; i < 50; i++ {
-		if got := g.Check(logger, "ns/rs"); got == Fresh {
+		if got := g.check(); got == Fresh {
 			t.Fatalf("after %v: Check = Fresh with the cache behind our write", time.Duration(i)*time.Minute)
 		}
-		clk.Step(time.Minute)
+		g.clk.Step(time.Minute)
 	}
-	pods.observed = "11"
-	if got := g.Check(logger, "ns/rs"); got != Fresh {
+	g.pods.observed = "11"
+	if got := g.check(); got != Fresh {
 		t.Fatalf("Check = %v once the cache caught up, want Fresh", got)
 	}
 	if g.Pending("ns/rs") {
@@ -139,43 +160,35 @@ func TestReadYourWritesNeverExpires(t *testing.T) {
 // TestReadYourWritesWaitStartsAtOldestUnshownWrite: later writes do not
 // restart the wait, so a key that keeps writing still reaches Stale.
 func TestReadYourWritesWaitStartsAtOldestUnshownWrite(t *testing.T) {
-	logger, _ := ktesting.NewTestContext(t)
-	clk := clocktesting.NewFakeClock(time.Now())
-	pods := &fakeCache{observed: "1"}
-	g := NewReadYourWrites("oldest", clk, 0, map[string]Cache{"pods": pods.cache()})
+	g := newPodsGuard(t, "oldest", "1")
 	g.MaxWait = 10 * time.Second
 	for rv := 2; rv < 8; rv++ {
-		g.Written("ns/rs", "pods", pod("a", "1", string(rune('0'+rv)), false))
-		clk.Step(2 * time.Second)
+		g.writePod(string(rune('0' + rv)))
+		g.clk.Step(2 * time.Second)
 	}
-	if got := g.Check(logger, "ns/rs"); got != Stale {
+	if got := g.check(); got != Stale {
 		t.Fatalf("Check = %v after 12s of continuous writes with the cache behind, want Stale", got)
 	}
 }
 
 // TestReadYourWritesForget drops a record whatever the cache shows (RS-2, RS-11).
 func TestReadYourWritesForget(t *testing.T) {
-	logger, _ := ktesting.NewTestContext(t)
-	pods := &fakeCache{observed: "1"}
-	g := NewReadYourWrites("forget", nil, 0, map[string]Cache{"pods": pods.cache()})
-	g.Written("ns/rs", "pods", pod("a", "1", "5", false))
+	g := newPodsGuard(t, "forget", "1")
+	g.writePod("5")
 	g.Forget("ns/rs")
-	if got := g.Check(logger, "ns/rs"); got != Fresh {
+	if got := g.check(); got != Fresh {
 		t.Fatalf("Check after Forget = %v, want Fresh", got)
 	}
 }
 
 // TestReadYourWritesMetrics: every Behind and Stale verdict is counted.
 func TestReadYourWritesMetrics(t *testing.T) {
-	logger, _ := ktesting.NewTestContext(t)
-	clk := clocktesting.NewFakeClock(time.Now())
-	pods := &fakeCache{observed: "1"}
-	g := NewReadYourWrites("metrics-test", clk, 0, map[string]Cache{"pods": pods.cache()})
-	g.Written("ns/rs", "pods", pod("a", "1", "5", false))
-	g.Check(logger, "ns/rs")
-	g.Check(logger, "ns/rs")
-	clk.Step(2 * DefaultMaxCacheWait)
-	g.Check(logger, "ns/rs")
+	g := newPodsGuard(t, "metrics-test", "1")
+	g.writePod("5")
+	g.check()
+	g.check()
+	g.clk.Step(2 * DefaultMaxCacheWait)
+	g.check()
 	waits, err := testutil.GetCounterMetricValue(cacheBehindWaits.WithLabelValues("metrics-test"))
 	if err != nil || waits != 2 {
 		t.Errorf("waits = %v (%v), want 2", waits, err)

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubedeploy/kubedeploy/internal/testing/controllertest"
 )
 
 // ---------------------------------------------------------------------------
@@ -401,14 +403,14 @@ func FuzzSyncReplicaSetBadInput(f *testing.F) {
 // checkBadInputSync checks FuzzSyncReplicaSetBadInput's write properties.
 func checkBadInputSync(t *testing.T, fx *fixture, rs *appsv1.ReplicaSet, pods []*v1.Pod) {
 	t.Helper()
-	valid := replicaSetValid(rs)
+	valid := controllertest.SpecValid(rs.Spec.Replicas, rs.Spec.Selector, rs.Spec.Template.Labels) // VA-13
 	sel, _ := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
 	byName := map[string]*v1.Pod{}
 	for _, p := range pods {
 		byName[p.Name] = p
 	}
 	creates, deletes := 0, 0
-	for _, a := range fx.client.Actions() {
+	for _, a := range fx.Client.Actions() {
 		switch {
 		case a.GetVerb() == "create" && a.GetResource().Resource == "pods":
 			creates++
@@ -471,18 +473,7 @@ func checkBadInputSync(t *testing.T, fx *fixture, rs *appsv1.ReplicaSet, pods []
 // 4 invalid operator, 5 matchExpressions).
 func badReplicaSet(replicas int32, flags, selectorMode uint8) (rs, sibling *appsv1.ReplicaSet) {
 	rs = testRS(replicas)
-	switch selectorMode % 6 {
-	case 1:
-		rs.Spec.Selector = nil
-	case 2:
-		rs.Spec.Selector = &metav1.LabelSelector{}
-	case 3:
-		rs.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "other"}}
-	case 4:
-		rs.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Bogus"}}}
-	case 5:
-		rs.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"web", "db"}}}}
-	}
+	rs.Spec.Selector = controllertest.FuzzSelector(selectorMode, rs.Spec.Selector, "web", "db")
 	if flags&1 != 0 {
 		rs.Spec.Replicas = nil
 	}
@@ -560,14 +551,4 @@ func badPods(rs, sibling *appsv1.ReplicaSet, data []byte) []*v1.Pod {
 		out = append(out, p)
 	}
 	return out
-}
-
-// replicaSetValid reports whether rs would pass VA-13 (replicas ≥ 0, a
-// non-empty valid selector matching the template labels).
-func replicaSetValid(rs *appsv1.ReplicaSet) bool {
-	if rs.Spec.Replicas == nil || *rs.Spec.Replicas < 0 || rs.Spec.Selector == nil {
-		return false
-	}
-	sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
-	return err == nil && !sel.Empty() && sel.Matches(labels.Set(rs.Spec.Template.Labels))
 }

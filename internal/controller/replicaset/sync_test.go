@@ -11,7 +11,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -20,7 +19,9 @@ import (
 )
 
 // laggingFixture is a ReplicaSet of want replicas with have pods, all in the
-// client and in the cache, the pod cache at resourceVersion 50.
+// client and in the cache, the pod cache at resourceVersion 50, after one
+// sync: its creates or deletes are in the client, and the cache does not
+// show them.
 func laggingFixture(t *testing.T, want int32, have int) *fixture {
 	t.Helper()
 	rs := testRS(want)
@@ -29,7 +30,11 @@ func laggingFixture(t *testing.T, want int32, have int) *fixture {
 		objs = append(objs, newPod(fmt.Sprintf("p%02d", i), ownedBy(rs), webLabels, rv(fmt.Sprint(30+i)), phase(v1.PodRunning)))
 	}
 	objs = append(objs, newPod("zz-unrelated", rv("50"), withLabels(map[string]string{"app": "db"})))
-	return newFixture(t, objs...)
+	f := newFixture(t, objs...)
+	if _, err := f.sync(); err != nil {
+		t.Fatalf("first sync: %v", err)
+	}
+	return f
 }
 
 // TestSyncLaggingPodCacheNeverOverCreates is issue 7's first finding as a
@@ -39,27 +44,24 @@ func laggingFixture(t *testing.T, want int32, have int) *fixture {
 // nothing more; it never acts on the stale cache.
 func TestSyncLaggingPodCacheNeverOverCreates(t *testing.T) {
 	f := laggingFixture(t, 15, 10)
-	if _, err := f.sync(); err != nil {
-		t.Fatal(err)
-	}
-	if got := f.count("create", "pods", ""); got != 5 {
+	if got := f.Count("create", "pods", ""); got != 5 {
 		t.Fatalf("first sync created %d pods, want 5", got)
 	}
 	// The pod cache never shows the 5 creates.
 	for _, step := range []time.Duration{0, 30 * time.Second, 30 * time.Second} {
-		f.clock.Step(step)
+		f.Clock.Step(step)
 		if _, err := f.sync(); !errors.Is(err, runner.ErrWaiting) {
 			t.Fatalf("sync within MaxCacheWait: err = %v, want ErrWaiting", err)
 		}
 	}
 	// Past the cap and past the 5 minute expectations TTL.
-	f.clock.Step(expectations.DefaultTimeout + time.Minute)
-	before := len(f.client.Actions())
+	f.Clock.Step(expectations.DefaultTimeout + time.Minute)
+	before := len(f.Client.Actions())
 	res, err := f.sync()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.count("create", "pods", ""); got != 5 {
+	if got := f.Count("create", "pods", ""); got != 5 {
 		t.Fatalf("pods created = %d after the caches went stale, want 5 (no over-creation)", got)
 	}
 	if !readFromAPI(f, before) {
@@ -81,20 +83,17 @@ func TestSyncLaggingPodCacheNeverOverCreates(t *testing.T) {
 // (IM-4). Issue 7 measured 8 live pods here before the guard covered deletes.
 func TestSyncLaggingPodCacheNeverOverDeletes(t *testing.T) {
 	f := laggingFixture(t, 10, 15)
-	if _, err := f.sync(); err != nil {
-		t.Fatal(err)
-	}
-	if got := f.count("delete", "pods", ""); got != 5 {
+	if got := f.Count("delete", "pods", ""); got != 5 {
 		t.Fatalf("first sync deleted %d pods, want 5", got)
 	}
 	if _, err := f.sync(); !errors.Is(err, runner.ErrWaiting) {
 		t.Fatalf("second sync: err = %v, want ErrWaiting while the cache still shows the deleted pods", err)
 	}
-	f.clock.Step(expectations.DefaultTimeout + time.Minute)
+	f.Clock.Step(expectations.DefaultTimeout + time.Minute)
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.count("delete", "pods", ""); got != 5 {
+	if got := f.Count("delete", "pods", ""); got != 5 {
 		t.Fatalf("pods deleted = %d after the caches went stale, want 5 (no over-deletion)", got)
 	}
 	if n := len(f.pods()); n != 11 { // 10 + the unrelated pod
@@ -106,20 +105,17 @@ func TestSyncLaggingPodCacheNeverOverDeletes(t *testing.T) {
 // controller wrote (someone deleted pods), a Stale sync acts on it.
 func TestSyncStaleActsOnTheLiveRead(t *testing.T) {
 	f := laggingFixture(t, 12, 10)
-	if _, err := f.sync(); err != nil {
-		t.Fatal(err)
-	}
 	// Another actor deletes three pods; the cache sees none of it.
 	for _, name := range []string{"p00", "p01", "p02"} {
-		if err := f.client.CoreV1().Pods("ns").Delete(f.ctx, name, metav1.DeleteOptions{}); err != nil {
+		if err := f.Client.CoreV1().Pods("ns").Delete(f.Ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f.clock.Step(2 * expectations.DefaultMaxCacheWait)
+	f.Clock.Step(2 * expectations.DefaultMaxCacheWait)
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.count("create", "pods", ""); got != 5 {
+	if got := f.Count("create", "pods", ""); got != 5 {
 		t.Fatalf("pods created = %d, want 2 then 3 from the live read", got)
 	}
 }
@@ -128,26 +124,23 @@ func TestSyncStaleActsOnTheLiveRead(t *testing.T) {
 // dropped and the sync acts on the cache again (no live reads).
 func TestSyncCacheCatchesUp(t *testing.T) {
 	f := laggingFixture(t, 12, 10)
-	if _, err := f.sync(); err != nil {
-		t.Fatal(err)
-	}
 	for _, p := range f.pods() { // rs-101 and rs-102 are the creates, in resourceVersion order
 		if p.GenerateName != "" {
-			f.addToCache(p.DeepCopy())
+			f.AddToCache(p.DeepCopy())
 			f.c.onPodAdd(klogFor(f), p.DeepCopy())
 		}
 	}
 	if got := f.c.freshness.Check(klogFor(f), "ns/rs"); got != expectations.Fresh {
 		t.Fatalf("Check = %v once the cache shows the creates, want Fresh", got)
 	}
-	before := len(f.client.Actions())
+	before := len(f.Client.Actions())
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
 	if readFromAPI(f, before) {
 		t.Error("a caught-up cache must be used, not the API server")
 	}
-	if got := f.count("create", "pods", ""); got != 2 {
+	if got := f.Count("create", "pods", ""); got != 2 {
 		t.Fatalf("pods created = %d, want 2", got)
 	}
 }
@@ -156,7 +149,7 @@ func TestSyncCacheCatchesUp(t *testing.T) {
 // a get of the ReplicaSet and a list of pods.
 func readFromAPI(f *fixture, before int) bool {
 	var get, list bool
-	for _, a := range f.client.Actions()[before:] {
+	for _, a := range f.Client.Actions()[before:] {
 		switch {
 		case a.GetVerb() == "get" && a.GetResource().Resource == "replicasets":
 			get = true
@@ -167,25 +160,40 @@ func readFromAPI(f *fixture, before int) bool {
 	return get && list
 }
 
+// countPrefix returns how many of events start with prefix.
+func countPrefix(events []string, prefix string) int {
+	n := 0
+	for _, e := range events {
+		if strings.HasPrefix(e, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// podNames returns the names of pods, comma-separated.
+func podNames(pods []v1.Pod) string {
+	names := make([]string, len(pods))
+	for i := range pods {
+		names[i] = pods[i].Name
+	}
+	return strings.Join(names, ",")
+}
+
 // RS-13: from 0 to 3 pods in one sync, with ControllerRef, labels and events.
 func TestSyncCreatesPods(t *testing.T) {
 	f := newFixture(t, testRS(3))
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.count("create", "pods", ""); got != 3 {
-		t.Errorf("pod creates = %d, want 3", got)
-	}
-	if got := f.count("patch", "replicasets", "status"); got != 1 {
-		t.Errorf("status updates = %d, want 1", got)
-	}
+	f.ExpectCounts(map[string]int{"create pods": 3, "patch replicasets/status": 1})
 	for _, p := range f.pods() {
 		ref := metav1.GetControllerOf(&p)
 		if ref == nil || ref.UID != "rs-uid" || ref.Kind != "ReplicaSet" || p.Labels["app"] != "web" || p.GenerateName != "rs-" {
 			t.Errorf("pod %s: ControllerRef %+v, labels %v, generateName %q", p.Name, ref, p.Labels, p.GenerateName)
 		}
 	}
-	if got := countPrefix(f.events(), "Normal SuccessfulCreate Created pod: rs-"); got != 3 {
+	if got := countPrefix(f.Events(), "Normal SuccessfulCreate Created pod: rs-"); got != 3 {
 		t.Errorf("SuccessfulCreate events = %d, want 3", got)
 	}
 	if add, _, _ := f.c.expectations.Pending("ns/rs"); add != 3 {
@@ -205,7 +213,7 @@ func TestSyncExpectationsAndConsistencyBlockRecreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	// IM-4: the pod cache (RV 50) has not observed our creates (RV 101..103).
-	if _, err := f.sync(); err == nil || !strings.Contains(err.Error(), runner.ErrCacheBehind.Error()) {
+	if _, err := f.sync(); !errors.Is(err, runner.ErrCacheBehind) {
 		t.Fatalf("second sync err = %v, want ErrCacheBehind", err)
 	}
 	// The creates reach the cache and the handler observes them (EH-10).
@@ -216,7 +224,7 @@ func TestSyncExpectationsAndConsistencyBlockRecreate(t *testing.T) {
 		}
 	}
 	for i, p := range pods {
-		f.addToCache(p)
+		f.AddToCache(p)
 		if i < 2 {
 			f.c.onPodAdd(klogFor(f), p)
 		}
@@ -225,7 +233,7 @@ func TestSyncExpectationsAndConsistencyBlockRecreate(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.count("create", "pods", ""); got != 3 {
+	if got := f.Count("create", "pods", ""); got != 3 {
 		t.Fatalf("pod creates = %d after the blocked sync, want 3", got)
 	}
 	f.c.onPodAdd(klogFor(f), pods[2])
@@ -235,7 +243,7 @@ func TestSyncExpectationsAndConsistencyBlockRecreate(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.count("create", "pods", ""); got != 3 {
+	if got := f.Count("create", "pods", ""); got != 3 {
 		t.Errorf("pod creates = %d, want 3 in total", got)
 	}
 }
@@ -252,13 +260,13 @@ func TestSyncScaleDown(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.count("delete", "pods", ""); got != 2 {
+	if got := f.Count("delete", "pods", ""); got != 2 {
 		t.Errorf("pod deletes = %d, want 2", got)
 	}
 	if names := podNames(f.pods()); names != "ready" {
 		t.Errorf("remaining pods = %s, want ready", names)
 	}
-	if got := countPrefix(f.events(), "Normal SuccessfulDelete Deleted pod: "); got != 2 {
+	if got := countPrefix(f.Events(), "Normal SuccessfulDelete Deleted pod: "); got != 2 {
 		t.Errorf("SuccessfulDelete events = %d, want 2", got)
 	}
 	if _, del, _ := f.c.expectations.Pending("ns/rs"); del != 2 {
@@ -285,15 +293,12 @@ func TestSyncAdoptsAndReleases(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.count("patch", "pods", ""); got != 2 {
-		t.Errorf("pod patches = %d, want 2 (adopt + release)", got)
-	}
-	if got := f.count("get", "replicasets", ""); got != 1 {
-		t.Errorf("AD-3 uncached RS GETs = %d, want 1", got)
-	}
-	if got := f.count("create", "pods", "") + f.count("delete", "pods", ""); got != 0 {
-		t.Errorf("creates+deletes = %d, want 0: the adopted pod satisfies replicas=1", got)
-	}
+	f.ExpectCounts(map[string]int{
+		"patch pods":      2, // adopt + release
+		"get replicasets": 1, // AD-3: the uncached GET of the ReplicaSet
+		"create pods":     0, // the adopted pod satisfies replicas=1
+		"delete pods":     0,
+	})
 	for _, p := range f.pods() {
 		ref := metav1.GetControllerOf(&p)
 		switch p.Name {
@@ -320,20 +325,18 @@ func TestSyncAdoptsAndReleases(t *testing.T) {
 // FailedCreate and returns the error; unattempted creations are lowered.
 func TestSyncFailedCreate(t *testing.T) {
 	f := newFixture(t, testRS(5))
-	f.client.PrependReactor("create", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, fmt.Errorf("exceeded quota")
-	})
+	f.Fail("create", "pods", errors.New("exceeded quota"))
 	if _, err := f.sync(); err == nil || err.Error() != "exceeded quota" {
 		t.Fatalf("sync err = %v, want the create error", err)
 	}
-	if got := f.count("create", "pods", ""); got != 1 {
+	if got := f.Count("create", "pods", ""); got != 1 {
 		t.Errorf("pod creates = %d, want 1 (slow start stops after batch 1)", got)
 	}
 	conds := f.rsStatus().Conditions
 	if len(conds) != 1 || conds[0].Type != appsv1.ReplicaSetReplicaFailure || conds[0].Reason != ReasonFailedCreate || conds[0].Message != "exceeded quota" {
 		t.Errorf("conditions = %+v, want ReplicaFailure/FailedCreate", conds)
 	}
-	if got := countPrefix(f.events(), "Warning FailedCreate Error creating: exceeded quota"); got != 1 {
+	if got := countPrefix(f.Events(), "Warning FailedCreate Error creating: exceeded quota"); got != 1 {
 		t.Errorf("FailedCreate events = %d, want 1", got)
 	}
 	if !f.c.expectations.SatisfiedExpectations(klogFor(f), "ns/rs") {
@@ -349,39 +352,29 @@ func TestSyncStatusOnly(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	if w, u := f.writes(), f.count("patch", "replicasets", "status"); w != 1 || u != 1 {
-		t.Fatalf("writes = %d, status updates = %d; want 1 and 1", w, u)
-	}
+	f.ExpectWrites(map[string]int{"patch replicasets/status": 1})
 	s := f.rsStatus()
 	if s.Replicas != 2 || s.ReadyReplicas != 1 || s.AvailableReplicas != 1 || s.FullyLabeledReplicas != 2 || ptr.Deref(s.TerminatingReplicas, -1) != 0 {
 		t.Errorf("status = %+v", s)
 	}
-	written, _ := f.client.AppsV1().ReplicaSets("ns").Get(f.ctx, "rs", metav1.GetOptions{})
-	f.addToCache(written)
-	f.client.ClearActions()
+	written, _ := f.Client.AppsV1().ReplicaSets("ns").Get(f.Ctx, "rs", metav1.GetOptions{})
+	f.AddToCache(written)
+	f.Client.ClearActions()
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	if w := f.writes(); w != 0 {
-		t.Errorf("writes on an unchanged sync = %d, want 0", w)
-	}
+	f.ExpectWrites(nil) // an unchanged sync
 }
 
 // RS-18: a failed status update is retried once after a GET.
 func TestSyncStatusRetry(t *testing.T) {
 	f := newFixture(t, testRS(0))
-	failures := 0
-	f.client.PrependReactor("patch", "replicasets", func(clienttesting.Action) (bool, runtime.Object, error) {
-		failures++
-		return true, nil, fmt.Errorf("conflict %d", failures)
-	})
+	f.FailEach("patch", "replicasets", func(n int) error { return fmt.Errorf("conflict %d", n) })
 	_, err := f.sync()
 	if err == nil || !strings.Contains(err.Error(), "conflict 2") {
 		t.Errorf("err = %v, want the second failure", err)
 	}
-	if u, g := f.count("patch", "replicasets", "status"), f.count("get", "replicasets", ""); u != 2 || g != 1 {
-		t.Errorf("status updates = %d, GETs = %d; want 2 and 1", u, g)
-	}
+	f.ExpectCounts(map[string]int{"patch replicasets/status": 2, "get replicasets": 1})
 }
 
 // RS-5, RS-7: terminating pods are counted; minReadySeconds wakes the sync
@@ -403,9 +396,7 @@ func TestSyncTerminatingAndMinReadyRequeue(t *testing.T) {
 	if s.ReadyReplicas != 1 || s.AvailableReplicas != 0 || ptr.Deref(s.TerminatingReplicas, -1) != 1 {
 		t.Errorf("status = %+v; want ready 1, available 0, terminating 1", s)
 	}
-	if got := f.count("create", "pods", "") + f.count("delete", "pods", ""); got != 0 {
-		t.Errorf("pod writes = %d, want 0 (terminating pods are not replicas)", got)
-	}
+	f.ExpectCounts(map[string]int{"create pods": 0, "delete pods": 0}) // terminating pods are not replicas
 }
 
 // Strange objects never crash a sync: invalid selector, nil replicas (VA-2: 1),
@@ -415,25 +406,27 @@ func TestSyncStrangeObjects(t *testing.T) {
 		rs := testRS(3)
 		rs.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Bogus"}}}
 		f := newFixture(t, rs)
-		if _, err := f.sync(); err != nil || f.writes() != 0 {
-			t.Errorf("err = %v, writes = %d; want nil and 0", err, f.writes())
+		if _, err := f.sync(); err != nil {
+			t.Errorf("err = %v, want nil", err)
 		}
+		f.ExpectWrites(nil)
 	})
 	t.Run("nil replicas means 1", func(t *testing.T) {
 		rs := testRS(0)
 		rs.Spec.Replicas = nil
 		f := newFixture(t, rs)
-		if _, err := f.sync(); err != nil || f.count("create", "pods", "") != 1 {
-			t.Errorf("err = %v, creates = %d; want nil and 1", err, f.count("create", "pods", ""))
+		if _, err := f.sync(); err != nil || f.Count("create", "pods", "") != 1 {
+			t.Errorf("err = %v, creates = %d; want nil and 1", err, f.Count("create", "pods", ""))
 		}
 	})
 	t.Run("deleted ReplicaSet clears expectations", func(t *testing.T) {
 		f := newFixture(t)
 		f.c.expectations.ExpectCreations(klogFor(f), "ns/rs", 3)
 		f.c.freshness.Written("ns/rs", resourcePods, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", ResourceVersion: "999"}})
-		if _, err := f.sync(); err != nil || f.writes() != 0 {
-			t.Fatalf("err = %v, writes = %d", err, f.writes())
+		if _, err := f.sync(); err != nil {
+			t.Fatal(err)
 		}
+		f.ExpectWrites(nil)
 		if _, _, ok := f.c.expectations.Pending("ns/rs"); ok || f.c.freshness.Pending("ns/rs") {
 			t.Error("RS-11: expectations and read-your-writes record must be cleared")
 		}
@@ -445,7 +438,7 @@ func TestSyncStrangeObjects(t *testing.T) {
 		if _, err := f.sync(); err == nil || err.Error() != "unable to create pods, no labels" {
 			t.Errorf("err = %v", err)
 		}
-		if f.count("create", "pods", "") != 0 {
+		if f.Count("create", "pods", "") != 0 {
 			t.Error("no pod may be created from a template without labels")
 		}
 	})
