@@ -4,17 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
-	appsinformers "k8s.io/client-go/informers/apps/v1"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/expectations"
 	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
@@ -29,34 +23,6 @@ const (
 	resourcePods        = "pods"
 	resourceReplicaSets = "replicasets"
 )
-
-// Config is what New needs. Client, ReplicaSets, Pods and Recorder are required.
-type Config struct {
-	// Client writes pods and ReplicaSet status and does the uncached GET of AD-3.
-	Client kubernetes.Interface
-	// ReplicaSets is the shared ReplicaSet informer.
-	ReplicaSets appsinformers.ReplicaSetInformer
-	// Pods is the shared pod informer; New adds ownership.ControllerIndex to it.
-	Pods coreinformers.PodInformer
-	// Recorder records events on ReplicaSets; the manager builds it for the
-	// component "replicaset-controller" (CM-8).
-	Recorder record.EventRecorder
-	// BurstReplicas caps pod creations/deletions per sync (RS-12); 0 means
-	// DefaultBurstReplicas (500, CM-4). Negative is invalid.
-	BurstReplicas int
-	// Clock is the controller's notion of now; nil means the real clock.
-	Clock clock.Clock
-	// ExpectationsTimeout is the expectations TTL (RS-8); 0 means
-	// expectations.DefaultTimeout, 5 minutes. Negative is invalid.
-	ExpectationsTimeout time.Duration
-	// MaxCacheWait is how long a ReplicaSet waits for the informer caches to
-	// show this controller's own writes before its syncs read from the API
-	// server instead (IM-4); 0 means expectations.DefaultMaxCacheWait, 1
-	// minute. Negative is invalid.
-	MaxCacheWait time.Duration
-	// Observer, if set, is told the duration and error of every sync (metrics).
-	Observer runner.Observer
-}
 
 // Validate returns an error naming every missing or invalid field.
 func (c Config) Validate() error {
@@ -74,14 +40,12 @@ func (c Config) Validate() error {
 // Controller is the ReplicaSet controller: it keeps each ReplicaSet's active
 // pods at spec.replicas and writes its status (spec section 12).
 type Controller struct {
-	client kubernetes.Interface
-	// burstReplicas caps creations and deletions per sync (RS-12).
-	burstReplicas int
-	rsLister      appslisters.ReplicaSetLister
-	podLister     corelisters.PodLister
-	podIndexer    cache.Indexer
-	recorder      record.EventRecorder
-	clock         clock.Clock
+	// cfg is New's Config with defaults filled in: the client, recorder,
+	// clock and burst size come from it.
+	cfg        Config
+	rsLister   appslisters.ReplicaSetLister
+	podLister  corelisters.PodLister
+	podIndexer cache.Indexer
 
 	expectations *expectations.Tracker
 	// freshness is the IM-4 read-your-writes guard over the pod and
@@ -98,25 +62,17 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid replicaset controller config: %w", err)
 	}
-	if cfg.BurstReplicas == 0 {
-		cfg.BurstReplicas = DefaultBurstReplicas
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
+	cfg = cfg.withDefaults()
 	podInformer, rsInformer := cfg.Pods.Informer(), cfg.ReplicaSets.Informer()
 	if err := ownership.AddControllerIndex(podInformer); err != nil {
 		return nil, fmt.Errorf("replicaset controller: adding the controller index to the pod informer: %w", err)
 	}
 	c := &Controller{
-		client:        cfg.Client,
-		rsLister:      cfg.ReplicaSets.Lister(),
-		podLister:     cfg.Pods.Lister(),
-		podIndexer:    podInformer.GetIndexer(),
-		recorder:      cfg.Recorder,
-		burstReplicas: cfg.BurstReplicas,
-		clock:         cfg.Clock,
-		expectations:  expectations.NewTracker(Name, cfg.Clock, cfg.ExpectationsTimeout),
+		cfg:          cfg,
+		rsLister:     cfg.ReplicaSets.Lister(),
+		podLister:    cfg.Pods.Lister(),
+		podIndexer:   podInformer.GetIndexer(),
+		expectations: expectations.NewTracker(Name, cfg.Clock, cfg.ExpectationsTimeout),
 		freshness: expectations.NewReadYourWrites(Name, cfg.Clock, cfg.MaxCacheWait, map[string]expectations.Cache{
 			resourcePods:        expectations.InformerCache(podInformer),
 			resourceReplicaSets: expectations.InformerCache(rsInformer),

@@ -394,7 +394,7 @@ func FuzzSyncReplicaSetBadInput(f *testing.F) {
 			objs = append(objs, p)
 		}
 		fx := newFixture(t, objs...)
-		fx.c.burstReplicas = fuzzBurst
+		fx.c.cfg.BurstReplicas = fuzzBurst
 		_, _ = fx.sync() // must return, with or without an error
 		checkBadInputSync(t, fx, rs, pods)
 	})

@@ -41,7 +41,7 @@ func replicaDiff(active, desired, burst int) int {
 // spec.replicas (RS-12..RS-14), setting expectations before any write
 // (RS-9, RS-10). It returns the first write error.
 func (c *Controller) manageReplicas(ctx context.Context, sc *syncContext) error {
-	diff := replicaDiff(len(sc.pods), replicas(sc.rs), c.burstReplicas)
+	diff := replicaDiff(len(sc.pods), replicas(sc.rs), c.cfg.BurstReplicas)
 	logger := klog.FromContext(ctx)
 	switch {
 	case diff < 0:
@@ -116,20 +116,20 @@ func (c *Controller) createPods(ctx context.Context, rs *appsv1.ReplicaSet, n in
 	return slowStartBatch(n, slowStartInitialBatchSize, func() error {
 		pod, err := podFromTemplate(rs)
 		if err != nil {
-			c.recorder.Eventf(rs, v1.EventTypeWarning, FailedCreate, "Error creating: %v", err)
+			c.cfg.Recorder.Eventf(rs, v1.EventTypeWarning, FailedCreate, "Error creating: %v", err)
 			return err
 		}
-		created, err := c.client.CoreV1().Pods(rs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+		created, err := c.cfg.Client.CoreV1().Pods(rs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 		if err != nil {
 			if runner.IsNamespaceTerminating(err) {
 				return nil
 			}
-			c.recorder.Eventf(rs, v1.EventTypeWarning, FailedCreate, "Error creating: %v", err)
+			c.cfg.Recorder.Eventf(rs, v1.EventTypeWarning, FailedCreate, "Error creating: %v", err)
 			return err
 		}
 		c.freshness.Written(key, resourcePods, created)
 		klog.FromContext(ctx).V(4).Info("Created pod", "replicaSet", klog.KObj(rs), "pod", klog.KObj(created))
-		c.recorder.Eventf(rs, v1.EventTypeNormal, SuccessfulCreate, "Created pod: %v", created.Name)
+		c.cfg.Recorder.Eventf(rs, v1.EventTypeNormal, SuccessfulCreate, "Created pod: %v", created.Name)
 		return nil
 	})
 }
@@ -144,11 +144,11 @@ func (c *Controller) deletePods(ctx context.Context, key string, rs *appsv1.Repl
 	var wg sync.WaitGroup
 	for _, pod := range victims {
 		wg.Go(func() {
-			err := c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
+			err := c.cfg.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
 			if err == nil {
 				c.freshness.Deleted(key, resourcePods, pod)
 				logger.V(4).Info("Deleted pod", "replicaSet", klog.KObj(rs), "pod", klog.KObj(pod))
-				c.recorder.Eventf(rs, v1.EventTypeNormal, SuccessfulDelete, "Deleted pod: %v", pod.Name)
+				c.cfg.Recorder.Eventf(rs, v1.EventTypeNormal, SuccessfulDelete, "Deleted pod: %v", pod.Name)
 				return
 			}
 			c.expectations.DeletionObserved(logger, key, podKey(pod))
@@ -156,7 +156,7 @@ func (c *Controller) deletePods(ctx context.Context, key string, rs *appsv1.Repl
 				logger.V(2).Info("Pod already deleted", "replicaSet", klog.KObj(rs), "pod", klog.KObj(pod))
 				return
 			}
-			c.recorder.Eventf(rs, v1.EventTypeWarning, FailedDelete, "Error deleting: %v", err)
+			c.cfg.Recorder.Eventf(rs, v1.EventTypeWarning, FailedDelete, "Error deleting: %v", err)
 			errCh <- fmt.Errorf("deleting pod %s: %w", podKey(pod), err)
 		})
 	}

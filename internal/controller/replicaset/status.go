@@ -160,7 +160,7 @@ func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, st
 		return rs, nil
 	}
 	logger := klog.FromContext(ctx)
-	client := c.client.AppsV1().ReplicaSets(rs.Namespace)
+	client := c.cfg.Client.AppsV1().ReplicaSets(rs.Namespace)
 	key := keyOf(rs)
 	patch, err := statusPatch(rs.UID, status)
 	if err != nil {

@@ -46,9 +46,9 @@ type syncContext struct {
 func (c *Controller) sync(ctx context.Context, name cache.ObjectName) (runner.Result, error) {
 	logger := klog.FromContext(ctx)
 	key := name.String()
-	start := c.clock.Now()
+	start := c.cfg.Clock.Now()
 	defer func() {
-		logger.V(4).Info("Finished syncing ReplicaSet", "replicaSet", klog.KRef(name.Namespace, name.Name), "duration", c.clock.Since(start))
+		logger.V(4).Info("Finished syncing ReplicaSet", "replicaSet", klog.KRef(name.Namespace, name.Name), "duration", c.cfg.Clock.Since(start))
 	}()
 	freshness := c.freshness.Check(logger, key)
 	if freshness == expectations.Behind {
@@ -73,7 +73,7 @@ func (c *Controller) sync(ctx context.Context, name cache.ObjectName) (runner.Re
 		logger.Info("Ignoring ReplicaSet with a missing, empty or invalid selector", "replicaSet", klog.KObj(rs))
 		return runner.Result{}, nil
 	}
-	sc := &syncContext{key: key, live: live, rs: rs.DeepCopy(), selector: selector, now: c.clock.Now()}
+	sc := &syncContext{key: key, live: live, rs: rs.DeepCopy(), selector: selector, now: c.cfg.Clock.Now()}
 	if err := c.claimPods(ctx, sc); err != nil {
 		return runner.Result{}, err
 	}
@@ -100,7 +100,7 @@ func (c *Controller) sync(ctx context.Context, name cache.ObjectName) (runner.Re
 // error, NotFound included.
 func (c *Controller) getReplicaSet(ctx context.Context, name cache.ObjectName, live bool) (*appsv1.ReplicaSet, error) {
 	if live {
-		return c.client.AppsV1().ReplicaSets(name.Namespace).Get(ctx, name.Name, metav1.GetOptions{})
+		return c.cfg.Client.AppsV1().ReplicaSets(name.Namespace).Get(ctx, name.Name, metav1.GetOptions{})
 	}
 	return c.rsLister.ReplicaSets(name.Namespace).Get(name.Name)
 }
@@ -112,7 +112,7 @@ func (c *Controller) getReplicaSet(ctx context.Context, name cache.ObjectName, l
 // so they are released on a later sync instead.
 func (c *Controller) candidatePods(ctx context.Context, sc *syncContext) ([]*v1.Pod, error) {
 	if sc.live {
-		list, err := c.client.CoreV1().Pods(sc.rs.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sc.selector.String()})
+		list, err := c.cfg.Client.CoreV1().Pods(sc.rs.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sc.selector.String()})
 		if err != nil {
 			return nil, fmt.Errorf("listing pods of ReplicaSet %s from the API server: %w", sc.key, err)
 		}
@@ -170,7 +170,7 @@ func (c *Controller) claimPods(ctx context.Context, sc *syncContext) error {
 // getFreshReplicaSet returns an uncached, quorum read of rs for AD-3.
 func (c *Controller) getFreshReplicaSet(rs *appsv1.ReplicaSet) func(ctx context.Context) (metav1.Object, error) {
 	return func(ctx context.Context) (metav1.Object, error) {
-		fresh, err := c.client.AppsV1().ReplicaSets(rs.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
+		fresh, err := c.cfg.Client.AppsV1().ReplicaSets(rs.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -181,7 +181,7 @@ func (c *Controller) getFreshReplicaSet(rs *appsv1.ReplicaSet) func(ctx context.
 // patchPod sends an adopt or release patch (AD-4, AD-5), remembers the write
 // for the IM-4 guard and returns the patched pod (IM-2).
 func (c *Controller) patchPod(ctx context.Context, key string, pod *v1.Pod, patch []byte) (*v1.Pod, error) {
-	updated, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	updated, err := c.cfg.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,53 @@
+package replicaset
+
+import (
+	"time"
+
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
+)
+
+// Config is what New needs. Client, ReplicaSets, Pods and Recorder are required.
+type Config struct {
+	// Client writes pods and ReplicaSet status and does the uncached GET of AD-3.
+	Client kubernetes.Interface
+	// ReplicaSets is the shared ReplicaSet informer.
+	ReplicaSets appsinformers.ReplicaSetInformer
+	// Pods is the shared pod informer; New adds ownership.ControllerIndex to it.
+	Pods coreinformers.PodInformer
+	// Recorder records events on ReplicaSets; the manager builds it for the
+	// component "replicaset-controller" (CM-8).
+	Recorder record.EventRecorder
+	// BurstReplicas caps pod creations/deletions per sync (RS-12); 0 means
+	// DefaultBurstReplicas (500, CM-4). Negative is invalid.
+	BurstReplicas int
+	// Clock is the controller's notion of now; nil means the real clock.
+	Clock clock.Clock
+	// ExpectationsTimeout is the expectations TTL (RS-8); 0 means
+	// expectations.DefaultTimeout, 5 minutes. Negative is invalid.
+	ExpectationsTimeout time.Duration
+	// MaxCacheWait is how long a ReplicaSet waits for the informer caches to
+	// show this controller's own writes before its syncs read from the API
+	// server instead (IM-4); 0 means expectations.DefaultMaxCacheWait, 1
+	// minute. Negative is invalid.
+	MaxCacheWait time.Duration
+	// Observer, if set, is told the duration and error of every sync (metrics).
+	Observer runner.Observer
+}
+
+// withDefaults returns c with BurstReplicas 0 set to DefaultBurstReplicas
+// and a nil Clock set to the real clock.
+func (c Config) withDefaults() Config {
+	if c.BurstReplicas == 0 {
+		c.BurstReplicas = DefaultBurstReplicas
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	return c
+}
