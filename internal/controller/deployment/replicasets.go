@@ -136,3 +136,29 @@ func oldReplicaSets(rsList []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) []*ap
 	sortOldestFirst(out)
 	return out
 }
+
+// desiredReplicas returns d.spec.replicas. A nil value (impossible after API
+// defaulting, VA-1) is treated as the default, 1 replica.
+func desiredReplicas(d *appsv1.Deployment) int32 {
+	if d.Spec.Replicas == nil {
+		return 1
+	}
+	return *d.Spec.Replicas
+}
+
+// specReplicas returns rs.spec.replicas (spec(rs) in the spec). A nil value
+// (impossible after API defaulting, VA-2) is treated as the default, 1.
+func specReplicas(rs *appsv1.ReplicaSet) int32 {
+	if rs == nil {
+		return 0
+	}
+	if rs.Spec.Replicas == nil {
+		return 1
+	}
+	return *rs.Spec.Replicas
+}
+
+// isRollingUpdate reports whether d uses the RollingUpdate strategy.
+func isRollingUpdate(d *appsv1.Deployment) bool {
+	return d.Spec.Strategy.Type == appsv1.RollingUpdateDeploymentStrategyType
+}
