@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,15 +36,14 @@ type fakeAPIServer struct {
 	openWatches atomic.Int32
 
 	mu   sync.Mutex
-	hits map[string]int    // "METHOD path" of authorized requests
-	sent map[int]time.Time // when each watch event was written
+	hits map[string]int // "METHOD path" of authorized requests
 }
 
 // newFakeAPIServer starts a fake API server, speaking HTTP/2 (as
 // kube-apiserver does) when http2 is set; it stops when the test ends.
 func newFakeAPIServer(t *testing.T, http2 bool) *fakeAPIServer {
 	t.Helper()
-	f := &fakeAPIServer{events: make(chan int, 100), hits: map[string]int{}, sent: map[int]time.Time{}}
+	f := &fakeAPIServer{events: make(chan int, 100), hits: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /version", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, version.Info{Major: "1", Minor: "36", GitVersion: "v1.36.3-fake"})
@@ -98,13 +96,6 @@ func (f *fakeAPIServer) hitCount(key string) int {
 // send asks an open watch stream to send the event with index i.
 func (f *fakeAPIServer) send(i int) { f.events <- i }
 
-// sentAt returns when the event with index i was written (monotonic clock).
-func (f *fakeAPIServer) sentAt(i int) time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.sent[i]
-}
-
 func (f *fakeAPIServer) listOrWatchPods(w http.ResponseWriter, r *http.Request) {
 	ns := r.PathValue("ns")
 	if watch, _ := strconv.ParseBool(r.URL.Query().Get("watch")); !watch {
@@ -132,9 +123,6 @@ func (f *fakeAPIServer) listOrWatchPods(w http.ResponseWriter, r *http.Request) 
 			if err != nil {
 				panic(err)
 			}
-			f.mu.Lock()
-			f.sent[i] = time.Now()
-			f.mu.Unlock()
 			ev := metav1.WatchEvent{Type: "ADDED", Object: runtime.RawExtension{Raw: raw}}
 			if json.NewEncoder(w).Encode(ev) != nil || rc.Flush() != nil {
 				return

@@ -16,15 +16,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// eventually is the generous deadline for anything that should happen
-// promptly; timing is never asserted tighter than this except as a lower bound.
-const eventually = 5 * time.Second
+// eventually is the generous real-time deadline for anything that should
+// happen promptly. It only guards against a test hanging; durations the
+// proxy waits are asserted on a fake clock (see setupFakeClock).
+const eventually = 10 * time.Second
+
+// t0 is the time the tests' fake clocks start at.
+var t0 = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
 
 // setup starts a fake API server (HTTP/2) and a proxy in front of it, both
 // stopped when the test ends.
@@ -38,6 +44,22 @@ func setup(t *testing.T, opts Options) (*fakeAPIServer, *Proxy) {
 	}
 	t.Cleanup(p.Stop)
 	return f, p
+}
+
+// setupFakeClock is setup with the proxy on a fake clock at t0, which only
+// the test moves.
+func setupFakeClock(t *testing.T) (*fakeAPIServer, *Proxy, *clocktesting.FakeClock) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(t0)
+	f, p := setup(t, Options{Clock: clk})
+	return f, p, clk
+}
+
+// waitForTimers waits until n timers wait on clk: a Timeout fault, a watch
+// stream holding back its next chunk, a DropWatchAfter deadline.
+func waitForTimers(t *testing.T, clk *clocktesting.FakeClock, n int, what string) {
+	t.Helper()
+	poll(t, what, func() bool { return clk.Waiters() == n })
 }
 
 func clientset(t *testing.T, p *Proxy) kubernetes.Interface {
@@ -83,15 +105,14 @@ func doWith(t *testing.T, c *http.Client, token, base, method, path, body string
 	return response{code: resp.StatusCode, header: resp.Header, body: b}
 }
 
-// poll waits until cond holds, failing the test with what after a deadline.
+// poll waits until cond holds, failing the test with what if it does not
+// within eventually.
 func poll(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(eventually)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, eventually, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 
@@ -227,16 +248,49 @@ func TestFaults(t *testing.T) {
 	}
 }
 
-func TestTimeoutWaitsDefault(t *testing.T) {
-	_, p := setup(t, Options{})
-	p.SetRules(Rule{Verb: "get", ErrorFraction: 1, Fault: Timeout})
-	start := time.Now()
-	_, err := clientset(t, p).CoreV1().Pods("ns").Get(context.Background(), "pod-a", metav1.GetOptions{})
-	if !apierrors.IsTimeout(err) {
-		t.Errorf("Get: err = %v, want Timeout", err)
+// TestTimeoutWaits checks that a Timeout fault answers once the proxy's
+// clock has moved by the rule's TimeoutAfter, and not before.
+func TestTimeoutWaits(t *testing.T) {
+	cases := []struct {
+		name         string
+		timeoutAfter time.Duration
+		wantWait     time.Duration
+	}{
+		{"default", 0, DefaultTimeoutAfter},
+		{"TimeoutAfter", 5 * time.Second, 5 * time.Second},
 	}
-	if elapsed := time.Since(start); elapsed < DefaultTimeoutAfter {
-		t.Errorf("Timeout answered after %v, want at least %v", elapsed, DefaultTimeoutAfter)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, p, clk := setupFakeClock(t)
+			p.SetRules(Rule{Verb: "get", ErrorFraction: 1, Fault: Timeout, TimeoutAfter: tc.timeoutAfter})
+			done := make(chan error, 1)
+			cs := clientset(t, p)
+			go func() {
+				_, err := cs.CoreV1().Pods("ns").Get(context.Background(), "pod-a", metav1.GetOptions{})
+				done <- err
+			}()
+			waitForTimers(t, clk, 1, "the Timeout fault to wait on the clock")
+
+			clk.Step(tc.wantWait - time.Millisecond)
+			if !clk.HasWaiters() {
+				t.Fatalf("Timeout fault stopped waiting after %v on the clock, want %v", tc.wantWait-time.Millisecond, tc.wantWait)
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("Get answered %v after %v on the clock, want no answer before %v", err, tc.wantWait-time.Millisecond, tc.wantWait)
+			default:
+			}
+
+			clk.Step(time.Millisecond)
+			select {
+			case err := <-done:
+				if !apierrors.IsTimeout(err) {
+					t.Errorf("Get: err = %v, want Timeout", err)
+				}
+			case <-time.After(eventually):
+				t.Fatalf("Get did not return within %v of the clock reaching %v", eventually, tc.wantWait)
+			}
+		})
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // DefaultSeed seeds the fault choice when Options.Seed is 0.
@@ -42,12 +43,23 @@ type Options struct {
 	// (0 means DefaultSeed). Concurrent requests reach the random source in
 	// an order the proxy does not control.
 	Seed uint64
+	// Clock is the clock the proxy reads the time from and waits on: the
+	// WatchDelay of watch chunks, the DropWatchAfter deadline of watch
+	// streams and the TimeoutAfter of Timeout faults (nil means the real
+	// clock, clock.RealClock{}). Tests pass a k8s.io/utils/clock/testing
+	// FakeClock and step it instead of sleeping. The proxy's AfterFunc
+	// callbacks never block and take no lock the proxy holds while it calls
+	// the clock, so a fake clock may run them inside Step. Stop's 2s grace
+	// and the HTTP server's 30s header read timeout bound network I/O and
+	// stay on the real clock.
+	Clock clock.WithDelayedExecution
 }
 
 // Proxy is a running fault-injecting reverse proxy in front of one API
 // server. Its methods are safe for concurrent use.
 type Proxy struct {
 	logger   klog.Logger
+	clock    clock.WithDelayedExecution
 	url      string
 	upstream *rest.Config
 	target   *url.URL
@@ -69,7 +81,11 @@ type Proxy struct {
 	mu      sync.Mutex
 	stopped bool
 	streams map[*watchStream]struct{}
-	stats   Stats
+	stats   Stats // WatchesDropped is kept in watchesDropped
+
+	// watchesDropped is Stats.WatchesDropped; atomic because DropWatchAfter
+	// counts from a clock callback, which must not take mu (see Options.Clock).
+	watchesDropped atomic.Int64
 }
 
 // Start listens on 127.0.0.1:0 (plain HTTP) and proxies every request to the
@@ -97,10 +113,15 @@ func Start(ctx context.Context, upstream *rest.Config, opts Options) (*Proxy, er
 	if seed == 0 {
 		seed = DefaultSeed
 	}
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	logger := klog.FromContext(ctx).WithName("faultproxy")
 	stopCtx, cancel := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), logger))
 	p := &Proxy{
 		logger:   logger,
+		clock:    clk,
 		url:      "http://" + ln.Addr().String(),
 		upstream: rest.CopyConfig(upstream),
 		target:   target,
@@ -315,10 +336,10 @@ func (p *Proxy) injectFault(w http.ResponseWriter, r *http.Request, info *reques
 	p.logger.V(2).Info("Injecting fault", "fault", rule.Fault, "verb", info.Verb, "resource", resourceName(info),
 		"namespace", info.Namespace, "name", info.Name, "afterForward", afterForward, "upstreamCode", upstreamCode)
 	if rule.Fault == Timeout {
-		t := time.NewTimer(rule.timeoutAfter())
+		t := p.clock.NewTimer(rule.timeoutAfter())
 		defer t.Stop()
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-p.stopping:
 		case <-r.Context().Done():
 			return

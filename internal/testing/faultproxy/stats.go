@@ -30,5 +30,6 @@ func (p *Proxy) Stats() Stats {
 	s.Forwarded = maps.Clone(p.stats.Forwarded)
 	s.Faults = maps.Clone(p.stats.Faults)
 	s.OpenWatches = len(p.streams)
+	s.WatchesDropped = int(p.watchesDropped.Load())
 	return s
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/utils/clock"
 )
 
 // chunk is one read from the API server's watch response and the time the
@@ -29,7 +30,7 @@ type watchStream struct {
 	info     *request.RequestInfo
 	ctx      context.Context // the forwarded request's; ends when the client goes away or Stop cancels
 	upstream io.ReadCloser
-	opened   time.Time
+	opened   time.Time // on the proxy's clock
 
 	ready    chan struct{} // capacity 1: the queue or err changed
 	dropped  chan struct{} // closed when the stream must end
@@ -41,7 +42,7 @@ type watchStream struct {
 	err   error // the API server's end of stream, handed out after the queue
 	ended bool  // dropped is closed
 
-	dropTimer *time.Timer // DropWatchAfter; guarded by p.mu
+	dropTimer clock.Timer // DropWatchAfter; guarded by p.mu
 
 	closeOnce sync.Once
 	closeErr  error
@@ -59,7 +60,7 @@ func (p *Proxy) wrapWatch(resp *http.Response) error {
 		info:     info,
 		ctx:      resp.Request.Context(),
 		upstream: resp.Body,
-		opened:   time.Now(),
+		opened:   p.clock.Now(),
 		ready:    make(chan struct{}, 1),
 		dropped:  make(chan struct{}),
 		pumpDone: make(chan struct{}),
@@ -98,15 +99,15 @@ func (p *Proxy) DropWatches(resource string) int {
 			n++
 		}
 	}
-	p.mu.Lock()
-	p.stats.WatchesDropped += n
-	p.mu.Unlock()
+	p.watchesDropped.Add(int64(n))
 	p.logger.V(2).Info("Dropping watch streams", "resource", resource, "streams", n)
 	return n
 }
 
-// scheduleDropLocked (re)arms the DropWatchAfter timer of s under rules.
-// p.mu must be held.
+// scheduleDropLocked (re)arms the DropWatchAfter timer of s under rules,
+// or drops s at once when it has been open that long already (a fake clock
+// fires a timer that is already due only at its next step). p.mu must be
+// held.
 func (p *Proxy) scheduleDropLocked(s *watchStream, rules []Rule) {
 	if s.dropTimer != nil {
 		s.dropTimer.Stop()
@@ -116,15 +117,23 @@ func (p *Proxy) scheduleDropLocked(s *watchStream, rules []Rule) {
 	if after == 0 {
 		return
 	}
-	s.dropTimer = time.AfterFunc(time.Until(s.opened.Add(after)), func() {
-		if !s.drop() {
-			return
-		}
-		p.mu.Lock()
-		p.stats.WatchesDropped++
-		p.mu.Unlock()
-		p.logger.V(2).Info("Dropping watch stream", "resource", resourceName(s.info), "namespace", s.info.Namespace, "dropWatchAfter", after)
-	})
+	d := s.opened.Add(after).Sub(p.clock.Now())
+	if d <= 0 {
+		p.dropExpired(s, after)
+		return
+	}
+	s.dropTimer = p.clock.AfterFunc(d, func() { p.dropExpired(s, after) })
+}
+
+// dropExpired ends s, open for its DropWatchAfter (after), and counts it. It
+// runs from a clock callback, perhaps inside a fake clock's Step, so it takes
+// no lock but the stream's own.
+func (p *Proxy) dropExpired(s *watchStream, after time.Duration) {
+	if !s.drop() {
+		return
+	}
+	p.watchesDropped.Add(1)
+	p.logger.V(2).Info("Dropping watch stream", "resource", resourceName(s.info), "namespace", s.info.Namespace, "dropWatchAfter", after)
 }
 
 // unregister forgets s once it is closed.
@@ -148,7 +157,7 @@ func (s *watchStream) pump() {
 	for {
 		n, err := s.upstream.Read(buf)
 		if n > 0 {
-			at := time.Now().Add(watchDelay(*s.p.rules.Load(), s.info))
+			at := s.p.clock.Now().Add(watchDelay(*s.p.rules.Load(), s.info))
 			if at.Before(last) {
 				at = last
 			}
@@ -230,16 +239,17 @@ func (s *watchStream) next() (chunk, error) {
 	}
 }
 
-// waitUntil sleeps until t unless the stream is dropped or its context ends.
+// waitUntil sleeps until t on the proxy's clock unless the stream is
+// dropped or its context ends.
 func (s *watchStream) waitUntil(t time.Time) error {
-	d := time.Until(t)
+	d := t.Sub(s.p.clock.Now())
 	if d <= 0 {
 		return nil
 	}
-	timer := time.NewTimer(d)
+	timer := s.p.clock.NewTimer(d)
 	defer timer.Stop()
 	select {
-	case <-timer.C:
+	case <-timer.C():
 		return nil
 	case <-s.dropped:
 		return io.EOF

@@ -1,8 +1,10 @@
 package faultproxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -10,17 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// arrival is one watch event as the client received it.
-type arrival struct {
-	index int
-	at    time.Time
-}
-
-// openWatch opens a raw pod watch in ns through base and streams the events
-// it receives; the channel closes when the stream ends.
-func openWatch(ctx context.Context, t *testing.T, base, ns string) <-chan arrival {
+// openWatch opens a raw pod watch in ns through base and streams the index
+// of each event it receives; the channel closes when the stream ends.
+func openWatch(ctx context.Context, t *testing.T, base, ns string) <-chan int {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/namespaces/"+ns+"/pods?watch=true", nil)
 	if err != nil {
@@ -35,7 +32,7 @@ func openWatch(ctx context.Context, t *testing.T, base, ns string) <-chan arriva
 		t.Fatalf("watch: got status %d, want 200", resp.StatusCode)
 	}
 	t.Cleanup(func() { resp.Body.Close() })
-	ch := make(chan arrival, 100)
+	ch := make(chan int, 100)
 	go func() {
 		defer close(ch)
 		dec := json.NewDecoder(resp.Body)
@@ -47,26 +44,40 @@ func openWatch(ctx context.Context, t *testing.T, base, ns string) <-chan arriva
 			if dec.Decode(&ev) != nil {
 				return
 			}
-			ch <- arrival{index: podIndex(ev.Object.Name), at: time.Now()}
+			ch <- podIndex(ev.Object.Name)
 		}
 	}()
 	return ch
 }
 
-// receive returns the next arrival, failing the test if the stream ends or
-// nothing arrives in time.
-func receive(t *testing.T, ch <-chan arrival) arrival {
+// receive returns the next value of ch, failing the test if ch closes or
+// nothing arrives within eventually.
+func receive[T any](t *testing.T, ch <-chan T) T {
 	t.Helper()
 	select {
-	case a, ok := <-ch:
+	case v, ok := <-ch:
 		if !ok {
 			t.Fatal("watch stream ended, want an event")
 		}
-		return a
-	case <-time.After(eventually + 5*time.Second):
-		t.Fatal("no watch event in time")
+		return v
+	case <-time.After(eventually):
+		t.Fatalf("no watch event within %v", eventually)
 	}
-	return arrival{}
+	var zero T
+	return zero
+}
+
+// nothingYet fails the test if ch holds an event or has closed.
+func nothingYet[T any](t *testing.T, ch <-chan T, when string) {
+	t.Helper()
+	select {
+	case v, ok := <-ch:
+		if !ok {
+			t.Fatalf("watch stream ended %s, want it open", when)
+		}
+		t.Fatalf("got event %v %s, want none yet", v, when)
+	default:
+	}
 }
 
 // ended waits for ch to close, failing the test if it does not in time.
@@ -85,8 +96,27 @@ func ended[T any](t *testing.T, ch <-chan T) {
 	}
 }
 
+// queuedEvents returns how many whole watch events the proxy's open streams
+// hold in their queues, not counting the one a Read is waiting to hand out.
+func queuedEvents(p *Proxy) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for s := range p.streams {
+		s.mu.Lock()
+		for _, c := range s.queue {
+			n += bytes.Count(c.data, []byte("\n")) // the API server ends each event with a newline
+		}
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// TestWatchDelay checks that events reaching the proxy gap apart are each
+// held back until the proxy's clock passes their arrival plus the delay, and
+// keep their order.
 func TestWatchDelay(t *testing.T) {
-	const delay = 300 * time.Millisecond
+	const delay, gap = 300 * time.Millisecond, 50 * time.Millisecond
 	rule := Rule{Resource: "pods", Verb: "watch", WatchDelay: delay}
 	cases := []struct {
 		name        string
@@ -97,80 +127,101 @@ func TestWatchDelay(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f, p := setup(t, Options{})
+			f, p, clk := setupFakeClock(t)
 			if tc.setBeforeOp {
 				p.SetRules(rule)
 			}
 			ch := openWatch(context.Background(), t, p.URL(), "ns")
 			if !tc.setBeforeOp {
 				f.send(0)
-				if a := receive(t, ch); a.index != 0 {
-					t.Fatalf("got event %d, want 0", a.index)
+				if i := receive(t, ch); i != 0 { // undelayed: the clock need not move
+					t.Fatalf("got event %d, want 0", i)
 				}
 				p.SetRules(rule)
 			}
-			for i := 1; i <= 3; i++ {
+			// Event i reaches the proxy at t0+(i-1)*gap, so it is due at
+			// t0+(i-1)*gap+delay.
+			f.send(1)
+			waitForTimers(t, clk, 1, "the stream to hold back event 1")
+			for i := 2; i <= 3; i++ {
+				clk.Step(gap)
 				f.send(i)
-				time.Sleep(50 * time.Millisecond)
+				poll(t, fmt.Sprintf("event %d to reach the proxy", i), func() bool { return queuedEvents(p) == i-1 })
 			}
 			for i := 1; i <= 3; i++ {
-				a := receive(t, ch)
-				if a.index != i {
-					t.Fatalf("got event %d, want %d (order must be kept)", a.index, i)
+				due := t0.Add(time.Duration(i-1)*gap + delay)
+				waitForTimers(t, clk, 1, fmt.Sprintf("the stream to hold back event %d", i))
+				clk.SetTime(due.Add(-time.Millisecond))
+				if !clk.HasWaiters() {
+					t.Fatalf("event %d released by %v, want at %v", i, clk.Now().Sub(t0), due.Sub(t0))
 				}
-				lag := a.at.Sub(f.sentAt(i))
-				if lag < delay || lag > delay+eventually {
-					t.Errorf("event %d arrived %v after it was sent, want between %v and %v", i, lag, delay, delay+eventually)
+				nothingYet(t, ch, fmt.Sprintf("at %v", clk.Now().Sub(t0)))
+				clk.SetTime(due)
+				if got := receive(t, ch); got != i {
+					t.Fatalf("got event %d, want %d (order must be kept)", got, i)
 				}
 			}
 		})
 	}
 }
 
+// TestWatchDelayRemoved checks that removing a delay releases no event held
+// back under it before it is due, holds later events behind them, and stops
+// delaying new ones.
 func TestWatchDelayRemoved(t *testing.T) {
-	const delay = 2 * time.Second
-	f, p := setup(t, Options{})
+	const delay, gap = 2 * time.Second, 100 * time.Millisecond
+	f, p, clk := setupFakeClock(t)
 	p.SetRules(Rule{Resource: "pods", WatchDelay: delay})
 	ch := openWatch(context.Background(), t, p.URL(), "ns")
-	f.send(0)
-	f.send(1)
-	time.Sleep(200 * time.Millisecond) // both are held back now
+	f.send(0) // due at t0+delay
+	waitForTimers(t, clk, 1, "the stream to hold back event 0")
+	clk.Step(gap)
+	f.send(1) // due at t0+gap+delay
+	poll(t, "event 1 to reach the proxy", func() bool { return queuedEvents(p) == 1 })
 	p.SetRules()
 	f.send(2) // no delay of its own, but queued behind 0 and 1
+	poll(t, "event 2 to reach the proxy", func() bool { return queuedEvents(p) == 2 })
+	nothingYet(t, ch, "before event 0 is due")
 
-	var got []arrival
-	for range 3 {
-		got = append(got, receive(t, ch))
+	clk.SetTime(t0.Add(delay))
+	if i := receive(t, ch); i != 0 {
+		t.Fatalf("got event %d, want 0", i)
 	}
-	for i, a := range got {
-		if a.index != i {
-			t.Fatalf("got events %v, want 0, 1, 2 in order", got)
+	due1 := t0.Add(gap + delay)
+	waitForTimers(t, clk, 1, "the stream to hold back event 1")
+	clk.SetTime(due1.Add(-time.Millisecond))
+	if !clk.HasWaiters() {
+		t.Fatalf("event 1 released by %v, want at %v (delayed before the rule was removed)", clk.Now().Sub(t0), due1.Sub(t0))
+	}
+	nothingYet(t, ch, "before event 1 is due")
+	clk.SetTime(due1)
+	for want := 1; want <= 2; want++ { // event 2 is due with event 1
+		if i := receive(t, ch); i != want {
+			t.Fatalf("got event %d, want %d (order must be kept)", i, want)
 		}
 	}
-	if lag := got[1].at.Sub(f.sentAt(1)); lag < delay {
-		t.Errorf("event 1 arrived %v after it was sent, want at least %v (delayed before the rule was removed)", lag, delay)
-	}
-	if got[2].at.Before(f.sentAt(1).Add(delay)) {
-		t.Errorf("event 2 arrived before event 1 was due")
-	}
 
-	f.send(3)
-	a := receive(t, ch)
-	if lag := a.at.Sub(f.sentAt(3)); a.index != 3 || lag >= delay {
-		t.Errorf("event %d arrived %v after it was sent, want event 3 in less than the removed delay %v", a.index, lag, delay)
+	f.send(3) // the clock stays put: event 3 must not wait on it
+	if i := receive(t, ch); i != 3 {
+		t.Errorf("got event %d, want 3", i)
 	}
 }
 
+// TestDropWatches checks that DropWatches ends streams at once and that
+// DropWatchAfter ends them once the proxy's clock passes their opening plus
+// DropWatchAfter, and not before.
 func TestDropWatches(t *testing.T) {
 	cases := []struct {
 		name string
-		// before runs before the watch opens, after once it has delivered one event.
-		before, after func(t *testing.T, p *Proxy)
-		minOpen       time.Duration
+		// before runs before the watch opens (at t0), after once it has delivered one event.
+		before, after func(t *testing.T, p *Proxy, clk *clocktesting.FakeClock)
+		// openFor is how long after t0 the stream must end; 0 means at once,
+		// without the clock moving.
+		openFor time.Duration
 	}{
 		{
 			name: "DropWatches of the resource",
-			after: func(t *testing.T, p *Proxy) {
+			after: func(t *testing.T, p *Proxy, _ *clocktesting.FakeClock) {
 				if n := p.DropWatches("replicasets"); n != 0 {
 					t.Errorf("DropWatches(replicasets) = %d, want 0", n)
 				}
@@ -181,7 +232,7 @@ func TestDropWatches(t *testing.T) {
 		},
 		{
 			name: "DropWatches of all",
-			after: func(t *testing.T, p *Proxy) {
+			after: func(t *testing.T, p *Proxy, _ *clocktesting.FakeClock) {
 				if n := p.DropWatches(""); n != 1 {
 					t.Errorf(`DropWatches("") = %d, want 1`, n)
 				}
@@ -189,39 +240,55 @@ func TestDropWatches(t *testing.T) {
 		},
 		{
 			name: "DropWatchAfter set before the stream opens",
-			before: func(_ *testing.T, p *Proxy) {
+			before: func(_ *testing.T, p *Proxy, _ *clocktesting.FakeClock) {
 				p.SetRules(Rule{Resource: "pods", DropWatchAfter: 300 * time.Millisecond})
 			},
-			minOpen: 300 * time.Millisecond,
+			openFor: 300 * time.Millisecond,
 		},
 		{
-			name:  "DropWatchAfter set on a stream open longer than that",
-			after: func(_ *testing.T, p *Proxy) { p.SetRules(Rule{Verb: "watch", DropWatchAfter: time.Nanosecond}) },
+			name: "DropWatchAfter set on a younger stream counts from its opening",
+			after: func(_ *testing.T, p *Proxy, clk *clocktesting.FakeClock) {
+				clk.Step(100 * time.Millisecond)
+				p.SetRules(Rule{Verb: "watch", DropWatchAfter: 300 * time.Millisecond})
+			},
+			openFor: 300 * time.Millisecond,
+		},
+		{
+			name: "DropWatchAfter set on a stream open longer than that",
+			after: func(_ *testing.T, p *Proxy, clk *clocktesting.FakeClock) {
+				clk.Step(time.Minute)
+				p.SetRules(Rule{Verb: "watch", DropWatchAfter: time.Second})
+			},
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f, p := setup(t, Options{})
+			f, p, clk := setupFakeClock(t)
 			if tc.before != nil {
-				tc.before(t, p)
+				tc.before(t, p, clk)
 			}
-			opened := time.Now()
 			w, err := clientset(t, p).CoreV1().Pods("ns").Watch(context.Background(), metav1.ListOptions{})
 			if err != nil {
 				t.Fatalf("Watch: %v", err)
 			}
 			defer w.Stop()
 			f.send(0)
-			if ev := <-w.ResultChan(); ev.Type != "ADDED" {
+			if ev := receive(t, w.ResultChan()); ev.Type != "ADDED" {
 				t.Fatalf("first event %+v, want ADDED", ev)
 			}
 			if tc.after != nil {
-				tc.after(t, p)
+				tc.after(t, p, clk)
+			}
+			if tc.openFor > 0 {
+				waitForTimers(t, clk, 1, "the DropWatchAfter deadline")
+				clk.SetTime(t0.Add(tc.openFor - time.Millisecond))
+				if !clk.HasWaiters() || p.Stats().WatchesDropped != 0 {
+					t.Fatalf("stream dropped by %v after it opened, want at %v", clk.Now().Sub(t0), tc.openFor)
+				}
+				nothingYet(t, w.ResultChan(), fmt.Sprintf("%v after it opened", clk.Now().Sub(t0)))
+				clk.SetTime(t0.Add(tc.openFor))
 			}
 			ended(t, w.ResultChan())
-			if open := time.Since(opened); open < tc.minOpen {
-				t.Errorf("stream ended after %v, want at least %v", open, tc.minOpen)
-			}
 			poll(t, "no open watches", func() bool { return p.Stats().OpenWatches == 0 && f.openWatches.Load() == 0 })
 			if st := p.Stats(); st.WatchesDropped != 1 || st.WatchesOpened != 1 {
 				t.Errorf("Stats = %+v, want 1 watch opened and dropped", st)
@@ -288,7 +355,7 @@ func TestClientDisconnect(t *testing.T) {
 	f, p := setup(t, Options{})
 	p.SetRules(Rule{Resource: "pods", Namespace: "delayed", WatchDelay: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
-	streams := []<-chan arrival{
+	streams := []<-chan int{
 		openWatch(ctx, t, p.URL(), "ns"),
 		openWatch(ctx, t, p.URL(), "delayed"),
 		openWatch(ctx, t, p.URL(), "other"),
