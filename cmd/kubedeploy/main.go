@@ -1,6 +1,8 @@
 // Command kubedeploy runs the kubedeploy Deployment and ReplicaSet controllers,
 // either inside an embedded local control plane (`kubedeploy up`) or against a
-// real cluster, and bundles kubectl (`kubedeploy kubectl`).
+// real cluster, and bundles kubectl (`kubedeploy kubectl`). In a cluster, run
+// cmd/kubedeploy-controllers instead: the same `controllers` command, without
+// the embedded control plane and kubectl.
 package main
 
 import (

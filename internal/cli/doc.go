@@ -1,6 +1,13 @@
-// Package cli holds kubedeploy's cobra commands, one file each (up,
-// controllers, kubectl, version; root.go wires them). Commands turn flags
-// into the Config structs of the packages that do the work (controlplane,
-// manager) and print what a user needs to know; they contain no controller
-// or cluster logic of their own.
+// Package cli holds the `kubedeploy` command (cmd/kubedeploy): one file per
+// subcommand (up, kubectl, version; root.go wires them). `controllers` lives
+// in the subpackage controllerscmd, which does not import internal/controlplane
+// so that the controllers-only binary cmd/kubedeploy-controllers can share it
+// without linking the embedded control plane; the root command adds it
+// unchanged. Commands turn flags into the Config structs of the packages that
+// do the work (controlplane, manager) and print what a user needs to know;
+// they contain no controller or cluster logic of their own.
+//
+// kubectlversion.go gives the bundled kubectl its release version at run time
+// (Kubernetes' builds set it with -ldflags), the one place this package links
+// to another package's unexported variables.
 package cli

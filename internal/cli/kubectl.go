@@ -57,6 +57,9 @@ func newKubectlCommand() *cobra.Command {
 $KUBEDEPLOY_DATA_DIR or ~/.kubedeploy.`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := stampKubectlVersion(); err != nil {
+				return err
+			}
 			full := append([]string{"kubectl"}, kubectlArgs(args, os.Getenv("KUBECONFIG"), defaultDataDir())...)
 			os.Args = full
 			k := kubectlcmd.NewDefaultKubectlCommand()

@@ -3,6 +3,8 @@ package cli
 import (
 	"reflect"
 	"testing"
+
+	componentversion "k8s.io/component-base/version"
 )
 
 func TestKubectlArgs(t *testing.T) {
@@ -30,5 +32,37 @@ func TestDefaultDataDirFromEnv(t *testing.T) {
 	t.Setenv(dataDirEnv, "/somewhere")
 	if got := defaultDataDir(); got != "/somewhere" {
 		t.Errorf("defaultDataDir() = %q, want /somewhere", got)
+	}
+}
+
+func TestKubectlRelease(t *testing.T) {
+	for _, tc := range []struct {
+		module                string
+		version, major, minor string
+		ok                    bool
+	}{
+		{"v0.36.3", "v1.36.3", "1", "36", true},
+		{"v0.37.0-alpha.1", "v1.37.0-alpha.1", "1", "37", true},
+		{"v1.36.3", "", "", "", false},
+		{"v0.36", "", "", "", false},
+		{"(devel)", "", "", "", false},
+	} {
+		version, major, minor, ok := kubectlRelease(tc.module)
+		if version != tc.version || major != tc.major || minor != tc.minor || ok != tc.ok {
+			t.Errorf("kubectlRelease(%q) = %q, %q, %q, %v; want %q, %q, %q, %v",
+				tc.module, version, major, minor, ok, tc.version, tc.major, tc.minor, tc.ok)
+		}
+	}
+}
+
+// TestStampComponentVersion: after stamping, kubectl's client version (component-base's version.Get) is the
+// stamped one. (Build information, and so stampKubectlVersion's k8s.io/kubectl version,
+// exists in main binaries only; test/e2e checks the built binary's `kubectl version`.)
+func TestStampComponentVersion(t *testing.T) {
+	if err := stampComponentVersion("v1.36.3", "1", "36"); err != nil {
+		t.Fatal(err)
+	}
+	if got := componentversion.Get(); got.GitVersion != "v1.36.3" || got.Major != "1" || got.Minor != "36" || got.GitCommit != "" {
+		t.Errorf("client version after stamping v1.36.3 = %+v", got)
 	}
 }

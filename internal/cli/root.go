@@ -2,6 +2,8 @@ package cli
 
 import (
 	"github.com/spf13/cobra"
+
+	"github.com/kubedeploy/kubedeploy/internal/cli/controllerscmd"
 )
 
 // NewRootCommand returns the `kubedeploy` command with every subcommand.
@@ -17,6 +19,6 @@ process; "kubedeploy kubectl" is kubectl, pointed at it.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newUpCommand(), newControllersCommand(), newKubectlCommand(), newVersionCommand())
+	root.AddCommand(newUpCommand(), controllerscmd.NewCommand(), newKubectlCommand(), newVersionCommand())
 	return root
 }

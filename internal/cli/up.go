@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2/textlogger"
 
 	"github.com/kubedeploy/kubedeploy/deploy"
+	"github.com/kubedeploy/kubedeploy/internal/buildinfo"
 	"github.com/kubedeploy/kubedeploy/internal/controlplane"
 	"github.com/kubedeploy/kubedeploy/internal/manager"
 )
@@ -100,7 +101,7 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
 func (o upOptions) configs() (manager.Config, controlplane.Config, error) {
 	mcfg := manager.Config{
 		Controllers: manager.ParseControllers(o.controllers),
-		Version:     Version,
+		Version:     buildinfo.Version(),
 		// The same Lease as `kubedeploy controllers`: one run against this
 		// cluster stands by while these controllers lead.
 		LeaderElection: manager.LeaderElection{Enabled: true, Identity: upIdentity(o.dataDir)},

@@ -76,7 +76,8 @@ type apiserver struct {
 }
 
 // newAPIServer parses args into kube-apiserver's options, completes and validates them and builds the server
-// chain (aggregator → kube-apiserver → apiextensions). ln must be the listener for the port in args; on error the
+// chain (aggregator → kube-apiserver → apiextensions), serving the Kubernetes release it embeds at /version
+// (unless the build information does not name it). ln must be the listener for the port in args; on error the
 // caller still owns it.
 func newAPIServer(ctx context.Context, args []string, ln net.Listener) (*apiserver, error) {
 	s := options.NewServerRunOptions()
@@ -102,6 +103,9 @@ func newAPIServer(ctx context.Context, args []string, ln net.Listener) (*apiserv
 	config, err := app.NewConfig(completed)
 	if err != nil {
 		return nil, fmt.Errorf("kube-apiserver config: %w", err)
+	}
+	if release, ok := kubernetesRelease(); ok {
+		serveRelease(config, release)
 	}
 	completedConfig, err := config.Complete()
 	if err != nil {

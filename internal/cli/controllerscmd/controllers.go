@@ -1,4 +1,4 @@
-package cli
+package controllerscmd
 
 import (
 	"context"
@@ -13,10 +13,12 @@ import (
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
 
+	"github.com/kubedeploy/kubedeploy/internal/buildinfo"
 	"github.com/kubedeploy/kubedeploy/internal/manager"
 )
 
-// controllersOptions are the flags of `kubedeploy controllers`, named as kube-controller-manager names them.
+// controllersOptions are the flags of `kubedeploy controllers` and `kubedeploy-controllers`, named as
+// kube-controller-manager names them.
 type controllersOptions struct {
 	kubeconfig  string
 	controllers string
@@ -24,7 +26,10 @@ type controllersOptions struct {
 	logging     *logsapi.LoggingConfiguration
 }
 
-func newControllersCommand() *cobra.Command {
+// NewCommand returns the `controllers` command: its flags, their validation into a manager.Config, and a RunE
+// that runs the controllers (manager.Run) until the command's context ends or they fail. `kubedeploy controllers`
+// and the `kubedeploy-controllers` binary are both this command; the binary renames it and adds --version.
+func NewCommand() *cobra.Command {
 	o := controllersOptions{logging: logsapi.NewLoggingConfiguration()}
 	cmd := &cobra.Command{
 		Use:   "controllers",
@@ -73,7 +78,7 @@ func (o *controllersOptions) config() (manager.Config, error) {
 	if len(cfg.Controllers) == 0 {
 		return cfg, errors.New("--controllers names no controller")
 	}
-	cfg.Version = Version
+	cfg.Version = buildinfo.Version()
 	cfg.RESTConfig = &rest.Config{} // checked by Validate; replaced by the caller
 	cfg.Default()
 	if err := cfg.Validate(); err != nil {
@@ -96,7 +101,7 @@ func runControllers(ctx context.Context, o *controllersOptions) error {
 		return err
 	}
 	logger := klog.Background().WithName("kubedeploy")
-	logger.Info("Starting kubedeploy controllers", "version", Version, "server", cfg.RESTConfig.Host,
+	logger.Info("Starting kubedeploy controllers", "version", cfg.Version, "server", cfg.RESTConfig.Host,
 		"controllers", cfg.Controllers, "leaderElect", cfg.LeaderElection.Enabled, "identity", cfg.LeaderElection.Identity)
 	err = manager.Run(klog.NewContext(ctx, logger), cfg)
 	if err == nil {
