@@ -66,12 +66,16 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ourLogger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(stderr), textlogger.Verbosity(o.verbosity)))
 	closeLogs, err := redirectComponentLogs(o.dataDir)
 	if err != nil {
 		return err
 	}
 	defer closeLogs()
+	// The controllers log to <data-dir>/logs/kubedeploy.log, rotated; the
+	// terminal shows only up's own lines.
+	ourLog := controlplane.RotatingLog(filepath.Join(o.dataDir, "logs", "kubedeploy.log"))
+	defer ourLog.Close()
+	ourLogger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(ourLog), textlogger.Verbosity(o.verbosity)))
 
 	cp, err := controlplane.New(cfg)
 	if err != nil {
@@ -91,7 +95,7 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
 		runErr = errors.Join(runErr, err)
 	}
 	if runErr == nil {
-		fmt.Fprintln(stdout, "Stopped.")
+		fmt.Fprintf(stdout, "Stopped; state is kept in %s.\n", o.dataDir)
 	}
 	return runErr
 }
@@ -133,7 +137,6 @@ func runControllersUntilDone(ctx context.Context, cp *controlplane.ControlPlane,
 	var runErr error
 	select {
 	case <-ctx.Done():
-		fmt.Fprintln(stdout, "Shutting down ...")
 	case <-cp.Done():
 		runErr = fmt.Errorf("control plane stopped: %w", cp.Err())
 	case err := <-managerDone:
@@ -184,6 +187,7 @@ func printReady(w io.Writer, cp *controlplane.ControlPlane, controllers []string
 	fmt.Fprintf(w, "  kubeconfig: %s\n", cp.KubeconfigPath())
 	fmt.Fprintf(w, "  try:        kubedeploy kubectl apply -f examples/nginx-deployment.yaml\n")
 	fmt.Fprintf(w, "              (or any kubectl with KUBECONFIG=%s)\n", cp.KubeconfigPath())
+	fmt.Fprintf(w, "  logs:       %s (controllers; control-plane.log and etcd.log beside it)\n", filepath.Join(filepath.Dir(cp.KubeconfigPath()), "logs", "kubedeploy.log"))
 	fmt.Fprintf(w, "Press Ctrl-C to stop; state is kept in the data dir.\n")
 }
 

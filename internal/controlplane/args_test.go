@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -228,7 +229,7 @@ func TestSchedulerArgs(t *testing.T) {
 }
 
 func TestEtcdConfig(t *testing.T) {
-	cfg := etcdConfig("/d/etcd", "/d/logs/etcd.log", 41000, 41001)
+	cfg := etcdConfig("/d/etcd", io.Discard, 41000, 41001)
 	if cfg.Dir != "/d/etcd" {
 		t.Errorf("Dir = %q", cfg.Dir)
 	}
@@ -243,7 +244,7 @@ func TestEtcdConfig(t *testing.T) {
 			t.Errorf("etcd URL %s uses etcd's default port", u.String())
 		}
 	}
-	if cfg.LogLevel != "warn" || !slices.Equal(cfg.LogOutputs, []string{"/d/logs/etcd.log"}) {
-		t.Errorf("etcd logging = %s to %v, want warn to the log file", cfg.LogLevel, cfg.LogOutputs)
+	if cfg.LogLevel != "error" || cfg.ZapLoggerBuilder == nil {
+		t.Errorf("etcd logging = %s (builder set: %v), want error level to the given writer", cfg.LogLevel, cfg.ZapLoggerBuilder != nil)
 	}
 }

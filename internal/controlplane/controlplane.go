@@ -160,7 +160,9 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) (*embed.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := etcdConfig(cp.layout.etcdDir(), cp.layout.log("etcd.log"), ports[0], ports[1])
+	logOut := RotatingLog(cp.layout.log("etcd.log"))
+	cp.sup.push("etcd log", logOut.Close) // undone after etcd, which logs until it stops
+	cfg := etcdConfig(cp.layout.etcdDir(), logOut, ports[0], ports[1])
 	e, err := startEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w (log: %s)", err, cp.layout.log("etcd.log"))
@@ -283,10 +285,7 @@ func (cp *ControlPlane) startKWOK(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	logFile, err := os.OpenFile(cp.layout.log("kwok.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("open kwok log: %w", err)
-	}
+	logFile := RotatingLog(cp.layout.log("kwok.log"))
 	cp.sup.push("kwok log", logFile.Close)
 	err = cp.sup.goRun("kwok", componentStopTimeout, func(context.Context) (func(context.Context) error, error) {
 		return newKWOK(cp.componentKubeconfig("kwok"), logFile, st)

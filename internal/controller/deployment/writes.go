@@ -182,8 +182,8 @@ func (sc *syncContext) explainPatchError(ctx context.Context, orig *appsv1.Repli
 	if fresh, getErr := sc.c.client.AppsV1().ReplicaSets(orig.Namespace).Get(ctx, orig.Name, metav1.GetOptions{}); getErr == nil {
 		what = replicaSetChange(orig, fresh)
 	}
-	return fmt.Errorf("ReplicaSet %s changed since it was read (%s), so the conditioned patch was refused; retrying on fresh data: %w",
-		klog.KObj(orig), what, err)
+	return fmt.Errorf("ReplicaSet %s changed since it was read (%s), so the conditioned patch was refused; retrying on fresh data: %w: %w",
+		klog.KObj(orig), what, runner.ErrConflict, err)
 }
 
 // replicaSetChange describes how fresh differs from orig in what a ReplicaSet

@@ -35,6 +35,12 @@ type Result struct {
 // (IM-5) but logged only at V(4). Wrap it: fmt.Errorf("...: %w", ErrWaiting).
 var ErrWaiting = errors.New("waiting")
 
+// ErrConflict marks a sync error that is an expected optimistic-concurrency
+// conflict: a write refused because the object changed since it was read
+// (a 409, or a refused conditioned patch). It is retried with the same
+// backoff as any error (IM-5) but logged only at V(2). Wrap it.
+var ErrConflict = errors.New("conflict")
+
 // ErrCacheBehind is the ErrWaiting a sync returns (and so is retried with
 // backoff) while the informer caches do not show the controller's own last
 // writes for the key (IM-4, RS-1). Wrap it with the key.
@@ -210,6 +216,9 @@ func (r *Runner) handleResult(ctx context.Context, key cache.ObjectName, res Res
 		}
 	case errors.Is(err, ErrWaiting):
 		logger.V(4).Info("Sync is waiting; will retry with backoff", "controller", r.name, "key", key.String(), "reason", err)
+		r.queue.AddRateLimited(key)
+	case errors.Is(err, ErrConflict) || apierrors.IsConflict(err):
+		logger.V(2).Info("Sync hit a write conflict; will retry with backoff", "controller", r.name, "key", key.String(), "err", err)
 		r.queue.AddRateLimited(key)
 	case IsNamespaceTerminating(err):
 		logger.V(2).Info("Namespace is terminating; dropping key", "controller", r.name, "key", key.String())

@@ -1,9 +1,11 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,7 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/klog/v2/textlogger"
 )
 
 func nsTerminatingErr() error {
@@ -168,5 +172,34 @@ func TestWaitingIsRetriedNotDropped(t *testing.T) {
 	r.ProcessNextItem(ctx)
 	if calls != 2 {
 		t.Fatalf("sync called %d times, want 2 (the key must come back)", calls)
+	}
+}
+
+// TestConflictsAreRetriedQuietly: an expected write conflict (a 409, or an
+// error wrapping ErrConflict) is retried with backoff like any error (IM-5)
+// and logged only from V(2), so ordinary optimistic concurrency does not
+// flood the log (issue 9); at V(2) it is still visible.
+func TestConflictsAreRetriedQuietly(t *testing.T) {
+	for name, syncErr := range map[string]error{
+		"409":         apierrors.NewConflict(schema.GroupResource{Resource: "replicasets"}, "rs", errors.New("modified")),
+		"ErrConflict": fmt.Errorf("refused patch: %w", ErrConflict),
+	} {
+		for _, verbosity := range []int{0, 2} {
+			t.Run(fmt.Sprintf("%s at V(%d)", name, verbosity), func(t *testing.T) {
+				var logs bytes.Buffer
+				ctx := klog.NewContext(context.Background(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&logs), textlogger.Verbosity(verbosity))))
+				key := cache.ObjectName{Namespace: "ns", Name: "rs"}
+				r := New("test", func(context.Context, cache.ObjectName) (Result, error) { return Result{}, syncErr },
+					WithRateLimiter(workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond)))
+				r.Enqueue(key)
+				r.ProcessNextItem(ctx)
+				if got := r.NumRequeues(key); got != 1 {
+					t.Errorf("NumRequeues = %d after a conflict, want 1", got)
+				}
+				if logged := strings.Contains(logs.String(), "write conflict"); logged != (verbosity >= 2) {
+					t.Errorf("conflict logged = %v at V(%d), want %v:\n%s", logged, verbosity, verbosity >= 2, logs.String())
+				}
+			})
+		}
 	}
 }
