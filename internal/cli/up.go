@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,8 +90,14 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
 	if mcfg.RESTConfig, err = controllersIdentity(ctx, cp); err != nil {
 		return errors.Join(err, cp.Stop())
 	}
-	printReady(stdout, cp, mcfg.Controllers, time.Since(started))
-	runErr := runControllersUntilDone(klog.NewContext(ctx, ourLogger), cp, mcfg, stdout)
+	ready := func(leading bool) {
+		printReady(stdout, cp, mcfg.Controllers, time.Since(started))
+		if !leading {
+			fmt.Fprintf(stdout, "  (the controllers are standing by: another process holds the Lease %s/%s)\n",
+				mcfg.LeaderElection.ResourceNamespace, mcfg.LeaderElection.ResourceName)
+		}
+	}
+	runErr := runControllersUntilDone(klog.NewContext(ctx, ourLogger), cp, mcfg, ready)
 	if err := cp.Stop(); err != nil {
 		runErr = errors.Join(runErr, err)
 	}
@@ -125,24 +132,50 @@ func (o upOptions) configs() (manager.Config, controlplane.Config, error) {
 	return mcfg, cfg, manager.ValidateControllers(mcfg.Controllers)
 }
 
+// readyWait is how long up waits for its controllers to lead before it
+// reports ready anyway, saying they stand by: a Lease held by a live
+// `kubedeploy controllers` expires only when that process stops.
+const readyWait = 30 * time.Second
+
 // runControllersUntilDone runs the controllers (manager.Run with mcfg) until
 // ctx ends (Ctrl-C), the control plane stops or the controllers fail, then
-// stops the controllers and waits for them. It returns why it stopped: nil
-// for Ctrl-C, else the control plane's or the controllers' error.
-func runControllersUntilDone(ctx context.Context, cp *controlplane.ControlPlane, mcfg manager.Config, stdout io.Writer) error {
+// stops the controllers and waits for them. It calls ready(true) once the
+// controllers lead and their caches have synced (manager.Config.Started), or
+// ready(false) if that has not happened within readyWait. It returns why it
+// stopped: nil for Ctrl-C, else the control plane's or the controllers'
+// error.
+func runControllersUntilDone(ctx context.Context, cp *controlplane.ControlPlane, mcfg manager.Config, ready func(leading bool)) error {
+	started := make(chan struct{})
+	var once sync.Once
+	mcfg.Started = func() { once.Do(func() { close(started) }) }
 	mctx, cancelManager := context.WithCancel(ctx)
 	managerDone := make(chan error, 1)
 	go func() { managerDone <- manager.Run(mctx, mcfg) }()
 
+	wait := time.NewTimer(readyWait)
+	defer wait.Stop()
+	waitC := wait.C
 	var runErr error
-	select {
-	case <-ctx.Done():
-	case <-cp.Done():
-		runErr = fmt.Errorf("control plane stopped: %w", cp.Err())
-	case err := <-managerDone:
-		managerDone <- err
-		if err != nil {
-			runErr = fmt.Errorf("controllers stopped: %w", err)
+loop:
+	for {
+		select {
+		case <-started:
+			ready(true)
+			started, waitC = nil, nil
+		case <-waitC:
+			ready(false)
+			started, waitC = nil, nil
+		case <-ctx.Done():
+			break loop
+		case <-cp.Done():
+			runErr = fmt.Errorf("control plane stopped: %w", cp.Err())
+			break loop
+		case err := <-managerDone:
+			managerDone <- err
+			if err != nil {
+				runErr = fmt.Errorf("controllers stopped: %w", err)
+			}
+			break loop
 		}
 	}
 	cancelManager()

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -67,6 +68,11 @@ type Config struct {
 	// Connectivity says how often the API server is probed and an outage
 	// logged (defaults 5s and 30s); while it is unreachable, /readyz fails.
 	Connectivity Connectivity
+	// Started, if set, is called from Run's goroutines each time the
+	// controllers have started (with leader election: once this process
+	// leads) and their informer caches have synced; with no controllers,
+	// once at the start. `kubedeploy up` reports ready from it.
+	Started func()
 }
 
 // Default fills zero values with kube-controller-manager's defaults (CM-1, CM-6).
@@ -211,6 +217,9 @@ func Run(ctx context.Context, cfg Config) error {
 	logger := klog.FromContext(ctx)
 	if len(cfg.Controllers) == 0 {
 		logger.Info("No controllers to run")
+		if cfg.Started != nil {
+			cfg.Started()
+		}
 		<-ctx.Done()
 		return nil
 	}
@@ -323,12 +332,20 @@ func runControllers(ctx context.Context, cfg Config, syncCheck *informerSyncChec
 		}
 		ctrls, workers = append(ctrls, ctrl), append(workers, n)
 	}
-	syncCheck.set(func() bool {
+	synced := func() bool {
 		return !slices.ContainsFunc(ctrls, func(c runnable) bool { return !c.HasSynced() })
-	})
+	}
+	syncCheck.set(synced)
 	defer syncCheck.set(nil)
 	factory.Start(ctx.Done())
 	logger.Info("Started controllers", "controllers", cfg.Controllers)
+	if cfg.Started != nil {
+		go func() {
+			if cache.WaitForCacheSync(ctx.Done(), synced) {
+				cfg.Started()
+			}
+		}()
+	}
 
 	var wg sync.WaitGroup
 	for i, ctrl := range ctrls {

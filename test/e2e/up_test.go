@@ -21,7 +21,7 @@ import (
 // upProcess is a running `kubedeploy up`.
 type upProcess struct {
 	cmd    *exec.Cmd
-	out    *bytes.Buffer
+	out    *syncBuffer
 	exited chan error
 }
 
@@ -36,7 +36,7 @@ func skipShort(t *testing.T) {
 func startUp(t *testing.T, args ...string) *upProcess {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"up"}, args...)...)
-	out := &bytes.Buffer{}
+	out := &syncBuffer{}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -48,16 +48,18 @@ func startUp(t *testing.T, args ...string) *upProcess {
 	p := &upProcess{cmd: cmd, out: out, exited: make(chan error, 1)}
 	ready := make(chan struct{})
 	go func() {
+		// Read stdout to its end before Wait, which closes the pipe: the
+		// last line (the goodbye) must not be lost.
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			line := sc.Text()
-			out.WriteString(line + "\n")
-			if strings.HasPrefix(line, "kubedeploy is up") {
+			_, _ = out.Write([]byte(line + "\n"))
+			if strings.HasPrefix(line, "Press Ctrl-C to stop") { // the last line of the ready message
 				close(ready)
 			}
 		}
+		p.exited <- cmd.Wait()
 	}()
-	go func() { p.exited <- cmd.Wait() }()
 	t.Cleanup(func() { p.kill() })
 	select {
 	case <-ready:
