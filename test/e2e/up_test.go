@@ -33,7 +33,7 @@ func skipShort(t *testing.T) {
 }
 
 // startUp runs `kubedeploy up` with args and waits for its ready line.
-func startUp(t *testing.T, args ...string) *upProcess {
+func startUp(t testing.TB, args ...string) *upProcess {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"up"}, args...)...)
 	out := &syncBuffer{}
@@ -73,7 +73,7 @@ func startUp(t *testing.T, args ...string) *upProcess {
 }
 
 // interrupt sends SIGINT (Ctrl-C) and waits for a clean exit.
-func (p *upProcess) interrupt(t *testing.T) {
+func (p *upProcess) interrupt(t testing.TB) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func (p *upProcess) kill() {
 	}
 }
 
-func clientFor(t *testing.T, dataDir string) kubernetes.Interface {
+func clientFor(t testing.TB, dataDir string) kubernetes.Interface {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "kubeconfig"))
 	if err != nil {
