@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 	kubectlcmd "k8s.io/kubectl/pkg/cmd"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 )
 
 // dataDirEnv names the environment variable that overrides the default data dir
@@ -38,11 +40,38 @@ func hasKubeconfigFlag(args []string) bool {
 	return false
 }
 
+// takeDataDir removes a --data-dir flag ("--data-dir DIR" or
+// "--data-dir=DIR", before any "--") from args, which kubectl would reject,
+// and returns its value, whether it was given, and the other arguments. A
+// --data-dir without a value is returned as given with an empty DIR.
+func takeDataDir(args []string) (dir string, given bool, rest []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return dir, given, append(rest, args[i:]...)
+		case a == "--data-dir":
+			given = true
+			if i+1 < len(args) {
+				dir = args[i+1]
+				i++
+			}
+		case strings.HasPrefix(a, "--data-dir="):
+			dir, given = strings.TrimPrefix(a, "--data-dir="), true
+		default:
+			rest = append(rest, a)
+		}
+	}
+	return dir, given, rest
+}
+
 // kubectlArgs returns the arguments for kubectl: args, with
-// --kubeconfig=<data-dir>/kubeconfig added in front unless KUBECONFIG is set
-// or args name a kubeconfig already.
-func kubectlArgs(args []string, kubeconfigEnv, dataDir string) []string {
-	if kubeconfigEnv != "" || hasKubeconfigFlag(args) {
+// --kubeconfig=<data-dir>/kubeconfig added in front unless args name a
+// kubeconfig already, or KUBECONFIG is set and no --data-dir was given
+// (dataDirGiven): an explicit --data-dir wins over the environment, as on
+// `kubedeploy up`.
+func kubectlArgs(args []string, kubeconfigEnv, dataDir string, dataDirGiven bool) []string {
+	if hasKubeconfigFlag(args) || (kubeconfigEnv != "" && !dataDirGiven) {
 		return args
 	}
 	return append([]string{"--kubeconfig=" + filepath.Join(dataDir, "kubeconfig")}, args...)
@@ -50,21 +79,34 @@ func kubectlArgs(args []string, kubeconfigEnv, dataDir string) []string {
 
 func newKubectlCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "kubectl [kubectl arguments]",
+		Use:   "kubectl [--data-dir DIR] [kubectl arguments]",
 		Short: "Run kubectl against the cluster of `kubedeploy up`",
-		Long: `Runs the real kubectl (k8s.io/kubectl) with the given arguments. Unless KUBECONFIG or
---kubeconfig says otherwise it uses <data-dir>/kubeconfig, where <data-dir> is
-$KUBEDEPLOY_DATA_DIR or ~/.kubedeploy.`,
+		Long: `Runs the real kubectl (k8s.io/kubectl) with the given arguments, against
+<data-dir>/kubeconfig: --data-dir as given to ` + "`kubedeploy up`" + `, else $KUBEDEPLOY_DATA_DIR,
+else ~/.kubedeploy. KUBECONFIG or --kubeconfig take precedence over the default
+data dir (not over an explicit --data-dir). Errors are printed by kubectl, as
+kubectl prints them.`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := stampKubectlVersion(); err != nil {
 				return err
 			}
-			full := append([]string{"kubectl"}, kubectlArgs(args, os.Getenv("KUBECONFIG"), defaultDataDir())...)
+			dir, given, rest := takeDataDir(args)
+			if given && dir == "" {
+				return errors.New("--data-dir needs a directory")
+			}
+			if !given {
+				dir = defaultDataDir()
+			}
+			full := append([]string{"kubectl"}, kubectlArgs(rest, os.Getenv("KUBECONFIG"), dir, given)...)
 			os.Args = full
 			k := kubectlcmd.NewDefaultKubectlCommand()
 			k.SetArgs(full[1:])
-			return k.ExecuteContext(cmd.Context())
+			// As kubectl's own main: cobra prints nothing, and an error is
+			// printed once, kubectl's way, ending the process with its exit code.
+			k.SilenceErrors, k.SilenceUsage = true, true
+			cmdutil.CheckErr(k.ExecuteContext(cmd.Context()))
+			return nil
 		},
 	}
 }

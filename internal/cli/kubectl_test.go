@@ -19,9 +19,17 @@ func TestKubectlArgs(t *testing.T) {
 		{"--kubeconfig flag wins", []string{"--kubeconfig", "/x", "get"}, "", []string{"--kubeconfig", "/x", "get"}},
 		{"--kubeconfig= flag wins", []string{"get", "--kubeconfig=/x"}, "", []string{"get", "--kubeconfig=/x"}},
 		{"after -- is not a flag", []string{"exec", "p", "--", "--kubeconfig=/x"}, "", []string{"--kubeconfig=/d/kubeconfig", "exec", "p", "--", "--kubeconfig=/x"}},
+		{"--data-dir wins over KUBECONFIG", []string{"--data-dir", "/e", "get", "pods"}, "/k", []string{"--kubeconfig=/e/kubeconfig", "get", "pods"}},
+		{"--data-dir= form", []string{"get", "--data-dir=/e", "pods"}, "", []string{"--kubeconfig=/e/kubeconfig", "get", "pods"}},
+		{"--kubeconfig wins over --data-dir", []string{"--data-dir=/e", "--kubeconfig=/x", "get"}, "", []string{"--kubeconfig=/x", "get"}},
+		{"--data-dir after -- is kept", []string{"exec", "p", "--", "--data-dir=/e"}, "", []string{"--kubeconfig=/d/kubeconfig", "exec", "p", "--", "--data-dir=/e"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := kubectlArgs(tc.args, tc.kubeconfig, "/d"); !reflect.DeepEqual(got, tc.want) {
+			dir, given, rest := takeDataDir(tc.args)
+			if !given {
+				dir = "/d"
+			}
+			if got := kubectlArgs(rest, tc.kubeconfig, dir, given); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("kubectlArgs(%v) = %v, want %v", tc.args, got, tc.want)
 			}
 		})
