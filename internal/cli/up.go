@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -72,6 +73,11 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeLogs()
+	restoreStderr, err := captureStrayStderr(filepath.Join(o.dataDir, "logs", "stderr.log"))
+	if err != nil {
+		return err
+	}
+	defer restoreStderr()
 	// The controllers log to <data-dir>/logs/kubedeploy.log, rotated; the
 	// terminal shows only up's own lines.
 	ourLog := controlplane.RotatingLog(filepath.Join(o.dataDir, "logs", "kubedeploy.log"))
@@ -84,8 +90,18 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
 	}
 	started := time.Now()
 	fmt.Fprintf(stdout, "Starting the control plane in %s ...\n", cfg.DataDir)
-	if err := cp.Start(ctx); err != nil {
+	// Ctrl-C aborts the start, but once up runs it must stop the controllers
+	// first (they release their Lease and flush events through the API
+	// server) and the control plane last, in cp.Stop below: the control
+	// plane's lifetime is detached from ctx when the start is done.
+	cpCtx, cancelCP := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelCP()
+	abortStart := context.AfterFunc(ctx, cancelCP)
+	if err := cp.Start(cpCtx); err != nil {
 		return err
+	}
+	if !abortStart() {
+		return errors.Join(ctx.Err(), cp.Stop())
 	}
 	if mcfg.RESTConfig, err = controllersIdentity(ctx, cp); err != nil {
 		return errors.Join(err, cp.Stop())
@@ -222,6 +238,38 @@ func printReady(w io.Writer, cp *controlplane.ControlPlane, controllers []string
 	fmt.Fprintf(w, "              (or any kubectl with KUBECONFIG=%s)\n", cp.KubeconfigPath())
 	fmt.Fprintf(w, "  logs:       %s (controllers; control-plane.log and etcd.log beside it)\n", filepath.Join(filepath.Dir(cp.KubeconfigPath()), "logs", "kubedeploy.log"))
 	fmt.Fprintf(w, "Press Ctrl-C to stop; state is kept in the data dir.\n")
+}
+
+// captureStrayStderr points file descriptor 2 at path (truncated, mode 0600)
+// for as long as up runs, and os.Stderr at a copy of the terminal's: what
+// libraries write to stderr behind klog's back (kube-apiserver's etcd client
+// logs JSON warnings there when its requests are cancelled at shutdown) goes
+// to the file, while up's own errors still reach the terminal. A crash's
+// stack trace lands in the file too. The returned function puts fd 2 back.
+// It returns an error when the file cannot be created or fd 2 not moved.
+func captureStrayStderr(path string) (restore func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("data dir is not writable: %w", err)
+	}
+	saved, err := unix.Dup(2)
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("saving stderr: %w", err)
+	}
+	if err := unix.Dup3(int(f.Fd()), 2, 0); err != nil {
+		_ = unix.Close(saved)
+		_ = f.Close()
+		return nil, fmt.Errorf("redirecting stderr: %w", err)
+	}
+	terminal := os.Stderr
+	os.Stderr = os.NewFile(uintptr(saved), "/dev/stderr")
+	return func() {
+		_ = unix.Dup3(saved, 2, 0)
+		_ = os.Stderr.Close()
+		os.Stderr = terminal
+		_ = f.Close()
+	}, nil
 }
 
 // redirectComponentLogs sends the global klog output (kube-apiserver,

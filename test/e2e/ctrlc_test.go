@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,7 +59,8 @@ func TestCtrlCDuringRolloutsReleasesTheLease(t *testing.T) {
 			t.Fatalf("run %d: reading the Lease: %v", run, err)
 		}
 		if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
-			t.Errorf("run %d: the Lease is still held by %q after Ctrl-C, want it released", run, *h)
+			log, _ := os.ReadFile(filepath.Join(dir, "logs", "kubedeploy.log"))
+			t.Errorf("run %d: the Lease is still held by %q after Ctrl-C, want it released; controllers log:\n%s", run, *h, tail(string(log), 30))
 		}
 		idle.interrupt(t)
 
@@ -66,4 +68,10 @@ func TestCtrlCDuringRolloutsReleasesTheLease(t *testing.T) {
 		client = clientFor(t, dir)
 	}
 	harness.WaitComplete(t, client, "default", "web", 3*time.Minute)
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
