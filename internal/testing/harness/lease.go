@@ -157,6 +157,10 @@ func ReleasedTakeover(versions []coordinationv1.LeaseSpec, from, to string) erro
 	return transition(versions[i-1], versions[i], to)
 }
 
+// takeoverClockSlack is how much earlier than renewTime+leaseDuration (in
+// wall-clock stamps) ExpiredTakeover accepts an acquireTime; see there.
+const takeoverClockSlack = 50 * time.Millisecond
+
 // ExpiredTakeover returns nil if, in the recorded versions, to's first
 // version directly replaced a version held by from (no release: from was cut
 // off), counted one more leader transition, and was acquired no earlier than
@@ -179,8 +183,15 @@ func ExpiredTakeover(versions []coordinationv1.LeaseSpec, from, to string) error
 	if before.RenewTime == nil || before.LeaseDurationSeconds == nil || after.AcquireTime == nil {
 		return fmt.Errorf("the Lease versions lack renewTime, leaseDurationSeconds or acquireTime: %+v then %+v", before, after)
 	}
-	// MicroTime keeps microseconds: allow for the truncation of both times.
-	expiry := before.RenewTime.Add(time.Duration(*before.LeaseDurationSeconds)*time.Second - time.Millisecond)
+	// The stamps are wall-clock times (MicroTime, truncated to microseconds),
+	// while client-go decides expiry on the standby's monotonic clock: it
+	// waits leaseDuration from when it first saw the renewal, which is after
+	// the renewal was stamped. A wall-clock adjustment between the two stamps
+	// (NTP or the VM's time sync; one CI run saw the wall clock gain 3.4 ms
+	// within 3 s) can make the wall-clock gap a little shorter than the lease.
+	// takeoverClockSlack allows for that; a standby that did not wait would
+	// take over within a retry period of the crash, seconds early.
+	expiry := before.RenewTime.Add(time.Duration(*before.LeaseDurationSeconds)*time.Second - takeoverClockSlack)
 	if after.AcquireTime.Time.Before(expiry) {
 		return fmt.Errorf("%s acquired the Lease at %s, before %s's renewal at %s (lease %ds) expired", to,
 			after.AcquireTime.Format(time.StampMicro), from, before.RenewTime.Format(time.StampMicro), *before.LeaseDurationSeconds)

@@ -34,6 +34,10 @@ func TestTakeovers(t *testing.T) {
 		{name: "released", versions: []coordinationv1.LeaseSpec{a1, a2, version("", 0, 2.1, 2.1), version("b", 1, 2.5, 2.5)}, released: true},
 		{name: "expired", versions: []coordinationv1.LeaseSpec{a1, a2, version("b", 1, 5.2, 5.2)}, expired: true},
 		{name: "stolen before expiry", versions: []coordinationv1.LeaseSpec{a1, a2, version("b", 1, 4.9, 4.9)}},
+		// Wall-clock stamps may be a few ms short of the lease after a clock
+		// adjustment (seen in CI: 3.4 ms); 60 ms short is refused: a standby that did not wait.
+		{name: "expired, wall clock adjusted", versions: []coordinationv1.LeaseSpec{a1, a2, version("b", 1, 4.9966, 4.9966)}, expired: true},
+		{name: "stolen 60ms before expiry", versions: []coordinationv1.LeaseSpec{a1, a2, version("b", 1, 4.94, 4.94)}},
 		{name: "transitions not counted", versions: []coordinationv1.LeaseSpec{a1, version("", 0, 2, 2), version("b", 0, 2.5, 2.5)}},
 		{name: "from someone else", versions: []coordinationv1.LeaseSpec{version("c", 0, 0, 2), version("b", 1, 5.5, 5.5)}},
 		{name: "released by someone else", versions: []coordinationv1.LeaseSpec{a1, version("c", 1, 5, 5), version("", 1, 6, 6), version("b", 2, 6.5, 6.5)}},
