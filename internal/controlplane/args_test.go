@@ -222,9 +222,11 @@ func TestUpstreamWorkloadControllersOnlyInTests(t *testing.T) {
 
 func TestSchedulerArgs(t *testing.T) {
 	assertFlags(t, schedulerArgs("/d/pki/scheduler.kubeconfig"), map[string]string{
-		"kubeconfig":   "/d/pki/scheduler.kubeconfig",
-		"leader-elect": "false",
-		"secure-port":  "0",
+		"kubeconfig":     "/d/pki/scheduler.kubeconfig",
+		"leader-elect":   "false",
+		"secure-port":    "0",
+		"kube-api-qps":   "5000",
+		"kube-api-burst": "10000",
 	})
 }
 

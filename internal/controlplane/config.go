@@ -15,6 +15,15 @@ const (
 	DefaultPodTerminationDelay = time.Second
 	// NodePodCapacity is the number of pods each fake node accepts (its allocatable and capacity "pods").
 	NodePodCapacity = 1000
+
+	// LoopbackQPS and LoopbackBurst are the client rate limits (requests/s, requests) of the embedded
+	// kube-scheduler and kube-controller-manager (the latter when Config.ControllerManagerQPS/Burst are zero).
+	// Every component talks to kube-apiserver over loopback in one process, so their own defaults (scheduler
+	// 50/100, controller-manager 20/30) only throttle the cluster against itself: at 50 QPS the scheduler's pod
+	// bindings, not the workload controllers, bounded a 1,000-replica rollout (issue 10). KWOK's clients are
+	// unthrottled already.
+	LoopbackQPS   = 5000
+	LoopbackBurst = 10000
 )
 
 // Config configures an embedded control plane. Call Default to fill zero values and Validate before New.
@@ -31,8 +40,9 @@ type Config struct {
 	PodTerminationDelay time.Duration
 
 	// ControllerManagerQPS and ControllerManagerBurst set the embedded kube-controller-manager's client rate limit
-	// (--kube-api-qps in requests/s, --kube-api-burst in requests); 0 keeps its defaults (20 and 30, CM-6).
-	// Benchmarks lift them to measure the controllers rather than the rate limiter.
+	// (--kube-api-qps in requests/s, --kube-api-burst in requests); 0 means LoopbackQPS and LoopbackBurst. The
+	// differential suite sets upstream's defaults (20 and 30, CM-6) so its reference controllers run at the same
+	// rate as kubedeploy's.
 	ControllerManagerQPS   float32
 	ControllerManagerBurst int
 
@@ -43,8 +53,15 @@ type Config struct {
 	UpstreamWorkloadControllers bool
 }
 
-// Default fills zero values: Nodes DefaultNodes (3), both pod delays 1s. APIPort 0 stays 0 (any free port).
+// Default fills zero values: Nodes DefaultNodes (3), both pod delays 1s, the controller-manager's client rate
+// limit LoopbackQPS and LoopbackBurst. APIPort 0 stays 0 (any free port).
 func (c *Config) Default() {
+	if c.ControllerManagerQPS == 0 {
+		c.ControllerManagerQPS = LoopbackQPS
+	}
+	if c.ControllerManagerBurst == 0 {
+		c.ControllerManagerBurst = LoopbackBurst
+	}
 	if c.Nodes == 0 {
 		c.Nodes = DefaultNodes
 	}

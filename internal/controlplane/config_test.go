@@ -9,12 +9,15 @@ import (
 func TestConfigDefault(t *testing.T) {
 	c := Config{DataDir: "/x"}
 	c.Default()
-	if c.Nodes != 3 || c.PodStartupDelay != time.Second || c.PodTerminationDelay != time.Second || c.APIPort != 0 {
+	if c.Nodes != 3 || c.PodStartupDelay != time.Second || c.PodTerminationDelay != time.Second || c.APIPort != 0 ||
+		c.ControllerManagerQPS != 5000 || c.ControllerManagerBurst != 10000 {
 		t.Fatalf("Default() = %+v", c)
 	}
-	c = Config{DataDir: "/x", Nodes: 7, PodStartupDelay: 5 * time.Second, PodTerminationDelay: 2 * time.Second}
+	c = Config{DataDir: "/x", Nodes: 7, PodStartupDelay: 5 * time.Second, PodTerminationDelay: 2 * time.Second,
+		ControllerManagerQPS: 20, ControllerManagerBurst: 30}
 	c.Default()
-	if c.Nodes != 7 || c.PodStartupDelay != 5*time.Second || c.PodTerminationDelay != 2*time.Second {
+	if c.Nodes != 7 || c.PodStartupDelay != 5*time.Second || c.PodTerminationDelay != 2*time.Second ||
+		c.ControllerManagerQPS != 20 || c.ControllerManagerBurst != 30 {
 		t.Fatalf("Default() overrode set values: %+v", c)
 	}
 }

@@ -13,14 +13,18 @@ import (
 // schedulerConfigzName is the configz entry kube-scheduler registers globally.
 const schedulerConfigzName = "componentconfig"
 
-// schedulerArgs returns kube-scheduler's flags: the default profile, no leader election, no serving port. It is
-// pure.
+// schedulerArgs returns kube-scheduler's flags: the default profile, no leader election, no serving port, and
+// the loopback client rate limit (LoopbackQPS, LoopbackBurst) instead of its 50/100, which bounded how fast pods
+// were bound. (--kube-api-qps/--kube-api-burst are deprecated in favour of a config file's clientConnection,
+// but still applied when no --config is given, as here.) It is pure.
 func schedulerArgs(kubeconfig string) []string {
 	return []string{
 		"--kubeconfig=" + kubeconfig,
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--profiling=false",
+		fmt.Sprintf("--kube-api-qps=%d", LoopbackQPS),
+		fmt.Sprintf("--kube-api-burst=%d", LoopbackBurst),
 	}
 }
 

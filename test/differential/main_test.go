@@ -227,7 +227,10 @@ func serveChild(role, dir string) int {
 	ctx = klog.NewContext(ctx, logger)
 	cfg := clusterConfig(dir)
 	cfg.UpstreamWorkloadControllers = role == roleUpstream
-	qps, burst := float32(0), 0
+	// Both sides' workload controllers at upstream's default client rate (CM-6): the reference runs inside
+	// kube-controller-manager, whose embedded default is the unthrottled loopback rate.
+	qps, burst := float32(20), 30
+	cfg.ControllerManagerQPS, cfg.ControllerManagerBurst = qps, burst
 	if os.Getenv(conflictRunsEnv) != "" {
 		// TestConflictsBesideUpstream: both sides' clients lifted alike.
 		qps, burst = liftedQPS, liftedBurst
