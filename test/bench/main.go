@@ -1,0 +1,209 @@
+// Command bench measures kubedeploy's Deployment and ReplicaSet controllers side by side with upstream
+// kube-controller-manager's (issue 10). It is a benchmark, not a pass/fail test: it prints a table and exits 0
+// unless the measurement itself could not be made.
+//
+// It builds three binaries (kubedeploy, kubedeploy-controllers and the test-only upstreamkcm, which is
+// kube-controller-manager from the k8s.io/kubernetes version kubedeploy embeds), starts one
+// `kubedeploy up --controllers=` cluster, and then, for each repetition and each client rate limit ("default":
+// 20 requests/s, burst 30, both sides' default; "lifted": 5000/10000), runs each side's controllers as their own
+// child process, one side at a time (the order alternates between repetitions), through the same phases on an
+// N-replica Deployment in a namespace of its own:
+//
+//	create       a RollingUpdate (25%/25%) Deployment, until N replicas are available
+//	rolling      a new image, until the rollout is complete
+//	scale-down   to N/10, until the Deployment reports N/10 replicas
+//	scale-up     back to N, until N are available
+//	recreate     the strategy switched to Recreate together with a new image, until complete
+//
+// Each repetition also measures B, the raw pod-create rate of the cluster: N bare pods created by 32 concurrent
+// unthrottled clients (pods no scheduler or kubelet takes, so only the API server and etcd work).
+//
+// Per phase and side it records the wall time, the controller process's CPU-seconds (utime+stime from /proc) and
+// peak RSS (VmRSS sampled every 250 ms), the writes kube-apiserver counted (apiserver_request_total, verbs POST, PUT,
+// PATCH, DELETE and APPLY on deployments and replicasets with their subresources, and on pods; the bench's own
+// writes are subtracted), the 409 Conflict responses on those resources, and how many times a ReplicaSet's
+// spec.replicas went down (scale-down steps). The table gives medians over repetitions, kubedeploy ÷ upstream per
+// row, and the time ÷ its write bound: the pod creates and deletes the phase needs at least, divided by B.
+//
+// Usage (from the repository root; N=1000, 3 repetitions, both rate limits: about 45 minutes on 2 cores):
+//
+//	go run ./test/bench -replicas 1000 -runs 3
+//	go run ./test/bench -replicas 1000 -runs 6 -qps lifted -json /tmp/bench.json
+//
+// CI runs it once at -replicas 20 so it does not rot.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	var o options
+	flag.IntVar(&o.replicas, "replicas", 1000, "N, the Deployment's replicas (at least 10)")
+	flag.IntVar(&o.runs, "runs", 3, "repetitions; each runs every rate limit for both sides")
+	flag.StringVar(&o.qps, "qps", "default,lifted", "client rate limits to run: default (20/30), lifted (5000/10000)")
+	flag.StringVar(&o.sides, "sides", "kubedeploy,upstream", "controllers to measure")
+	flag.IntVar(&o.nodes, "nodes", 3, "KWOK nodes of the cluster (1,000 pods each)")
+	flag.StringVar(&o.workDir, "work-dir", "", "directory for binaries, the cluster's data dir and the controllers' logs (default: a new temporary directory, removed on success)")
+	flag.StringVar(&o.jsonOut, "json", "", "also write every measurement to this file as JSON")
+	flag.DurationVar(&o.phaseTimeout, "phase-timeout", 20*time.Minute, "give up on a phase after this long")
+	flag.Parse()
+	if err := o.validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(2)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command-line flags.
+type options struct {
+	replicas, runs, nodes int
+	qps, sides            string
+	workDir, jsonOut      string
+	phaseTimeout          time.Duration
+}
+
+// rateLimits maps the -qps names to client rate limits (requests/s, burst).
+var rateLimits = map[string]rateLimit{
+	"default": {Name: "default", QPS: 20, Burst: 30},
+	"lifted":  {Name: "lifted", QPS: 5000, Burst: 10000},
+}
+
+// rateLimit is a controller client rate limit: QPS in requests/s, Burst in requests.
+type rateLimit struct {
+	Name  string
+	QPS   float32
+	Burst int
+}
+
+// validate returns an error naming the first invalid flag.
+func (o options) validate() error {
+	switch {
+	case o.replicas < 10:
+		return fmt.Errorf("-replicas must be at least 10, got %d", o.replicas)
+	case o.runs < 1:
+		return fmt.Errorf("-runs must be at least 1, got %d", o.runs)
+	case o.nodes < 1:
+		return fmt.Errorf("-nodes must be at least 1, got %d", o.nodes)
+	case o.replicas*5/4+1 > o.nodes*1000:
+		return fmt.Errorf("-replicas %d needs more than -nodes %d (1,000 pods each) during a rollout", o.replicas, o.nodes)
+	}
+	for _, q := range o.rateLimits() {
+		if q.Name == "" {
+			return fmt.Errorf("-qps: unknown rate limit in %q (want default, lifted)", o.qps)
+		}
+	}
+	for _, s := range o.sideNames() {
+		if s != sideOurs && s != sideUpstream {
+			return fmt.Errorf("-sides: unknown side %q (want %s, %s)", s, sideOurs, sideUpstream)
+		}
+	}
+	return nil
+}
+
+func (o options) rateLimits() []rateLimit {
+	var out []rateLimit
+	for _, n := range strings.Split(o.qps, ",") {
+		out = append(out, rateLimits[strings.TrimSpace(n)])
+	}
+	return out
+}
+
+func (o options) sideNames() []string {
+	var out []string
+	for _, s := range strings.Split(o.sides, ",") {
+		out = append(out, strings.TrimSpace(s))
+	}
+	return out
+}
+
+// run builds the binaries, starts the cluster, runs every repetition and prints the table.
+func run(ctx context.Context, o options) (err error) {
+	work := o.workDir
+	if work == "" {
+		if work, err = os.MkdirTemp("", "kubedeploy-bench-"); err != nil {
+			return err
+		}
+		defer func() {
+			if err == nil {
+				_ = os.RemoveAll(work)
+			} else {
+				fmt.Fprintf(os.Stderr, "bench: logs kept in %s\n", work)
+			}
+		}()
+	}
+	logf("building binaries into %s", work)
+	bins, err := build(ctx, work)
+	if err != nil {
+		return err
+	}
+	cl, err := startCluster(ctx, bins, work, o.nodes)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if stopErr := cl.stop(); err == nil {
+			err = stopErr
+		}
+	}()
+	logf("cluster up: %s (%s)", cl.server, machine())
+	var results []result
+	var probes []probe
+	for rep := range o.runs {
+		p, err := probeCreates(ctx, cl, fmt.Sprintf("probe-%d", rep), o.replicas)
+		if err != nil {
+			return err
+		}
+		probes = append(probes, p)
+		logf("run %d: B = %.0f pod creates/s (%d pods in %s)", rep, p.rate(), p.Pods, p.Took.Round(time.Millisecond))
+		for _, q := range o.rateLimits() {
+			sides := o.sideNames()
+			if rep%2 == 1 {
+				slices.Reverse(sides)
+			}
+			for _, side := range sides {
+				rs, err := measure(ctx, cl, bins, side, q, rep, o)
+				if err != nil {
+					return fmt.Errorf("run %d, %s, %s QPS: %w", rep, side, q.Name, err)
+				}
+				results = append(results, rs...)
+			}
+		}
+	}
+	rep := newReport(o.replicas, probes, results)
+	fmt.Println()
+	fmt.Printf("kubedeploy bench: N=%d, %d run(s), %s\n", o.replicas, o.runs, machine())
+	rep.print(os.Stdout)
+	if o.jsonOut != "" {
+		b, err := json.MarshalIndent(struct {
+			Replicas int
+			Machine  string
+			Probes   []probe
+			Results  []result
+		}{o.replicas, machine(), probes, results}, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(o.jsonOut, b, 0o644)
+	}
+	return nil
+}
+
+// logf prints a progress line to stderr with the time of day.
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}

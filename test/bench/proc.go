@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	sideOurs     = "kubedeploy"
+	sideUpstream = "upstream"
+
+	// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat: 100 on every Linux architecture
+	// Go supports.
+	clockTicks = 100
+	// rssEvery is how often a controller's VmRSS is sampled.
+	rssEvery = 250 * time.Millisecond
+)
+
+// controllerArgs returns the command line of side's controllers at rate limit q against kubeconfig: only the
+// Deployment and ReplicaSet controllers, 5 workers each (both sides' default), no leader election, no serving port.
+func controllerArgs(bins binaries, side, kubeconfig string, q rateLimit) (string, []string) {
+	args := []string{
+		"--kubeconfig=" + kubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+		fmt.Sprintf("--kube-api-qps=%g", q.QPS),
+		fmt.Sprintf("--kube-api-burst=%d", q.Burst),
+		"--concurrent-deployment-syncs=5",
+		"--concurrent-replicaset-syncs=5",
+	}
+	if side == sideUpstream {
+		return bins.upstream, append(args, "--controllers=deployment-controller,replicaset-controller")
+	}
+	return bins.controllers, append(args, "--controllers=deployment,replicaset")
+}
+
+// process is one running controllers child, with its RSS sampled in the background.
+type process struct {
+	cmd    *exec.Cmd
+	exited chan error
+	log    string
+
+	mu      sync.Mutex
+	peakRSS int // KiB, since the last resetPeak
+	stopRSS chan struct{}
+}
+
+// startProcess starts name with args, its output to logPath, and begins sampling its RSS.
+func startProcess(name string, args []string, logPath string) (*process, error) {
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", filepath.Base(name), err)
+	}
+	p := &process{cmd: cmd, exited: make(chan error, 1), log: logPath, stopRSS: make(chan struct{})}
+	go func() { p.exited <- cmd.Wait() }()
+	go p.sampleRSS()
+	return p, nil
+}
+
+// sampleRSS records the largest VmRSS seen every rssEvery until stop.
+func (p *process) sampleRSS() {
+	tick := time.NewTicker(rssEvery)
+	defer tick.Stop()
+	for {
+		if kb, err := readRSS(p.cmd.Process.Pid); err == nil {
+			p.mu.Lock()
+			p.peakRSS = max(p.peakRSS, kb)
+			p.mu.Unlock()
+		}
+		select {
+		case <-p.stopRSS:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// resetPeak returns the peak RSS since the last reset, in KiB, and starts a new one. It reads VmRSS once more
+// itself, so a phase shorter than rssEvery still has a reading.
+func (p *process) resetPeak() int {
+	now, _ := readRSS(p.cmd.Process.Pid)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	peak := max(p.peakRSS, now)
+	p.peakRSS = now
+	return peak
+}
+
+// cpu returns the CPU time the process has used so far (user + system).
+func (p *process) cpu() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseCPU(string(b))
+}
+
+// parseCPU returns utime+stime from the text of /proc/<pid>/stat. The command name (field 2) may hold spaces
+// and parentheses, so fields are counted after its last ')'.
+func parseCPU(stat string) (time.Duration, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, errors.New("malformed /proc stat: no ')'")
+	}
+	f := strings.Fields(stat[i+1:])
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("malformed /proc stat: %d fields after the name", len(f))
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("malformed /proc stat: %w", err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// readRSS returns VmRSS of pid in KiB.
+func readRSS(pid int) (int, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) >= 2 && fields[0] == "VmRSS:" {
+			return strconv.Atoi(fields[1])
+		}
+	}
+	return 0, errors.New("no VmRSS in /proc status")
+}
+
+// alive returns an error if the process has exited.
+func (p *process) alive() error {
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		return fmt.Errorf("controllers exited (%v); see %s", err, p.log)
+	default:
+		return nil
+	}
+}
+
+// stop sends SIGTERM and waits up to a minute, then kills.
+func (p *process) stop() {
+	close(p.stopRSS)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(time.Minute):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}

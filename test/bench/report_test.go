@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"math"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseCPU(t *testing.T) {
+	// A command name with a space and a ')' in it; utime 250 and stime 50 ticks.
+	stat := "4242 (kube (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 12 0 999 1000 100"
+	got, err := parseCPU(stat)
+	if err != nil || got != 3*time.Second {
+		t.Fatalf("parseCPU = %v, %v; want 3s", got, err)
+	}
+	if _, err := parseCPU("4242 (x) S 1 2"); err == nil {
+		t.Fatalf("parseCPU accepted a short line")
+	}
+}
+
+func TestResourceOf(t *testing.T) {
+	for path, want := range map[string][2]string{
+		"/api/v1/namespaces/ns/pods":                           {"pods", ""},
+		"/api/v1/namespaces/ns/pods/p/binding":                 {"pods", "binding"},
+		"/apis/apps/v1/namespaces/ns/deployments/bench":        {"deployments", ""},
+		"/apis/apps/v1/namespaces/ns/replicasets/rs-1/status":  {"replicasets", "status"},
+		"/api/v1/namespaces/ns":                                {"", ""},
+		"/metrics":                                             {"", ""},
+		"/apis/apps/v1/namespaces/ns/deployments/bench/scale/": {"deployments", "scale"},
+	} {
+		if r, s := resourceOf(path); r != want[0] || s != want[1] {
+			t.Errorf("resourceOf(%q) = %q, %q; want %q, %q", path, r, s, want[0], want[1])
+		}
+	}
+}
+
+func TestWriteCounterCountsOnlyCountedWrites(t *testing.T) {
+	var w writeCounter
+	rt := w.wrap(roundTripperFunc(func(*http.Request) (*http.Response, error) { return &http.Response{}, nil }))
+	for _, r := range []struct{ method, path string }{
+		{"PATCH", "/apis/apps/v1/namespaces/ns/deployments/bench"},
+		{"PATCH", "/apis/apps/v1/namespaces/ns/deployments/bench"},
+		{"POST", "/apis/apps/v1/namespaces/ns/deployments"},
+		{"GET", "/apis/apps/v1/namespaces/ns/deployments/bench"},
+		{"POST", "/api/v1/namespaces"},
+		{"POST", "/api/v1/namespaces/ns/pods/p/binding"},
+	} {
+		req, _ := http.NewRequest(r.method, "https://127.0.0.1"+r.path, nil)
+		if _, err := rt.RoundTrip(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := w.snapshot()
+	if len(got) != 2 || got["PATCH deployments"] != 2 || got["POST deployments"] != 1 {
+		t.Fatalf("counted %v; want PATCH deployments=2, POST deployments=1", got)
+	}
+}
+
+func TestDiffRequestsSubtractsTheBenchsOwnWrites(t *testing.T) {
+	k := func(code, verb, res, sub string) requestKey { return requestKey{code, verb, res, sub} }
+	before := requestCounts{
+		k("200", "PATCH", "deployments", ""):      3,
+		k("200", "PUT", "replicasets", "status"):  10,
+		k("409", "PUT", "replicasets", "status"):  1,
+		k("201", "POST", "pods", ""):              5,
+		k("200", "GET", "replicasets", ""):        50,
+		k("422", "PATCH", "replicasets", ""):      0,
+		k("200", "DELETE", "replicasets", "dumb"): 4,
+	}
+	after := requestCounts{
+		k("200", "PATCH", "deployments", ""):      4,
+		k("200", "PUT", "replicasets", "status"):  14,
+		k("409", "PUT", "replicasets", "status"):  3,
+		k("201", "POST", "pods", ""):              25,
+		k("200", "GET", "replicasets", ""):        90,
+		k("422", "PATCH", "replicasets", ""):      2,
+		k("200", "DELETE", "replicasets", "dumb"): 4,
+	}
+	got := diffRequests(before, after, map[string]int{"PATCH deployments": 1})
+	wantWrites := map[string]int{"PUT replicasets/status": 6, "POST pods": 20, "PATCH replicasets": 2}
+	if len(got.Writes) != len(wantWrites) {
+		t.Fatalf("writes %v; want %v", got.Writes, wantWrites)
+	}
+	for k, v := range wantWrites {
+		if got.Writes[k] != v {
+			t.Errorf("writes[%s] = %d; want %d (all %v)", k, got.Writes[k], v, got.Writes)
+		}
+	}
+	if got.Conflicts["PUT replicasets/status"] != 2 || len(got.Conflicts) != 1 {
+		t.Errorf("conflicts %v; want PUT replicasets/status=2", got.Conflicts)
+	}
+	if got.Unprocessable["PATCH replicasets"] != 2 || len(got.Unprocessable) != 1 {
+		t.Errorf("422s %v; want PATCH replicasets=2", got.Unprocessable)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	if !math.IsNaN(median(nil)) {
+		t.Errorf("median(nil) is not NaN")
+	}
+	if got := median([]float64{5, 1, 3}); got != 3 {
+		t.Errorf("median(5,1,3) = %v", got)
+	}
+	if got := median([]float64{4, 1, 3, 2}); got != 2.5 {
+		t.Errorf("median(4,1,3,2) = %v", got)
+	}
+}
+
+func TestReportRowsAndTable(t *testing.T) {
+	mk := func(side string, run int, secs float64, rsWrites, conflicts int) result {
+		return result{Side: side, QPS: "lifted", Phase: "rolling", Run: run, Seconds: secs, CPUSeconds: secs / 10,
+			PeakRSSMB: 50, BoundWrites: 200,
+			traffic: traffic{Writes: map[string]int{"PATCH replicasets": rsWrites, "POST pods": 100},
+				Conflicts: map[string]int{"PUT replicasets/status": conflicts}, Unprocessable: map[string]int{}},
+			ScaleDowns: run + 1}
+	}
+	results := []result{
+		mk(sideOurs, 0, 8, 40, 0), mk(sideUpstream, 0, 10, 50, 20),
+		mk(sideOurs, 1, 6, 30, 0), mk(sideUpstream, 1, 12, 70, 30),
+		mk(sideOurs, 2, 7, 35, 1), mk(sideUpstream, 2, 11, 60, 25),
+	}
+	// B = 100 pods/s: the bound of 200 writes is 2s.
+	rep := newReport(100, []probe{{Pods: 100, Took: time.Second}}, results)
+	rows := map[string]row{}
+	for _, r := range rep.rows() {
+		rows[r.metric] = r
+	}
+	check := func(metric string, ours, upstream, ratio float64) {
+		t.Helper()
+		r := rows[metric]
+		if r.ours != ours || r.upstream != upstream || math.Abs(r.ratio()-ratio) > 1e-9 {
+			t.Errorf("%s: %v / %v ratio %v; want %v / %v ratio %v", metric, r.ours, r.upstream, r.ratio(), ours, upstream, ratio)
+		}
+	}
+	check("time (s)", 7, 11, 7.0/11)
+	check("time ÷ write bound", 3.5, 5.5, 7.0/11)
+	check("Deployment+ReplicaSet writes", 35, 60, 35.0/60)
+	check("pod creates", 100, 100, 1)
+	check("409 Conflict", 0, 25, 0)
+	check("ReplicaSet scale-down steps", 2, 2, 1)
+	if !math.IsNaN(rows["422 refused"].ratio()) {
+		t.Errorf("422 ratio with upstream 0 = %v; want NaN (printed –)", rows["422 refused"].ratio())
+	}
+	var out bytes.Buffer
+	rep.print(&out)
+	for _, want := range []string{
+		"| lifted | rolling | time (s) | 7.0 | 11.0 | 0.64 |",
+		"| lifted | rolling | 422 refused | 0 | 0 | – |",
+		"median 100 of 100",
+		"lifted  rolling    upstream   writes: PATCH replicasets=60, POST pods=100; 409: PUT replicasets/status=25; 422: none",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	ok := options{replicas: 1000, runs: 1, nodes: 3, qps: "default,lifted", sides: "kubedeploy,upstream"}
+	if err := ok.validate(); err != nil {
+		t.Fatalf("valid options refused: %v", err)
+	}
+	for name, o := range map[string]options{
+		"few replicas":    {replicas: 5, runs: 1, nodes: 3, qps: "lifted", sides: "kubedeploy"},
+		"too many pods":   {replicas: 2500, runs: 1, nodes: 3, qps: "lifted", sides: "kubedeploy"},
+		"unknown qps":     {replicas: 100, runs: 1, nodes: 3, qps: "fast", sides: "kubedeploy"},
+		"unknown side":    {replicas: 100, runs: 1, nodes: 3, qps: "lifted", sides: "kcm"},
+		"no repetitions":  {replicas: 100, runs: 0, nodes: 3, qps: "lifted", sides: "kubedeploy"},
+		"no nodes at all": {replicas: 100, runs: 1, nodes: 0, qps: "lifted", sides: "kubedeploy"},
+	} {
+		if err := o.validate(); err == nil {
+			t.Errorf("%s: accepted %+v", name, o)
+		}
+	}
+}
