@@ -11,7 +11,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -24,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/controller/podcache"
 	"github.com/kubedeploy/kubedeploy/internal/controller/replicaset"
 )
 
@@ -182,16 +182,6 @@ func (c Config) clientFor(controller string) (kubernetes.Interface, error) {
 	return cs, nil
 }
 
-// stripManagedFields is the informer transform kube-controller-manager uses: caches never hold managedFields (CM-5).
-func stripManagedFields(obj any) (any, error) {
-	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
-		if m := acc.GetObjectMeta(); m != nil && m.GetManagedFields() != nil {
-			m.SetManagedFields(nil)
-		}
-	}
-	return obj, nil
-}
-
 // runnable is what both controllers offer.
 type runnable interface {
 	Run(ctx context.Context, workers int)
@@ -303,7 +293,8 @@ func runControllers(ctx context.Context, cfg Config, syncCheck *informerSyncChec
 		return err
 	}
 	resync := time.Duration(float64(minResyncPeriod) * (1 + rand.Float64()))
-	factory := informers.NewSharedInformerFactoryWithOptions(infClient, resync, informers.WithTransform(stripManagedFields))
+	// Caches hold no managedFields (CM-5), and pods only the fields the controllers read (issue 10).
+	factory := informers.NewSharedInformerFactoryWithOptions(infClient, resync, informers.WithTransform(podcache.Transform))
 
 	var (
 		ctrls       []runnable

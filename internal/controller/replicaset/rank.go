@@ -8,11 +8,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/podcache"
 )
 
 // PodDeletionCostAnnotation is the pod annotation whose int32 value orders
-// scale-down victims, lower cost first (OM-9, RS-14 rule 4).
-const PodDeletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
+// scale-down victims, lower cost first (OM-9, RS-14 rule 4). The pod cache
+// keeps it (podcache.Transform).
+const PodDeletionCostAnnotation = podcache.PodDeletionCostAnnotation
 
 // podsToDelete returns the diff pods to delete on scale-down (RS-14). When
 // diff is smaller than len(pods) they are ranked by rankedPodsLess, where a
