@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,6 +54,8 @@ type cluster struct {
 	// client writes at an unthrottled rate and counts its own writes (ownWrites).
 	client    kubernetes.Interface
 	ownWrites *writeCounter
+	// metrics reads the controllers' /metrics.
+	metrics *http.Client
 }
 
 // startCluster runs `kubedeploy up --controllers=` with a data dir under work and waits for its ready message
@@ -96,6 +99,10 @@ func startCluster(ctx context.Context, bins binaries, work string, nodes int) (*
 	c.ownWrites = &writeCounter{}
 	cfg.Wrap(c.ownWrites.wrap)
 	if c.client, err = kubernetes.NewForConfig(cfg); err != nil {
+		_ = c.stop()
+		return nil, err
+	}
+	if c.metrics, err = metricsClient(c.kubeconfig); err != nil {
 		_ = c.stop()
 		return nil, err
 	}

@@ -33,6 +33,11 @@ type result struct {
 	traffic
 	// ScaleDowns and ScaleUps count the times a ReplicaSet's spec.replicas went down or up.
 	ScaleDowns, ScaleUps int
+	// ClusterCPUSeconds is the CPU time of the whole `kubedeploy up` process (API server, etcd, scheduler,
+	// generic controllers, KWOK) during the phase.
+	ClusterCPUSeconds float64
+	// Queues are the controllers' workqueue figures for the phase.
+	Queues queueStats
 }
 
 // phase is one step of the scenario: a change to the Deployment and the replicas it must then reach.
@@ -64,11 +69,16 @@ func measure(ctx context.Context, cl *cluster, bins binaries, side string, q rat
 	if err := createNamespace(ctx, cl.client, ns); err != nil {
 		return nil, err
 	}
-	name, args := controllerArgs(bins, side, cl.kubeconfig, q)
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	name, args := controllerArgs(bins, side, cl.kubeconfig, q, port)
 	p, err := startProcess(name, args, filepath.Join(filepath.Dir(cl.dir), ns+".log"))
 	if err != nil {
 		return nil, err
 	}
+	p.port = port
 	var results []result
 	err = func() error {
 		defer p.stop()
@@ -81,8 +91,9 @@ func measure(ctx context.Context, cl *cluster, bins binaries, side string, q rat
 				return fmt.Errorf("%s: %w", ph.name, err)
 			}
 			r.Side, r.QPS, r.Run = side, q.Name, run
-			logf("run %d %-10s %-7s %-10s %6.1fs  %5.2f CPU-s  %4.0f MB  writes %v  409s %v  scale-downs %d",
-				run, side, q.Name, ph.name, r.Seconds, r.CPUSeconds, r.PeakRSSMB, sum(r.Writes), sum(r.Conflicts), r.ScaleDowns)
+			logf("run %d %-10s %-7s %-10s %6.1fs  %5.2f CPU-s (cluster %5.2f)  %4.0f MB  writes %v  409s %v  scale-downs %d  syncs %d  retries %d  sync p99 %.0fms",
+				run, side, q.Name, ph.name, r.Seconds, r.CPUSeconds, r.ClusterCPUSeconds, r.PeakRSSMB, sum(r.Writes), sum(r.Conflicts),
+				r.ScaleDowns, r.Queues.Syncs, r.Queues.Retries, r.Queues.SyncP99*1000)
 			results = append(results, r)
 		}
 		return nil
@@ -126,7 +137,15 @@ func runPhase(ctx context.Context, cl *cluster, ns string, p *process, ph phase,
 		return result{}, err
 	}
 	ownBefore := cl.ownWrites.snapshot()
+	queuesBefore, err := scrapeQueues(ctx, cl.metrics, p.port)
+	if err != nil {
+		return result{}, err
+	}
 	cpuBefore, err := p.cpu()
+	if err != nil {
+		return result{}, err
+	}
+	clusterBefore, err := cpuOf(cl.cmd.Process.Pid)
 	if err != nil {
 		return result{}, err
 	}
@@ -152,8 +171,16 @@ func runPhase(ctx context.Context, cl *cluster, ns string, p *process, ph phase,
 	if err != nil {
 		return result{}, err
 	}
+	clusterAfter, err := cpuOf(cl.cmd.Process.Pid)
+	if err != nil {
+		return result{}, err
+	}
 	peak := p.resetPeak()
 	after, err := scrapeRequests(ctx, cl.client)
+	if err != nil {
+		return result{}, err
+	}
+	queuesAfter, err := scrapeQueues(ctx, cl.metrics, p.port)
 	if err != nil {
 		return result{}, err
 	}
@@ -167,6 +194,9 @@ func runPhase(ctx context.Context, cl *cluster, ns string, p *process, ph phase,
 		traffic:     diffRequests(before, after, since(ownBefore, cl.ownWrites.snapshot())),
 		ScaleDowns:  down,
 		ScaleUps:    up,
+
+		ClusterCPUSeconds: (clusterAfter - clusterBefore).Seconds(),
+		Queues:            diffQueues(queuesBefore, queuesAfter),
 	}, nil
 }
 

@@ -26,19 +26,22 @@ const (
 )
 
 // controllerArgs returns the command line of side's controllers at rate limit q against kubeconfig: only the
-// Deployment and ReplicaSet controllers, 5 workers each (both sides' default), no leader election, no serving port.
-func controllerArgs(bins binaries, side, kubeconfig string, q rateLimit) (string, []string) {
+// Deployment and ReplicaSet controllers, 5 workers each (both sides' default), no leader election, /metrics on
+// 127.0.0.1:port (upstream lets anyone read it; kubedeploy authorizes the bench's admin certificate).
+func controllerArgs(bins binaries, side, kubeconfig string, q rateLimit, port int) (string, []string) {
 	args := []string{
 		"--kubeconfig=" + kubeconfig,
 		"--leader-elect=false",
-		"--secure-port=0",
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", port),
 		fmt.Sprintf("--kube-api-qps=%g", q.QPS),
 		fmt.Sprintf("--kube-api-burst=%d", q.Burst),
 		"--concurrent-deployment-syncs=5",
 		"--concurrent-replicaset-syncs=5",
 	}
 	if side == sideUpstream {
-		return bins.upstream, append(args, "--controllers=deployment-controller,replicaset-controller")
+		return bins.upstream, append(args, "--controllers=deployment-controller,replicaset-controller",
+			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")
 	}
 	return bins.controllers, append(args, "--controllers=deployment,replicaset")
 }
@@ -48,6 +51,7 @@ type process struct {
 	cmd    *exec.Cmd
 	exited chan error
 	log    string
+	port   int // of /metrics
 
 	mu      sync.Mutex
 	peakRSS int // KiB, since the last resetPeak
@@ -102,8 +106,11 @@ func (p *process) resetPeak() int {
 }
 
 // cpu returns the CPU time the process has used so far (user + system).
-func (p *process) cpu() (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+func (p *process) cpu() (time.Duration, error) { return cpuOf(p.cmd.Process.Pid) }
+
+// cpuOf returns the CPU time (user + system) process pid has used so far.
+func cpuOf(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
 	}

@@ -26,6 +26,12 @@ var metrics = []metric{
 	{"409 Conflict", func(r result, _ float64) float64 { return float64(sum(r.Conflicts)) }, "%.0f"},
 	{"422 refused", func(r result, _ float64) float64 { return float64(sum(r.Unprocessable)) }, "%.0f"},
 	{"ReplicaSet scale-down steps", func(r result, _ float64) float64 { return float64(r.ScaleDowns) }, "%.0f"},
+	{"syncs (both queues)", func(r result, _ float64) float64 { return float64(r.Queues.Syncs) }, "%.0f"},
+	{"sync retries", func(r result, _ float64) float64 { return float64(r.Queues.Retries) }, "%.0f"},
+	{"sync p50 (ms)", func(r result, _ float64) float64 { return r.Queues.SyncP50 * 1000 }, "%.1f"},
+	{"sync p99 (ms)", func(r result, _ float64) float64 { return r.Queues.SyncP99 * 1000 }, "%.1f"},
+	{"queue wait p99 (ms)", func(r result, _ float64) float64 { return r.Queues.WaitP99 * 1000 }, "%.1f"},
+	{"cluster CPU-s (`up` process)", func(r result, _ float64) float64 { return r.ClusterCPUSeconds }, "%.2f"},
 }
 
 // workloadWrites adds up the writes on deployments and replicasets (any subresource).

@@ -176,3 +176,26 @@ func TestOptionsValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestQuantileInterpolatesLikeHistogramQuantile(t *testing.T) {
+	// 100 samples: 50 in (0, 0.01], 40 in (0.01, 0.1], 10 in (0.1, 1].
+	h := map[float64]float64{0.01: 50, 0.1: 90, 1: 100, math.Inf(1): 100}
+	for q, want := range map[float64]float64{0.5: 0.01, 0.7: 0.055, 0.95: 0.55} {
+		if got := quantile(q, h); math.Abs(got-want) > 1e-9 {
+			t.Errorf("quantile(%v) = %v; want %v", q, got, want)
+		}
+	}
+	if got := quantile(0.99, map[float64]float64{1: 0, math.Inf(1): 0}); !math.IsNaN(got) {
+		t.Errorf("quantile of no samples = %v; want NaN", got)
+	}
+	if got := quantile(0.99, map[float64]float64{1: 5, math.Inf(1): 10}); got != 1 {
+		t.Errorf("quantile in the +Inf bucket = %v; want the largest finite bound 1", got)
+	}
+	before := queueMetrics{adds: map[string]float64{"deployment": 10}, retries: map[string]float64{},
+		work: map[string]map[float64]float64{"deployment": {0.01: 5, math.Inf(1): 5}}}
+	after := queueMetrics{adds: map[string]float64{"deployment": 15, "replicaset": 4}, retries: map[string]float64{"replicaset": 2},
+		work: map[string]map[float64]float64{"deployment": {0.01: 5, math.Inf(1): 10}, "replicaset": {0.01: 4, math.Inf(1): 4}}}
+	if s := diffQueues(before, after); s.Syncs != 9 || s.Retries != 2 || s.SyncP99 != 0.01 {
+		t.Errorf("diffQueues = %+v; want 9 syncs, 2 retries, p99 0.01", s)
+	}
+}

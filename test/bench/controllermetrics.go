@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// metricsClient returns an HTTPS client presenting the admin kubeconfig's client certificate (kubedeploy
+// authorizes /metrics for system:masters; upstream, given no authentication kubeconfig, treats it as anonymous
+// and allows /metrics by --authorization-always-allow-paths). Serving certificates are self-signed, so they are
+// not verified: everything is on loopback.
+func metricsClient(kubeconfig string) (*http.Client, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if tlsCfg == nil {
+		tlsCfg = &tls.Config{}
+	}
+	tlsCfg.RootCAs, tlsCfg.InsecureSkipVerify = nil, true //nolint:gosec // loopback, self-signed serving cert
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}, nil
+}
+
+// queueMetrics are a controller process's workqueue metrics (client-go's, named by queue: "deployment",
+// "replicaset") at one moment.
+type queueMetrics struct {
+	adds, retries map[string]float64
+	// work and wait are the workqueue_work_duration_seconds and workqueue_queue_duration_seconds histograms:
+	// cumulative counts by upper bound in seconds, per queue.
+	work, wait map[string]map[float64]float64
+}
+
+// scrapeQueues reads https://127.0.0.1:port/metrics, retrying for up to 30 s while the server starts.
+func scrapeQueues(ctx context.Context, client *http.Client, port int) (queueMetrics, error) {
+	var body []byte
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		body, err = get(ctx, client, fmt.Sprintf("https://127.0.0.1:%d/metrics", port))
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err != nil {
+		return queueMetrics{}, fmt.Errorf("controller metrics: %w", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+	if err != nil {
+		return queueMetrics{}, fmt.Errorf("parsing controller metrics: %w", err)
+	}
+	return queueMetrics{
+		adds:    counters(families["workqueue_adds_total"]),
+		retries: counters(families["workqueue_retries_total"]),
+		work:    histograms(families["workqueue_work_duration_seconds"]),
+		wait:    histograms(families["workqueue_queue_duration_seconds"]),
+	}, nil
+}
+
+func get(ctx context.Context, client *http.Client, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err == nil && res.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s: %.200s", url, res.Status, b)
+	}
+	return b, err
+}
+
+// queueName returns the "name" label of m.
+func queueName(m *dto.Metric) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == "name" {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+func counters(f *dto.MetricFamily) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range f.GetMetric() {
+		out[queueName(m)] += m.GetCounter().GetValue()
+	}
+	return out
+}
+
+func histograms(f *dto.MetricFamily) map[string]map[float64]float64 {
+	out := map[string]map[float64]float64{}
+	for _, m := range f.GetMetric() {
+		h := map[float64]float64{}
+		for _, b := range m.GetHistogram().GetBucket() {
+			h[b.GetUpperBound()] = float64(b.GetCumulativeCount())
+		}
+		h[math.Inf(1)] = float64(m.GetHistogram().GetSampleCount())
+		out[queueName(m)] = h
+	}
+	return out
+}
+
+// queueStats is what a phase cost a controller process in its queues, summed over the Deployment and ReplicaSet
+// queues.
+type queueStats struct {
+	Syncs, Retries int
+	// SyncP50, SyncP99 are quantiles of the time a sync took; WaitP99 of the time a key waited in the queue; in
+	// seconds, estimated from the histograms' buckets as Prometheus' histogram_quantile does.
+	SyncP50, SyncP99, WaitP99 float64
+}
+
+// diffQueues returns the queue statistics between two scrapes.
+func diffQueues(before, after queueMetrics) queueStats {
+	var s queueStats
+	for q, n := range after.adds {
+		s.Syncs += int(n - before.adds[q])
+	}
+	for q, n := range after.retries {
+		s.Retries += int(n - before.retries[q])
+	}
+	work, wait := diffHistograms(before.work, after.work), diffHistograms(before.wait, after.wait)
+	s.SyncP50, s.SyncP99, s.WaitP99 = quantile(0.5, work), quantile(0.99, work), quantile(0.99, wait)
+	return s
+}
+
+// diffHistograms returns after - before, merged over queues: cumulative counts by upper bound.
+func diffHistograms(before, after map[string]map[float64]float64) map[float64]float64 {
+	out := map[float64]float64{}
+	for q, h := range after {
+		for le, n := range h {
+			out[le] += n - before[q][le]
+		}
+	}
+	return out
+}
+
+// quantile estimates the q-quantile of a cumulative histogram (upper bound → count) by linear interpolation
+// within the bucket that holds it, as histogram_quantile does; NaN for no samples. A quantile in the +Inf bucket
+// is the largest finite bound.
+func quantile(q float64, h map[float64]float64) float64 {
+	bounds := make([]float64, 0, len(h))
+	for le := range h {
+		bounds = append(bounds, le)
+	}
+	slices.Sort(bounds)
+	if len(bounds) == 0 || h[bounds[len(bounds)-1]] == 0 {
+		return math.NaN()
+	}
+	rank := q * h[bounds[len(bounds)-1]]
+	prevBound, prevCount := 0.0, 0.0
+	for _, le := range bounds {
+		if h[le] >= rank {
+			if math.IsInf(le, 1) {
+				return prevBound
+			}
+			if h[le] == prevCount {
+				return le
+			}
+			return prevBound + (le-prevBound)*(rank-prevCount)/(h[le]-prevCount)
+		}
+		prevBound, prevCount = le, h[le]
+	}
+	return prevBound
+}
