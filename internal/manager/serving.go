@@ -19,6 +19,7 @@ import (
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/apiserver/pkg/server/mux"
 	"k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/server/routes"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/metrics/legacyregistry"
 	controllermanager "k8s.io/controller-manager/app"
@@ -51,6 +52,9 @@ type Serving struct {
 	Port int
 	// Listener, if set, is used instead of BindAddress:Port (tests pass one on a free port).
 	Listener net.Listener
+	// Profiling serves Go's pprof handlers under /debug/pprof/, authorized like /metrics (nonResourceURLs
+	// ["/debug/pprof/*"], verb get), as kube-controller-manager's --profiling does.
+	Profiling bool
 }
 
 // Enabled reports whether anything is to be served.
@@ -123,6 +127,9 @@ func serve(ctx context.Context, s Serving, client kubernetes.Interface, live []h
 	healthz.InstallLivezHandler(m, live...)
 	healthz.InstallReadyzHandler(m, append(append([]healthz.HealthChecker{}, live...), ready...)...)
 	m.Handle("/metrics", legacyregistry.Handler())
+	if s.Profiling {
+		routes.Profiling{}.Install(m)
+	}
 	handler := controllermanager.BuildHandlerChain(m, authz, authn)
 	if _, _, err := info.Serve(handler, 5*time.Second, ctx.Done()); err != nil {
 		return fmt.Errorf("serving health and metrics: %w", err)

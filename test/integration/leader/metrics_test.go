@@ -25,7 +25,8 @@ import (
 // TestHealthAndMetrics: the health endpoints answer anyone; /metrics is
 // refused to anonymous and unauthorized callers and served, in Prometheus text
 // format with the promised metrics, to a token or a client certificate whose
-// user may get nonResourceURL /metrics, as decided by the API server.
+// user may get nonResourceURL /metrics, as decided by the API server; with
+// profiling on, /debug/pprof/ is authorized the same way.
 func TestHealthAndMetrics(t *testing.T) {
 	harness.Skip(t, env)
 	ns := env.Namespace(t)
@@ -35,7 +36,7 @@ func TestHealthAndMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := "https://" + ln.Addr().String()
-	startMember(t, "served", identityConfig(t), shortLease, manager.Serving{Listener: ln})
+	startMember(t, "served", identityConfig(t), shortLease, manager.Serving{Listener: ln, Profiling: true})
 	waitHolder(t, "served", 30*time.Second)
 
 	ctx := harness.Context(t, 3*time.Minute)
@@ -87,6 +88,22 @@ func TestHealthAndMetrics(t *testing.T) {
 		code, _ := get(t, httpsClient(&pair), base+"/metrics", "")
 		return code == http.StatusOK, nil
 	})
+
+	// --profiling: pprof is authorized like /metrics: the metrics reader may not, system:masters may.
+	if code, _ := get(t, anon, base+"/debug/pprof/cmdline", ""); code != http.StatusUnauthorized && code != http.StatusForbidden {
+		t.Errorf("anonymous /debug/pprof/cmdline = %d, want 401 or 403", code)
+	}
+	if code, _ := get(t, httpsClient(&pair), base+"/debug/pprof/cmdline", ""); code != http.StatusForbidden {
+		t.Errorf("/debug/pprof/cmdline for the metrics reader = %d, want 403", code)
+	}
+	admin := env.ControlPlane.AdminConfig()
+	adminPair, err := tls.X509KeyPair(admin.CertData, admin.KeyData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get(t, httpsClient(&adminPair), base+"/debug/pprof/heap?debug=1", ""); code != http.StatusOK || !strings.Contains(body, "heap profile") {
+		t.Errorf("/debug/pprof/heap for system:masters = %d %.100q, want 200 and a heap profile", code, body)
+	}
 }
 
 func checkMetrics(t *testing.T, body string) {
