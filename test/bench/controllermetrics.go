@@ -136,6 +136,8 @@ func histograms(f *dto.MetricFamily) map[string]map[float64]float64 {
 // queueStats is what a phase cost a controller process in its queues, summed over the Deployment and ReplicaSet
 // queues.
 type queueStats struct {
+	// Syncs counts workqueue adds; Retries counts workqueue_retries_total, which client-go raises for every
+	// AddAfter (rate-limited retries and time-based or coalesced adds alike).
 	Syncs, Retries int
 	// SyncP50, SyncP99 are quantiles of the time a sync took; WaitP99 of the time a key waited in the queue; in
 	// seconds, estimated from the histograms' buckets as Prometheus' histogram_quantile does.

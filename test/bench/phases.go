@@ -91,7 +91,7 @@ func measure(ctx context.Context, cl *cluster, bins binaries, side string, q rat
 				return fmt.Errorf("%s: %w", ph.name, err)
 			}
 			r.Side, r.QPS, r.Run = side, q.Name, run
-			logf("run %d %-10s %-7s %-10s %6.1fs  %5.2f CPU-s (cluster %5.2f)  %4.0f MB  writes %v  409s %v  scale-downs %d  syncs %d  retries %d  sync p99 %.0fms",
+			logf("run %d %-10s %-7s %-10s %6.1fs  %5.2f CPU-s (cluster %5.2f)  %4.0f MB  writes %v  409s %v  scale-downs %d  syncs %d  delayed adds %d  sync p99 %.0fms",
 				run, side, q.Name, ph.name, r.Seconds, r.CPUSeconds, r.ClusterCPUSeconds, r.PeakRSSMB, sum(r.Writes), sum(r.Conflicts),
 				r.ScaleDowns, r.Queues.Syncs, r.Queues.Retries, r.Queues.SyncP99*1000)
 			results = append(results, r)

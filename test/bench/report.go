@@ -27,7 +27,7 @@ var metrics = []metric{
 	{"422 refused", func(r result, _ float64) float64 { return float64(sum(r.Unprocessable)) }, "%.0f"},
 	{"ReplicaSet scale-down steps", func(r result, _ float64) float64 { return float64(r.ScaleDowns) }, "%.0f"},
 	{"syncs (both queues)", func(r result, _ float64) float64 { return float64(r.Queues.Syncs) }, "%.0f"},
-	{"sync retries", func(r result, _ float64) float64 { return float64(r.Queues.Retries) }, "%.0f"},
+	{"delayed adds (retries, AddAfter)", func(r result, _ float64) float64 { return float64(r.Queues.Retries) }, "%.0f"},
 	{"sync p50 (ms)", func(r result, _ float64) float64 { return r.Queues.SyncP50 * 1000 }, "%.1f"},
 	{"sync p99 (ms)", func(r result, _ float64) float64 { return r.Queues.SyncP99 * 1000 }, "%.1f"},
 	{"queue wait p99 (ms)", func(r result, _ float64) float64 { return r.Queues.WaitP99 * 1000 }, "%.1f"},

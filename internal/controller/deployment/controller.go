@@ -54,6 +54,11 @@ type Config struct {
 	// (IM-4): 0 means 1 minute (expectations.DefaultMaxCacheWait), < 0 is
 	// invalid.
 	MaxCacheWait time.Duration
+	// StatusSyncWindow coalesces the syncs a ReplicaSet's status-only
+	// updates cause to at most one per Deployment per window
+	// (runner.EnqueueCoalesced); 0 syncs on every update, as upstream.
+	// < 0 is invalid.
+	StatusSyncWindow time.Duration
 }
 
 // Validate returns an error naming every missing or invalid field: the
@@ -62,6 +67,9 @@ func (c Config) Validate() error {
 	var invalid []error
 	if c.MaxCacheWait < 0 {
 		invalid = append(invalid, fmt.Errorf("MaxCacheWait must not be negative, got %v", c.MaxCacheWait))
+	}
+	if c.StatusSyncWindow < 0 {
+		invalid = append(invalid, fmt.Errorf("StatusSyncWindow must not be negative, got %v", c.StatusSyncWindow))
 	}
 	required := runner.RequiredFields(map[string]any{
 		"Client": c.Client, "Recorder": c.Recorder,
@@ -82,6 +90,8 @@ type Controller struct {
 	recorder record.EventRecorder
 	clock    clock.Clock
 	runner   *runner.Runner
+	// statusSyncWindow is Config.StatusSyncWindow.
+	statusSyncWindow time.Duration
 	// freshness is the IM-4 read-your-writes guard over the ReplicaSet and
 	// Deployment caches.
 	freshness *expectations.ReadYourWrites
@@ -107,13 +117,14 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("deployment controller: adding the controller index to the pod informer: %w", err)
 	}
 	c := &Controller{
-		client:     cfg.Client,
-		dLister:    cfg.Deployments.Lister(),
-		rsLister:   cfg.ReplicaSets.Lister(),
-		rsIndexer:  rsInformer.GetIndexer(),
-		podIndexer: podInformer.GetIndexer(),
-		recorder:   cfg.Recorder,
-		clock:      cfg.Clock,
+		client:           cfg.Client,
+		dLister:          cfg.Deployments.Lister(),
+		rsLister:         cfg.ReplicaSets.Lister(),
+		rsIndexer:        rsInformer.GetIndexer(),
+		podIndexer:       podInformer.GetIndexer(),
+		recorder:         cfg.Recorder,
+		clock:            cfg.Clock,
+		statusSyncWindow: cfg.StatusSyncWindow,
 		freshness: expectations.NewReadYourWrites(Name, cfg.Clock, cfg.MaxCacheWait, map[string]expectations.Cache{
 			resourceReplicaSets: expectations.InformerCache(rsInformer),
 			resourceDeployments: expectations.InformerCache(dInformer),

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
@@ -83,12 +84,27 @@ func (c *Controller) onReplicaSetUpdate(logger klog.Logger, oldObj, curObj any) 
 	if refChanged && oldRef != nil {
 		c.enqueueOwner(old.Namespace, oldRef)
 	}
+	if !refChanged && curRef != nil && statusOnly(old, cur) {
+		// The ReplicaSet controller reported new counts: coalesced, so a
+		// rollout's stream of them costs one sync per window.
+		if d, ok := c.deploymentFor(cur.Namespace, curRef); ok {
+			c.runner.EnqueueCoalesced(cache.MetaObjectToName(d), c.statusSyncWindow)
+		}
+		return
+	}
 	if c.enqueueOwner(cur.Namespace, curRef) {
 		return
 	}
 	if refChanged || !reflect.DeepEqual(old.Labels, cur.Labels) {
 		c.enqueueMatching(logger, cur)
 	}
+}
+
+// statusOnly reports whether cur differs from old in status alone: same
+// generation (spec), labels, annotations and deletion state.
+func statusOnly(old, cur *appsv1.ReplicaSet) bool {
+	return old.Generation == cur.Generation && (old.DeletionTimestamp == nil) == (cur.DeletionTimestamp == nil) &&
+		reflect.DeepEqual(old.Labels, cur.Labels) && reflect.DeepEqual(old.Annotations, cur.Annotations)
 }
 
 // onReplicaSetDelete handles EH-4: the owner is enqueued, orphans ignored.

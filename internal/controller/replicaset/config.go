@@ -38,6 +38,12 @@ type Config struct {
 	MaxCacheWait time.Duration
 	// Observer, if set, is told the duration and error of every sync (metrics).
 	Observer runner.Observer
+	// StatusSyncWindow coalesces the syncs that pod events can only make
+	// rewrite status (a pod becoming ready, a creation or deletion observed
+	// while more are expected) to at most one per ReplicaSet per window
+	// (runner.EnqueueCoalesced); 0 syncs on every event, as upstream.
+	// Negative is invalid.
+	StatusSyncWindow time.Duration
 }
 
 // withDefaults returns c with BurstReplicas 0 set to DefaultBurstReplicas

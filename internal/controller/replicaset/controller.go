@@ -34,6 +34,9 @@ func (c Config) Validate() error {
 	if c.BurstReplicas < 0 {
 		errs = append(errs, fmt.Errorf("BurstReplicas must not be negative, got %d", c.BurstReplicas))
 	}
+	if c.StatusSyncWindow < 0 {
+		errs = append(errs, fmt.Errorf("StatusSyncWindow must not be negative, got %v", c.StatusSyncWindow))
+	}
 	return errors.Join(errs...)
 }
 

@@ -78,7 +78,7 @@ func (c *Controller) onPodAdd(logger klog.Logger, obj any) {
 		}
 		logger.V(4).Info("Pod created", "pod", klog.KObj(pod), "replicaSet", klog.KObj(rs))
 		c.expectations.CreationObserved(logger, keyOf(rs))
-		c.runner.EnqueueObject(rs)
+		c.enqueueObserved(rs)
 		return
 	}
 	for _, rs := range c.replicaSetsSelecting(logger, pod) {
@@ -115,7 +115,13 @@ func (c *Controller) onPodUpdate(logger klog.Logger, oldObj, curObj any) {
 		if !ok {
 			return
 		}
-		c.runner.EnqueueObject(rs)
+		if !refChanged && !labelsChanged && isPodActive(oldPod) == isPodActive(curPod) {
+			// Only the pod's status changed and it is still a replica: the
+			// sync can only rewrite the ReplicaSet's status.
+			c.runner.EnqueueCoalesced(cache.MetaObjectToName(rs), c.cfg.StatusSyncWindow)
+		} else {
+			c.runner.EnqueueObject(rs)
+		}
 		// EH-11: wake up when the pod becomes available (IM-5: AddAfter).
 		if !isPodReady(oldPod) && isPodReady(curPod) && rs.Spec.MinReadySeconds > 0 {
 			d := minReady(rs)
@@ -148,6 +154,18 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 	}
 	logger.V(4).Info("Pod deleted", "pod", klog.KObj(pod), "replicaSet", klog.KObj(rs))
 	c.expectations.DeletionObserved(logger, keyOf(rs), podKey(pod))
+	c.enqueueObserved(rs)
+}
+
+// enqueueObserved enqueues rs after one of its pods was created or deleted:
+// at once when its expectations are satisfied (the sync may manage replicas),
+// coalesced (Config.StatusSyncWindow) while creations or deletions are still
+// expected, when the sync can only rewrite status (RS-3, RS-7).
+func (c *Controller) enqueueObserved(rs *appsv1.ReplicaSet) {
+	if add, del, exists := c.expectations.Pending(keyOf(rs)); exists && (add > 0 || del > 0) {
+		c.runner.EnqueueCoalesced(cache.MetaObjectToName(rs), c.cfg.StatusSyncWindow)
+		return
+	}
 	c.runner.EnqueueObject(rs)
 }
 

@@ -67,7 +67,16 @@ type Runner struct {
 	synced []cache.InformerSynced
 	// now is a test seam for sync durations.
 	now func() time.Time
+
+	// mu guards lastStart: when each key's last sync began, for EnqueueCoalesced.
+	mu        sync.Mutex
+	lastStart map[cache.ObjectName]time.Time
+	pruneAt   int
 }
+
+// coalesceMemory is how long the start of a key's last sync is remembered for
+// EnqueueCoalesced; windows longer than this are not honoured.
+const coalesceMemory = time.Minute
 
 // Option configures a Runner.
 type Option func(*Runner)
@@ -114,7 +123,7 @@ func (r *Runner) HasSynced() bool {
 // and uses DefaultTypedControllerRateLimiter: per-key exponential backoff from
 // 5ms doubling to 1000s, combined with a global 10 qps / burst 100 bucket (CM-2).
 func New(name string, sync SyncFunc, opts ...Option) *Runner {
-	r := &Runner{name: name, sync: sync, now: time.Now}
+	r := &Runner{name: name, sync: sync, now: time.Now, lastStart: map[cache.ObjectName]time.Time{}, pruneAt: 1024}
 	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name})
@@ -129,6 +138,44 @@ func (r *Runner) Enqueue(key cache.ObjectName) { r.queue.Add(key) }
 
 // EnqueueObject adds obj's namespace/name key to the queue.
 func (r *Runner) EnqueueObject(obj metav1.Object) { r.Enqueue(cache.MetaObjectToName(obj)) }
+
+// EnqueueCoalesced adds key so that a storm of events costs one sync per
+// window (> 0) instead of one each: at once if the key's last sync began at
+// least window ago (or is not remembered), else when that is due (a key
+// already waiting keeps its earlier time). Events that can only change what a
+// sync writes to status use it (issue 10: one status write per pod change
+// was most of the controllers' traffic); window ≤ 0 is Enqueue.
+func (r *Runner) EnqueueCoalesced(key cache.ObjectName, window time.Duration) {
+	if window <= 0 {
+		r.Enqueue(key)
+		return
+	}
+	r.mu.Lock()
+	last, ok := r.lastStart[key]
+	r.mu.Unlock()
+	if wait := window - r.now().Sub(last); ok && wait > 0 {
+		r.queue.AddAfter(key, wait)
+		return
+	}
+	r.queue.Add(key)
+}
+
+// startedSync remembers when key's sync began, forgetting starts older than
+// coalesceMemory whenever the map has doubled since it was last pruned.
+func (r *Runner) startedSync(key cache.ObjectName, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastStart[key] = at
+	if len(r.lastStart) < r.pruneAt {
+		return
+	}
+	for k, t := range r.lastStart {
+		if at.Sub(t) > coalesceMemory {
+			delete(r.lastStart, k)
+		}
+	}
+	r.pruneAt = max(1024, 2*len(r.lastStart))
+}
 
 // EnqueueAfter adds key after d (a time-based wake-up, not a retry).
 func (r *Runner) EnqueueAfter(key cache.ObjectName, d time.Duration) { r.queue.AddAfter(key, d) }
@@ -185,6 +232,7 @@ func (r *Runner) ProcessNextItem(ctx context.Context) bool {
 	}
 	defer r.queue.Done(key)
 	start := r.now()
+	r.startedSync(key, start)
 	res, err := r.safeSync(ctx, key)
 	if r.observer != nil {
 		r.observer.SyncDone(r.name, r.now().Sub(start), err)

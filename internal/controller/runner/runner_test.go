@@ -203,3 +203,46 @@ func TestConflictsAreRetriedQuietly(t *testing.T) {
 		}
 	}
 }
+
+// TestEnqueueCoalesced: a key not synced lately is queued at once; one whose
+// sync began less than the window ago waits for the rest of the window, and
+// the events of that wait cost one sync, not one each (issue 10).
+func TestEnqueueCoalesced(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	key := cache.ObjectName{Namespace: "ns", Name: "a"}
+	syncs := 0
+	r := New("test", func(context.Context, cache.ObjectName) (Result, error) { syncs++; return Result{}, nil })
+	now := time.Now()
+	r.now = func() time.Time { return now }
+	window := 300 * time.Millisecond
+
+	r.EnqueueCoalesced(key, window)
+	if r.Len() != 1 {
+		t.Fatalf("a key never synced: queue length %d, want 1 at once", r.Len())
+	}
+	r.ProcessNextItem(ctx) // its sync begins at now
+	now = now.Add(100 * time.Millisecond)
+	for range 5 {
+		r.EnqueueCoalesced(key, window)
+	}
+	if r.Len() != 0 {
+		t.Fatalf("within the window: queue length %d, want 0 until the window ends", r.Len())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for r.Len() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r.Len() != 1 {
+		t.Fatalf("after the window: queue length %d, want the key once", r.Len())
+	}
+	r.ProcessNextItem(ctx)
+	if syncs != 2 {
+		t.Fatalf("%d syncs, want 2: one, then one for the five coalesced events", syncs)
+	}
+	now = now.Add(time.Second)
+	r.EnqueueCoalesced(key, window)
+	r.EnqueueCoalesced(cache.ObjectName{Namespace: "ns", Name: "b"}, 0)
+	if r.Len() != 2 {
+		t.Fatalf("after a quiet window and with window 0: queue length %d, want both keys at once", r.Len())
+	}
+}
