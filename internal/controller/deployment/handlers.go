@@ -84,7 +84,7 @@ func (c *Controller) onReplicaSetUpdate(logger klog.Logger, oldObj, curObj any) 
 	if refChanged && oldRef != nil {
 		c.enqueueOwner(old.Namespace, oldRef)
 	}
-	if !refChanged && curRef != nil && statusOnly(old, cur) {
+	if !refChanged && curRef != nil && runner.StatusOnlyUpdate(old, cur) {
 		// The ReplicaSet controller reported new counts: coalesced, so a
 		// rollout's stream of them costs one sync per window.
 		if d, ok := c.deploymentFor(cur.Namespace, curRef); ok {
@@ -98,13 +98,6 @@ func (c *Controller) onReplicaSetUpdate(logger klog.Logger, oldObj, curObj any) 
 	if refChanged || !reflect.DeepEqual(old.Labels, cur.Labels) {
 		c.enqueueMatching(logger, cur)
 	}
-}
-
-// statusOnly reports whether cur differs from old in status alone: same
-// generation (spec), labels, annotations and deletion state.
-func statusOnly(old, cur *appsv1.ReplicaSet) bool {
-	return old.Generation == cur.Generation && (old.DeletionTimestamp == nil) == (cur.DeletionTimestamp == nil) &&
-		reflect.DeepEqual(old.Labels, cur.Labels) && reflect.DeepEqual(old.Annotations, cur.Annotations)
 }
 
 // onReplicaSetDelete handles EH-4: the owner is enqueued, orphans ignored.

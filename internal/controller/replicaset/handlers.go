@@ -23,8 +23,9 @@ func (c *Controller) onReplicaSetAdd(logger klog.Logger, obj any) {
 	c.runner.EnqueueObject(rs)
 }
 
-// onReplicaSetUpdate enqueues every update, resyncs included; a UID change
-// means the old object was deleted and recreated under the same name (EH-9).
+// onReplicaSetUpdate enqueues every update, resyncs included, status-only
+// ones coalesced (Config.StatusSyncWindow); a UID change means the old object
+// was deleted and recreated under the same name (EH-9).
 func (c *Controller) onReplicaSetUpdate(logger klog.Logger, oldObj, curObj any) {
 	oldRS, ok1 := runner.ObjectFrom[*appsv1.ReplicaSet](logger, oldObj)
 	curRS, ok2 := runner.ObjectFrom[*appsv1.ReplicaSet](logger, curObj)
@@ -33,6 +34,14 @@ func (c *Controller) onReplicaSetUpdate(logger klog.Logger, oldObj, curObj any) 
 	}
 	if oldRS.UID != curRS.UID {
 		c.onReplicaSetDelete(logger, cache.DeletedFinalStateUnknown{Key: keyOf(oldRS), Obj: oldRS})
+		c.runner.EnqueueObject(curRS)
+		return
+	}
+	if runner.StatusOnlyUpdate(oldRS, curRS) {
+		// Typically our own status write coming back: coalesced, so it does
+		// not start a new status write of its own for every pod change.
+		c.runner.EnqueueCoalesced(cache.MetaObjectToName(curRS), c.cfg.StatusSyncWindow)
+		return
 	}
 	c.runner.EnqueueObject(curRS)
 }

@@ -160,6 +160,15 @@ func (r *Runner) EnqueueCoalesced(key cache.ObjectName, window time.Duration) {
 	r.queue.Add(key)
 }
 
+// StatusOnlyUpdate reports whether cur differs from old in status alone: the
+// same generation (so the same spec), labels, annotations and deletion state.
+// Such updates are what EnqueueCoalesced is for.
+func StatusOnlyUpdate(old, cur metav1.Object) bool {
+	return old.GetGeneration() == cur.GetGeneration() &&
+		(old.GetDeletionTimestamp() == nil) == (cur.GetDeletionTimestamp() == nil) &&
+		maps.Equal(old.GetLabels(), cur.GetLabels()) && maps.Equal(old.GetAnnotations(), cur.GetAnnotations())
+}
+
 // startedSync remembers when key's sync began, forgetting starts older than
 // coalesceMemory whenever the map has doubled since it was last pruned.
 func (r *Runner) startedSync(key cache.ObjectName, at time.Time) {
