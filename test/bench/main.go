@@ -25,7 +25,8 @@
 // spec.replicas went down (scale-down steps). The table gives medians over repetitions, kubedeploy ÷ upstream per
 // row, and the time ÷ its write bound: the pod creates and deletes the phase needs at least, divided by B.
 //
-// Usage (from the repository root; N=1000, 3 repetitions, both rate limits: about 45 minutes on 2 cores):
+// Usage (from the repository root). One lifted repetition of both sides at N=1000 took about 4 minutes on 2
+// cores; the default rate limit (20 requests/s) is slower, so 3 repetitions of both are estimated at an hour:
 //
 //	go run ./test/bench -replicas 1000 -runs 3
 //	go run ./test/bench -replicas 1000 -runs 6 -qps lifted -json /tmp/bench.json
