@@ -174,7 +174,9 @@ func (t *Tracker) DeleteExpectations(logger klog.Logger, key string) {
 }
 
 // Pending returns key's outstanding creations and deletions and whether a
-// record exists. For tests and debugging.
+// record exists (expired or not). The ReplicaSet controller's handlers use it
+// to tell a sync that can only rewrite status from one that may manage
+// replicas.
 func (t *Tracker) Pending(key string) (add, del int, exists bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
