@@ -70,6 +70,7 @@ func startCluster(ctx context.Context, bins binaries, work string, nodes int) (*
 	cmd := exec.Command(bins.kubedeploy, "up", "--controllers=", "--data-dir", dir, "--api-port", "0",
 		fmt.Sprintf("--nodes=%d", nodes))
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = diesWithBench()
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

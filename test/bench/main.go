@@ -15,6 +15,19 @@
 //	scale-up     back to N, until N are available
 //	recreate     the strategy switched to Recreate together with a new image, until complete
 //
+// With -mode many it runs instead the many-Deployments scale test on the clusterloader2 load-test mix of -pods
+// pods (default 10,000): a quarter of the pods in big Deployments (250 replicas), a quarter in medium (30), half
+// in small (5), so 10 big, 84 medium and 1,000 small Deployments, 10,020 pods:
+//
+//	create       every Deployment (32 requests in flight), until all are complete
+//	scale        each to a random size in [N/2, 3N/2] (the same seeded draw for every run and side)
+//	rolling      a new image on every Deployment, until all are complete
+//	delete       every Deployment (background propagation), until no ReplicaSet and no pod is left
+//
+// and reports, besides the figures below, the controllers' RSS settled 5 s after each phase and the bytes per
+// cached pod: that RSS minus the RSS after the warm-up (no pods), divided by the pods. -nodes defaults to enough
+// 1,000-pod KWOK nodes for the scenario's peak (17 for 10,000 pods); -qps to lifted.
+//
 // Each repetition also measures B, the raw pod-create rate of the cluster: N bare pods created by 32 concurrent
 // unthrottled clients (pods no scheduler or kubelet takes, so only the API server and etcd work).
 //
@@ -30,8 +43,9 @@
 //
 //	go run ./test/bench -replicas 1000 -runs 3
 //	go run ./test/bench -replicas 1000 -runs 6 -qps lifted -json /tmp/bench.json
+//	go run ./test/bench -mode many -runs 3
 //
-// CI runs it once at -replicas 20 so it does not rot.
+// CI runs it once at -replicas 20 and once at -mode many -pods 200 so it does not rot.
 package main
 
 import (
@@ -51,9 +65,11 @@ func main() {
 	var o options
 	flag.IntVar(&o.replicas, "replicas", 1000, "N, the Deployment's replicas (at least 10)")
 	flag.IntVar(&o.runs, "runs", 3, "repetitions; each runs every rate limit for both sides")
-	flag.StringVar(&o.qps, "qps", "default,lifted", "client rate limits to run: default (20/30), lifted (5000/10000)")
+	flag.StringVar(&o.qps, "qps", "", "client rate limits to run: default (20/30), lifted (5000/10000) (default: both in single mode, lifted in many)")
 	flag.StringVar(&o.sides, "sides", "kubedeploy,upstream", "controllers to measure")
-	flag.IntVar(&o.nodes, "nodes", 3, "KWOK nodes of the cluster (1,000 pods each)")
+	flag.StringVar(&o.mode, "mode", modeSingle, "scenario: single (one -replicas Deployment) or many (the clusterloader2 load mix of -pods pods)")
+	flag.IntVar(&o.pods, "pods", 10000, "pods of the many-Deployments mode (at least 100)")
+	flag.IntVar(&o.nodes, "nodes", 0, "KWOK nodes of the cluster, 1,000 pods each (default: enough for the scenario's peak, at least 3)")
 	flag.StringVar(&o.workDir, "work-dir", "", "directory for binaries, the cluster's data dir and the controllers' logs (default: a new temporary directory, removed on success)")
 	flag.StringVar(&o.jsonOut, "json", "", "also write every measurement to this file as JSON")
 	flag.DurationVar(&o.phaseTimeout, "phase-timeout", 20*time.Minute, "give up on a phase after this long")
@@ -73,7 +89,8 @@ func main() {
 // options are the command-line flags.
 type options struct {
 	replicas, runs, nodes int
-	qps, sides            string
+	pods                  int
+	mode, qps, sides      string
 	workDir, jsonOut      string
 	phaseTimeout          time.Duration
 }
@@ -94,14 +111,18 @@ type rateLimit struct {
 // validate returns an error naming the first invalid flag.
 func (o options) validate() error {
 	switch {
-	case o.replicas < 10:
+	case o.mode == modeSingle && o.replicas < 10:
 		return fmt.Errorf("-replicas must be at least 10, got %d", o.replicas)
 	case o.runs < 1:
 		return fmt.Errorf("-runs must be at least 1, got %d", o.runs)
-	case o.nodes < 1:
-		return fmt.Errorf("-nodes must be at least 1, got %d", o.nodes)
-	case o.replicas*5/4+1 > o.nodes*1000:
-		return fmt.Errorf("-replicas %d needs more than -nodes %d (1,000 pods each) during a rollout", o.replicas, o.nodes)
+	case o.mode != modeSingle && o.mode != modeMany:
+		return fmt.Errorf("-mode: unknown mode %q (want %s, %s)", o.mode, modeSingle, modeMany)
+	case o.mode == modeMany && o.pods < 100:
+		return fmt.Errorf("-pods must be at least 100, got %d", o.pods)
+	case o.nodes < 0:
+		return fmt.Errorf("-nodes must not be negative, got %d", o.nodes)
+	case o.nodes > 0 && o.peakPods() > o.nodes*1000:
+		return fmt.Errorf("the %s scenario holds up to %d pods during a rollout: more than -nodes %d (1,000 pods each) take", o.mode, o.peakPods(), o.nodes)
 	}
 	for _, q := range o.rateLimits() {
 		if q.Name == "" {
@@ -116,9 +137,43 @@ func (o options) validate() error {
 	return nil
 }
 
+// peakPods is the most pods the scenario holds at once: the Deployment, or the fleet, in mid-rollout with its
+// whole 25% surge.
+func (o options) peakPods() int {
+	if o.mode == modeMany {
+		return peakPods(o.pods)
+	}
+	return o.replicas + (o.replicas+3)/4
+}
+
+// nodeCount is -nodes, or when it is 0 enough 1,000-pod nodes for the peak with a tenth to spare (pods being
+// deleted still hold their place), at least 3.
+func (o options) nodeCount() int {
+	if o.nodes > 0 {
+		return o.nodes
+	}
+	return max(3, (o.peakPods()*11/10+999)/1000)
+}
+
+// probePods is how many bare pods the raw pod-create probe creates: the scenario's pods.
+func (o options) probePods() int {
+	if o.mode == modeMany {
+		return podsOf(fleet(o.pods))
+	}
+	return o.replicas
+}
+
 func (o options) rateLimits() []rateLimit {
+	qps := o.qps
+	switch {
+	case qps != "":
+	case o.mode == modeMany:
+		qps = "lifted"
+	default:
+		qps = "default,lifted"
+	}
 	var out []rateLimit
-	for _, n := range strings.Split(o.qps, ",") {
+	for _, n := range strings.Split(qps, ",") {
 		out = append(out, rateLimits[strings.TrimSpace(n)])
 	}
 	return out
@@ -152,7 +207,7 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	cl, err := startCluster(ctx, bins, work, o.nodes)
+	cl, err := startCluster(ctx, bins, work, o.nodeCount())
 	if err != nil {
 		return err
 	}
@@ -165,7 +220,7 @@ func run(ctx context.Context, o options) (err error) {
 	var results []result
 	var probes []probe
 	for rep := range o.runs {
-		p, err := probeCreates(ctx, cl, fmt.Sprintf("probe-%d", rep), o.replicas)
+		p, err := probeCreates(ctx, cl, fmt.Sprintf("probe-%d", rep), o.probePods())
 		if err != nil {
 			return err
 		}
@@ -185,17 +240,26 @@ func run(ctx context.Context, o options) (err error) {
 			}
 		}
 	}
-	rep := newReport(o.replicas, probes, results)
+	rep := newReport(o.probePods(), probes, results)
 	fmt.Println()
-	fmt.Printf("kubedeploy bench: N=%d, %d run(s), %s\n", o.replicas, o.runs, machine())
+	if o.mode == modeMany {
+		f := fleet(o.pods)
+		fmt.Printf("kubedeploy bench: many Deployments (%d, %d pods; rescaled to %d pods), %d nodes, %d run(s), %s\n",
+			len(f), podsOf(f), podsOf(rescaled(f)), o.nodeCount(), o.runs, machine())
+	} else {
+		fmt.Printf("kubedeploy bench: N=%d, %d nodes, %d run(s), %s\n", o.replicas, o.nodeCount(), o.runs, machine())
+	}
 	rep.print(os.Stdout)
 	if o.jsonOut != "" {
 		b, err := json.MarshalIndent(struct {
+			Mode     string
 			Replicas int
+			Pods     int
+			Nodes    int
 			Machine  string
 			Probes   []probe
 			Results  []result
-		}{o.replicas, machine(), probes, results}, "", "  ")
+		}{o.mode, o.replicas, o.probePods(), o.nodeCount(), machine(), probes, results}, "", "  ")
 		if err != nil {
 			return err
 		}

@@ -28,6 +28,11 @@ type result struct {
 	Seconds          float64
 	CPUSeconds       float64
 	PeakRSSMB        float64
+	// RSSMB is the controllers' VmRSS settleFor after the phase converged; IdleRSSMB the same after the
+	// warm-up, before the first phase, with no pods in the namespace.
+	RSSMB, IdleRSSMB float64
+	// Pods is how many pods the namespace holds once the phase has converged.
+	Pods int
 	// BoundWrites is how many pod creates and deletes the phase needs at least.
 	BoundWrites int
 	traffic
@@ -62,6 +67,26 @@ var phases = []phase{
 		replicas: func(n int) int { return n }, bound: func(n int) int { return 2 * n }},
 }
 
+// step is one measured phase of a scenario, named as the table names it.
+type step struct {
+	name string
+	run  func(ctx context.Context, cl *cluster, ns string, p *process, o options) (result, error)
+}
+
+// scenario returns the steps of o's mode, in order: the single-Deployment phases, or the many-Deployments ones.
+func (o options) scenario() []step {
+	if o.mode == modeMany {
+		return manySteps(o)
+	}
+	var out []step
+	for _, ph := range phases {
+		out = append(out, step{name: ph.name, run: func(ctx context.Context, cl *cluster, ns string, p *process, o options) (result, error) {
+			return runPhase(ctx, cl, ns, p, ph, o)
+		}})
+	}
+	return out
+}
+
 // measure runs side's controllers at rate limit q through every phase in a namespace of their own and returns
 // one result per phase. It stops the controllers and deletes the namespace before it returns.
 func measure(ctx context.Context, cl *cluster, bins binaries, side string, q rateLimit, run int, o options) ([]result, error) {
@@ -85,14 +110,18 @@ func measure(ctx context.Context, cl *cluster, bins binaries, side string, q rat
 		if err := warmUp(ctx, cl.client, ns, p, o.phaseTimeout); err != nil {
 			return err
 		}
-		for _, ph := range phases {
-			r, err := runPhase(ctx, cl, ns, p, ph, o)
+		idle, err := p.settledRSS(ctx)
+		if err != nil {
+			return err
+		}
+		for _, ph := range o.scenario() {
+			r, err := ph.run(ctx, cl, ns, p, o)
 			if err != nil {
 				return fmt.Errorf("%s: %w", ph.name, err)
 			}
-			r.Side, r.QPS, r.Run = side, q.Name, run
-			logf("run %d %-10s %-7s %-10s %6.1fs  %5.2f CPU-s (cluster %5.2f)  %4.0f MB  writes %v  409s %v  scale-downs %d  syncs %d  delayed adds %d  sync p99 %.0fms",
-				run, side, q.Name, ph.name, r.Seconds, r.CPUSeconds, r.ClusterCPUSeconds, r.PeakRSSMB, sum(r.Writes), sum(r.Conflicts),
+			r.Side, r.QPS, r.Run, r.IdleRSSMB = side, q.Name, run, float64(idle)/1024
+			logf("run %d %-10s %-7s %-12s %6.1fs  %5.2f CPU-s (cluster %5.2f)  %4.0f MB (settled %4.0f)  writes %v  409s %v  scale-downs %d  syncs %d  delayed adds %d  sync p99 %.0fms",
+				run, side, q.Name, ph.name, r.Seconds, r.CPUSeconds, r.ClusterCPUSeconds, r.PeakRSSMB, r.RSSMB, sum(r.Writes), sum(r.Conflicts),
 				r.ScaleDowns, r.Queues.Syncs, r.Queues.Retries, r.Queues.SyncP99*1000)
 			results = append(results, r)
 		}
@@ -127,6 +156,31 @@ func warmUp(ctx context.Context, client kubernetes.Interface, ns string, p *proc
 // runPhase applies ph to the "bench" Deployment in ns and measures until the Deployment reaches its size.
 func runPhase(ctx context.Context, cl *cluster, ns string, p *process, ph phase, o options) (result, error) {
 	n := o.replicas
+	act := func() error {
+		if ph.patch == "" {
+			_, err := cl.client.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "bench", int32(n)), metav1.CreateOptions{})
+			return err
+		}
+		patch := ph.patch
+		if ph.name == "scale-down" || ph.name == "scale-up" {
+			patch = fmt.Sprintf(patch, ph.replicas(n))
+		}
+		_, err := cl.client.AppsV1().Deployments(ns).Patch(ctx, "bench", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	}
+	done := func() error {
+		return waitReplicas(ctx, cl.client, ns, "bench", int32(ph.replicas(n)), p, o.phaseTimeout)
+	}
+	r, err := observe(ctx, cl, ns, p, act, done)
+	r.Phase, r.BoundWrites, r.Pods = ph.name, ph.bound(n), ph.replicas(n)
+	return r, err
+}
+
+// observe measures one phase: it calls act (the bench's change), then done (which returns once the controllers
+// have converged), and returns the wall time from act's start to done's return and what the controllers and the
+// cluster spent meanwhile. After done it waits settleFor and reads the controllers' RSS once more (RSSMB). The
+// caller fills in Phase, BoundWrites and Pods.
+func observe(ctx context.Context, cl *cluster, ns string, p *process, act, done func() error) (result, error) {
 	scales, stopScales, err := watchScales(ctx, cl.client, ns)
 	if err != nil {
 		return result{}, err
@@ -151,19 +205,10 @@ func runPhase(ctx context.Context, cl *cluster, ns string, p *process, ph phase,
 	}
 	p.resetPeak()
 	start := time.Now()
-	if ph.patch == "" {
-		_, err = cl.client.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "bench", int32(n)), metav1.CreateOptions{})
-	} else {
-		patch := ph.patch
-		if ph.name == "scale-down" || ph.name == "scale-up" {
-			patch = fmt.Sprintf(patch, ph.replicas(n))
-		}
-		_, err = cl.client.AppsV1().Deployments(ns).Patch(ctx, "bench", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
-	}
-	if err != nil {
+	if err := act(); err != nil {
 		return result{}, err
 	}
-	if err := waitReplicas(ctx, cl.client, ns, "bench", int32(ph.replicas(n)), p, o.phaseTimeout); err != nil {
+	if err := done(); err != nil {
 		return result{}, err
 	}
 	took := time.Since(start)
@@ -185,15 +230,18 @@ func runPhase(ctx context.Context, cl *cluster, ns string, p *process, ph phase,
 		return result{}, err
 	}
 	down, up := scales()
+	settled, err := p.settledRSS(ctx)
+	if err != nil {
+		return result{}, err
+	}
 	return result{
-		Phase:       ph.name,
-		Seconds:     took.Seconds(),
-		CPUSeconds:  (cpuAfter - cpuBefore).Seconds(),
-		PeakRSSMB:   float64(peak) / 1024,
-		BoundWrites: ph.bound(n),
-		traffic:     diffRequests(before, after, since(ownBefore, cl.ownWrites.snapshot())),
-		ScaleDowns:  down,
-		ScaleUps:    up,
+		Seconds:    took.Seconds(),
+		CPUSeconds: (cpuAfter - cpuBefore).Seconds(),
+		PeakRSSMB:  float64(peak) / 1024,
+		RSSMB:      float64(settled) / 1024,
+		traffic:    diffRequests(before, after, since(ownBefore, cl.ownWrites.snapshot())),
+		ScaleDowns: down,
+		ScaleUps:   up,
 
 		ClusterCPUSeconds: (clusterAfter - clusterBefore).Seconds(),
 		Queues:            diffQueues(queuesBefore, queuesAfter),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -23,6 +24,8 @@ const (
 	clockTicks = 100
 	// rssEvery is how often a controller's VmRSS is sampled.
 	rssEvery = 250 * time.Millisecond
+	// settleFor is how long after a phase converged the bench waits before it reads the settled RSS.
+	settleFor = 5 * time.Second
 )
 
 // controllerArgs returns the command line of side's controllers at rate limit q against kubeconfig: only the
@@ -67,6 +70,7 @@ func startProcess(name string, args []string, logPath string) (*process, error) 
 	defer log.Close()
 	cmd := exec.Command(name, args...)
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = diesWithBench()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", filepath.Base(name), err)
 	}
@@ -103,6 +107,19 @@ func (p *process) resetPeak() int {
 	peak := max(p.peakRSS, now)
 	p.peakRSS = now
 	return peak
+}
+
+// settledRSS waits settleFor and returns the process's VmRSS then, in KiB.
+func (p *process) settledRSS(ctx context.Context) (int, error) {
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(settleFor):
+	}
+	if err := p.alive(); err != nil {
+		return 0, err
+	}
+	return readRSS(p.cmd.Process.Pid)
 }
 
 // cpu returns the CPU time the process has used so far (user + system).
@@ -154,6 +171,13 @@ func readRSS(pid int) (int, error) {
 		}
 	}
 	return 0, errors.New("no VmRSS in /proc status")
+}
+
+// diesWithBench makes a child get SIGTERM when the thread that started it exits (Linux's parent-death signal),
+// so a bench killed outright (SIGKILL, SIGQUIT) leaves no cluster or controllers behind. Go ends a thread only
+// when a goroutine locked to it exits, which the bench never does, so in effect that is when the bench exits.
+func diesWithBench() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 }
 
 // alive returns an error if the process has exited.

@@ -21,6 +21,8 @@ var metrics = []metric{
 	{"time ÷ write bound", func(r result, b float64) float64 { return r.Seconds / (float64(r.BoundWrites) / b) }, "%.2f"},
 	{"controller CPU-s", func(r result, _ float64) float64 { return r.CPUSeconds }, "%.2f"},
 	{"controller peak RSS (MB)", func(r result, _ float64) float64 { return r.PeakRSSMB }, "%.0f"},
+	{"controller RSS settled (MB)", func(r result, _ float64) float64 { return r.RSSMB }, "%.0f"},
+	{"bytes per cached pod (settled RSS growth ÷ pods)", func(r result, _ float64) float64 { return bytesPerPod(r) }, "%.0f"},
 	{"Deployment+ReplicaSet writes", func(r result, _ float64) float64 { return float64(workloadWrites(r.Writes)) }, "%.0f"},
 	{"pod creates", func(r result, _ float64) float64 { return float64(r.Writes["POST pods"]) }, "%.0f"},
 	{"409 Conflict", func(r result, _ float64) float64 { return float64(sum(r.Conflicts)) }, "%.0f"},
@@ -32,6 +34,15 @@ var metrics = []metric{
 	{"sync p99 (ms)", func(r result, _ float64) float64 { return r.Queues.SyncP99 * 1000 }, "%.1f"},
 	{"queue wait p99 (ms)", func(r result, _ float64) float64 { return r.Queues.WaitP99 * 1000 }, "%.1f"},
 	{"cluster CPU-s (`up` process)", func(r result, _ float64) float64 { return r.ClusterCPUSeconds }, "%.2f"},
+}
+
+// bytesPerPod is how much the controllers' settled RSS grew over the idle one per pod in the namespace, in bytes;
+// NaN when the phase ends with no pods.
+func bytesPerPod(r result) float64 {
+	if r.Pods == 0 {
+		return math.NaN()
+	}
+	return (r.RSSMB - r.IdleRSSMB) * 1024 * 1024 / float64(r.Pods)
 }
 
 // workloadWrites adds up the writes on deployments and replicasets (any subresource).
@@ -47,18 +58,18 @@ func workloadWrites(w map[string]int) int {
 
 // report is the aggregated measurement.
 type report struct {
-	replicas int
-	b        float64 // median pod creates/s
-	probes   []probe
-	results  []result
+	pods    int     // of the probe
+	b       float64 // median pod creates/s
+	probes  []probe
+	results []result
 }
 
-func newReport(replicas int, probes []probe, results []result) report {
+func newReport(pods int, probes []probe, results []result) report {
 	var rates []float64
 	for _, p := range probes {
 		rates = append(rates, p.rate())
 	}
-	return report{replicas: replicas, b: median(rates), probes: probes, results: results}
+	return report{pods: pods, b: median(rates), probes: probes, results: results}
 }
 
 // row is one line of the table: the medians of one metric for each side, and their ratio.
@@ -111,7 +122,7 @@ func (rep report) print(w io.Writer) {
 		rates = append(rates, fmt.Sprintf("%.0f", p.rate()))
 	}
 	fmt.Fprintf(w, "B (raw pod creates/s, %d pods, %d clients): median %.0f of %s; write bound of N creates: %.2fs\n\n",
-		rep.replicas, probeWorkers, rep.b, strings.Join(rates, ", "), float64(rep.replicas)/rep.b)
+		rep.pods, probeWorkers, rep.b, strings.Join(rates, ", "), float64(rep.pods)/rep.b)
 	fmt.Fprintln(w, "| QPS | phase | metric | kubedeploy | upstream | ratio |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	for _, r := range rep.rows() {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,21 +160,65 @@ func TestReportRowsAndTable(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	ok := options{replicas: 1000, runs: 1, nodes: 3, qps: "default,lifted", sides: "kubedeploy,upstream"}
-	if err := ok.validate(); err != nil {
-		t.Fatalf("valid options refused: %v", err)
+	for name, o := range map[string]options{
+		"single":            {mode: modeSingle, replicas: 1000, runs: 1, nodes: 3, qps: "default,lifted", sides: "kubedeploy,upstream"},
+		"single, nodes set": {mode: modeSingle, replicas: 2400, runs: 1, nodes: 3, qps: "lifted", sides: "kubedeploy"},
+		"many, auto nodes":  {mode: modeMany, pods: 10000, runs: 1, qps: "lifted", sides: "kubedeploy,upstream"},
+	} {
+		if err := o.validate(); err != nil {
+			t.Errorf("%s: valid options refused: %v", name, err)
+		}
 	}
 	for name, o := range map[string]options{
-		"few replicas":    {replicas: 5, runs: 1, nodes: 3, qps: "lifted", sides: "kubedeploy"},
-		"too many pods":   {replicas: 2500, runs: 1, nodes: 3, qps: "lifted", sides: "kubedeploy"},
-		"unknown qps":     {replicas: 100, runs: 1, nodes: 3, qps: "fast", sides: "kubedeploy"},
-		"unknown side":    {replicas: 100, runs: 1, nodes: 3, qps: "lifted", sides: "kcm"},
-		"no repetitions":  {replicas: 100, runs: 0, nodes: 3, qps: "lifted", sides: "kubedeploy"},
-		"no nodes at all": {replicas: 100, runs: 1, nodes: 0, qps: "lifted", sides: "kubedeploy"},
+		"few replicas":         {mode: modeSingle, replicas: 5, runs: 1, nodes: 3, qps: "lifted", sides: "kubedeploy"},
+		"too many pods":        {mode: modeSingle, replicas: 2500, runs: 1, nodes: 3, qps: "lifted", sides: "kubedeploy"},
+		"many on too few":      {mode: modeMany, pods: 10000, runs: 1, nodes: 10, qps: "lifted", sides: "kubedeploy"},
+		"many, too few pods":   {mode: modeMany, pods: 50, runs: 1, qps: "lifted", sides: "kubedeploy"},
+		"unknown mode":         {mode: "some", replicas: 100, runs: 1, qps: "lifted", sides: "kubedeploy"},
+		"unknown qps":          {mode: modeSingle, replicas: 100, runs: 1, nodes: 3, qps: "fast", sides: "kubedeploy"},
+		"unknown side":         {mode: modeSingle, replicas: 100, runs: 1, nodes: 3, qps: "lifted", sides: "kcm"},
+		"no repetitions":       {mode: modeSingle, replicas: 100, runs: 0, nodes: 3, qps: "lifted", sides: "kubedeploy"},
+		"negative node number": {mode: modeSingle, replicas: 100, runs: 1, nodes: -1, qps: "lifted", sides: "kubedeploy"},
 	} {
 		if err := o.validate(); err == nil {
 			t.Errorf("%s: accepted %+v", name, o)
 		}
+	}
+}
+
+func TestFleetIsTheLoadMix(t *testing.T) {
+	f := fleet(10000)
+	classes := map[string]int{}
+	for _, m := range f {
+		class, _, _ := strings.Cut(m.name, "-")
+		classes[class] += int(m.replicas)
+	}
+	// ⌈2500/250⌉ = 10 big, ⌈2500/30⌉ = 84 medium, 5000/5 = 1000 small.
+	if len(f) != 1094 || podsOf(f) != 10020 || classes["big"] != 2500 || classes["medium"] != 2520 || classes["small"] != 5000 {
+		t.Errorf("fleet(10000): %d Deployments, %d pods, by class %v; want 1094, 10020, big 2500, medium 2520, small 5000",
+			len(f), podsOf(f), classes)
+	}
+	if small := fleet(200); podsOf(small) != 160 || small[0].name != "medium-0" {
+		t.Errorf("fleet(200) = %d pods starting with %s; want 160 pods in medium and small Deployments only", podsOf(small), small[0].name)
+	}
+	r := rescaled(f)
+	if !slices.Equal(r, rescaled(f)) {
+		t.Error("rescaled is not the same draw twice")
+	}
+	changed := 0
+	for i := range f {
+		if lo, hi := f[i].replicas/2, f[i].replicas*3/2; r[i].replicas < lo || r[i].replicas > hi {
+			t.Errorf("%s rescaled to %d; want within [%d, %d]", f[i].name, r[i].replicas, lo, hi)
+		}
+		if r[i].replicas != f[i].replicas {
+			changed++
+		}
+	}
+	if changed < len(f)/2 {
+		t.Errorf("only %d of %d Deployments got a new size", changed, len(f))
+	}
+	if o := (options{mode: modeMany, pods: 10000}); o.nodeCount()*1000 < o.peakPods() || o.nodeCount() < 13 {
+		t.Errorf("many mode, 10,000 pods: %d nodes for a peak of %d pods", o.nodeCount(), o.peakPods())
 	}
 }
 
