@@ -8,6 +8,8 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -196,4 +198,32 @@ func quantile(q float64, h map[float64]float64) float64 {
 		prevBound, prevCount = le, h[le]
 	}
 	return prevBound
+}
+
+// profileFor is how much of each phase -profile records.
+const profileFor = 30 * time.Second
+
+// profile, when p has a profileDir, fetches a profileFor CPU profile from the controllers'
+// /debug/pprof/profile into profileDir/<phase>.pprof in the background; the returned channel is closed when it is
+// written or has failed (a failure is logged, not returned: the profile is a diagnostic, not a measurement).
+func (p *process) profile(ctx context.Context, cl *cluster, phase string) <-chan struct{} {
+	done := make(chan struct{})
+	if p.profileDir == "" {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		client := *cl.metrics
+		client.Timeout = profileFor + 30*time.Second
+		url := fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/profile?seconds=%d", p.port, int(profileFor.Seconds()))
+		b, err := get(ctx, &client, url)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(p.profileDir, phase+".pprof"), b, 0o644)
+		}
+		if err != nil {
+			logf("profile of %s: %v", phase, err)
+		}
+	}()
+	return done
 }

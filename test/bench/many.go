@@ -110,7 +110,7 @@ func manySteps(o options) []step {
 					return err
 				})
 			}
-			r, err := observe(ctx, cl, ns, p, act, func() error { return waitFleet(ctx, cl, ns, base, p, o.phaseTimeout) })
+			r, err := observe(ctx, cl, ns, "create", p, act, func() error { return waitFleet(ctx, cl, ns, base, p, o.phaseTimeout) })
 			r.Phase, r.BoundWrites, r.Pods = "create", podsOf(base), podsOf(base)
 			return r, err
 		}},
@@ -122,7 +122,7 @@ func manySteps(o options) []step {
 					return err
 				})
 			}
-			r, err := observe(ctx, cl, ns, p, act, func() error { return waitFleet(ctx, cl, ns, scaled, p, o.phaseTimeout) })
+			r, err := observe(ctx, cl, ns, "scale", p, act, func() error { return waitFleet(ctx, cl, ns, scaled, p, o.phaseTimeout) })
 			bound := 0
 			for i := range base {
 				bound += int(math.Abs(float64(scaled[i].replicas - base[i].replicas)))
@@ -137,7 +137,7 @@ func manySteps(o options) []step {
 					return err
 				})
 			}
-			r, err := observe(ctx, cl, ns, p, act, func() error { return waitFleet(ctx, cl, ns, scaled, p, o.phaseTimeout) })
+			r, err := observe(ctx, cl, ns, "rolling", p, act, func() error { return waitFleet(ctx, cl, ns, scaled, p, o.phaseTimeout) })
 			r.Phase, r.BoundWrites, r.Pods = "rolling", 2*podsOf(scaled), podsOf(scaled)
 			return r, err
 		}},
@@ -148,7 +148,7 @@ func manySteps(o options) []step {
 					return cl.client.AppsV1().Deployments(ns).Delete(ctx, m.name, metav1.DeleteOptions{PropagationPolicy: &bg})
 				})
 			}
-			r, err := observe(ctx, cl, ns, p, act, func() error { return waitEmpty(ctx, cl, ns, p, o.phaseTimeout) })
+			r, err := observe(ctx, cl, ns, "delete", p, act, func() error { return waitEmpty(ctx, cl, ns, p, o.phaseTimeout) })
 			r.Phase, r.BoundWrites, r.Pods = "delete", podsOf(scaled), 0
 			return r, err
 		}},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -104,6 +105,12 @@ func measure(ctx context.Context, cl *cluster, bins binaries, side string, q rat
 		return nil, err
 	}
 	p.port = port
+	if o.profile {
+		p.profileDir = filepath.Join(filepath.Dir(cl.dir), ns+"-pprof")
+		if err := os.MkdirAll(p.profileDir, 0o755); err != nil {
+			return nil, err
+		}
+	}
 	var results []result
 	err = func() error {
 		defer p.stop()
@@ -171,16 +178,17 @@ func runPhase(ctx context.Context, cl *cluster, ns string, p *process, ph phase,
 	done := func() error {
 		return waitReplicas(ctx, cl.client, ns, "bench", int32(ph.replicas(n)), p, o.phaseTimeout)
 	}
-	r, err := observe(ctx, cl, ns, p, act, done)
+	r, err := observe(ctx, cl, ns, ph.name, p, act, done)
 	r.Phase, r.BoundWrites, r.Pods = ph.name, ph.bound(n), ph.replicas(n)
 	return r, err
 }
 
 // observe measures one phase: it calls act (the bench's change), then done (which returns once the controllers
 // have converged), and returns the wall time from act's start to done's return and what the controllers and the
-// cluster spent meanwhile. After done it waits settleFor and reads the controllers' RSS once more (RSSMB). The
+// cluster spent meanwhile. After done it waits settleFor and reads the controllers' RSS once more (RSSMB). With
+// -profile it also saves a CPU profile of the phase's first profileFor (and waits for it before it returns). The
 // caller fills in Phase, BoundWrites and Pods.
-func observe(ctx context.Context, cl *cluster, ns string, p *process, act, done func() error) (result, error) {
+func observe(ctx context.Context, cl *cluster, ns, phaseName string, p *process, act, done func() error) (result, error) {
 	scales, stopScales, err := watchScales(ctx, cl.client, ns)
 	if err != nil {
 		return result{}, err
@@ -205,6 +213,8 @@ func observe(ctx context.Context, cl *cluster, ns string, p *process, act, done 
 	}
 	p.resetPeak()
 	start := time.Now()
+	profiled := p.profile(ctx, cl, phaseName)
+	defer func() { <-profiled }()
 	if err := act(); err != nil {
 		return result{}, err
 	}

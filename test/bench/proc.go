@@ -29,8 +29,9 @@ const (
 )
 
 // controllerArgs returns the command line of side's controllers at rate limit q against kubeconfig: only the
-// Deployment and ReplicaSet controllers, 5 workers each (both sides' default), no leader election, /metrics on
-// 127.0.0.1:port (upstream lets anyone read it; kubedeploy authorizes the bench's admin certificate).
+// Deployment and ReplicaSet controllers, 5 workers each (both sides' default), no leader election, /metrics and
+// /debug/pprof/ (both sides serve it by default) on 127.0.0.1:port (upstream lets anyone read them; kubedeploy
+// authorizes the bench's admin certificate).
 func controllerArgs(bins binaries, side, kubeconfig string, q rateLimit, port int) (string, []string) {
 	args := []string{
 		"--kubeconfig=" + kubeconfig,
@@ -44,7 +45,7 @@ func controllerArgs(bins binaries, side, kubeconfig string, q rateLimit, port in
 	}
 	if side == sideUpstream {
 		return bins.upstream, append(args, "--controllers=deployment-controller,replicaset-controller",
-			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")
+			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*")
 	}
 	return bins.controllers, append(args, "--controllers=deployment,replicaset")
 }
@@ -55,6 +56,8 @@ type process struct {
 	exited chan error
 	log    string
 	port   int // of /metrics
+	// profileDir, if set, is where observe writes a CPU profile of each phase's first profileFor.
+	profileDir string
 
 	mu      sync.Mutex
 	peakRSS int // KiB, since the last resetPeak

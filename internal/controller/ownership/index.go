@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
@@ -72,6 +73,64 @@ func byIndex[T any](indexer cache.Indexer, key string) ([]T, error) {
 	for _, o := range objs {
 		if t, ok := o.(T); ok {
 			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// LabelIndex is the name of the informer index AddLabelIndex adds for label key.
+func LabelIndex(key string) string { return "kubedeploy.label/" + key }
+
+// labelIndexKey is the LabelIndex value of objects in namespace labelled key=value.
+func labelIndexKey(namespace, value string) string { return namespace + "/" + value }
+
+// AddLabelIndex adds LabelIndex(key) to informer unless it is already there: it maps every object carrying label
+// key to "<namespace>/<value>" (objects without it are not indexed). The controllers add it for
+// pod-template-hash, which every ReplicaSet a Deployment manages selects on (OM-10), so the pods of such a
+// ReplicaSet are found without reading every pod of the namespace. It must be called before the informer
+// starts; it returns the informer's error otherwise.
+func AddLabelIndex(informer cache.SharedIndexInformer, key string) error {
+	name := LabelIndex(key)
+	if _, ok := informer.GetIndexer().GetIndexers()[name]; ok {
+		return nil
+	}
+	return informer.AddIndexers(cache.Indexers{name: func(obj any) ([]string, error) {
+		m, err := metaOf(obj)
+		if err != nil {
+			return nil, err
+		}
+		if v, ok := m.GetLabels()[key]; ok {
+			return []string{labelIndexKey(m.GetNamespace(), v)}, nil
+		}
+		return nil, nil
+	}})
+}
+
+// SelectedBy returns the objects of type T in namespace that selector (the parsed form of ls) matches, whatever
+// their owner. When ls's matchLabels pins key and indexer has LabelIndex(key), only the objects labelled with
+// that value are read (then filtered by the whole selector); otherwise every object of the namespace is. Both
+// give the same objects, in no particular order. It returns the indexer's error.
+func SelectedBy[T any](indexer cache.Indexer, namespace string, ls *metav1.LabelSelector, selector labels.Selector, key string) ([]T, error) {
+	var out []T
+	keep := func(obj any) {
+		if t, ok := obj.(T); ok {
+			out = append(out, t)
+		}
+	}
+	value, pinned := "", false
+	if ls != nil {
+		value, pinned = ls.MatchLabels[key]
+	}
+	if _, indexed := indexer.GetIndexers()[LabelIndex(key)]; !pinned || !indexed {
+		return out, cache.ListAllByNamespace(indexer, namespace, selector, keep)
+	}
+	objs, err := indexer.ByIndex(LabelIndex(key), labelIndexKey(namespace, value))
+	if err != nil {
+		return nil, err
+	}
+	for _, obj := range objs {
+		if m, err := metaOf(obj); err == nil && selector.Matches(labels.Set(m.GetLabels())) {
+			keep(obj)
 		}
 	}
 	return out, nil

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	appsv1 "k8s.io/api/apps/v1"
 
 	appslisters "k8s.io/client-go/listers/apps/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -47,7 +47,6 @@ type Controller struct {
 	// clock and burst size come from it.
 	cfg        Config
 	rsLister   appslisters.ReplicaSetLister
-	podLister  corelisters.PodLister
 	podIndexer cache.Indexer
 
 	expectations *expectations.Tracker
@@ -57,7 +56,8 @@ type Controller struct {
 	runner    *runner.Runner
 }
 
-// New validates cfg, adds ownership.ControllerIndex to the pod informer and
+// New validates cfg, adds ownership.ControllerIndex and the pod-template-hash
+// ownership.LabelIndex to the pod informer and
 // registers the event handlers (EH-9..EH-12), which log with ctx's logger.
 // It returns the Config error or the informer's error when the index or a
 // handler cannot be added (e.g. the informer already started).
@@ -70,10 +70,12 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	if err := ownership.AddControllerIndex(podInformer); err != nil {
 		return nil, fmt.Errorf("replicaset controller: adding the controller index to the pod informer: %w", err)
 	}
+	if err := ownership.AddLabelIndex(podInformer, appsv1.DefaultDeploymentUniqueLabelKey); err != nil {
+		return nil, fmt.Errorf("replicaset controller: adding the pod-template-hash index to the pod informer: %w", err)
+	}
 	c := &Controller{
 		cfg:          cfg,
 		rsLister:     cfg.ReplicaSets.Lister(),
-		podLister:    cfg.Pods.Lister(),
 		podIndexer:   podInformer.GetIndexer(),
 		expectations: expectations.NewTracker(Name, cfg.Clock, cfg.ExpectationsTimeout),
 		freshness: expectations.NewReadYourWrites(Name, cfg.Clock, cfg.MaxCacheWait, map[string]expectations.Cache{
