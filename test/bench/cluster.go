@@ -58,17 +58,21 @@ type cluster struct {
 	metrics *http.Client
 }
 
-// startCluster runs `kubedeploy up --controllers=` with a data dir under work and waits for its ready message
-// (at most 5 minutes). Its output goes to work/up.log.
-func startCluster(ctx context.Context, bins binaries, work string, nodes int) (*cluster, error) {
+// startCluster runs `kubedeploy up` with a data dir under work and waits for its ready message (at most 5
+// minutes): with its own controllers when controllers is set, else `--controllers=` so that the bench runs each
+// side's. Its output goes to work/up.log.
+func startCluster(ctx context.Context, bins binaries, work string, nodes int, controllers bool) (*cluster, error) {
 	dir := filepath.Join(work, "cluster")
 	log, err := os.Create(filepath.Join(work, "up.log"))
 	if err != nil {
 		return nil, err
 	}
 	defer log.Close()
-	cmd := exec.Command(bins.kubedeploy, "up", "--controllers=", "--data-dir", dir, "--api-port", "0",
-		fmt.Sprintf("--nodes=%d", nodes))
+	args := []string{"up", "--data-dir", dir, "--api-port", "0", fmt.Sprintf("--nodes=%d", nodes)}
+	if !controllers {
+		args = append(args, "--controllers=")
+	}
+	cmd := exec.Command(bins.kubedeploy, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = diesWithBench()
 	if err := cmd.Start(); err != nil {

@@ -28,6 +28,9 @@
 // cached pod: that RSS minus the RSS after the warm-up (no pods), divided by the pods. -nodes defaults to enough
 // 1,000-pod KWOK nodes for the scenario's peak (17 for 10,000 pods); -qps to lifted.
 //
+// With -mode idle it measures instead what an idle `kubedeploy up` (its own controllers, -nodes KWOK nodes, no
+// workload) costs: the process's CPU-seconds over 30 s and its RSS, after a minute to settle, once per run.
+//
 // Each repetition also measures B, the raw pod-create rate of the cluster: N bare pods created by 32 concurrent
 // unthrottled clients (pods no scheduler or kubelet takes, so only the API server and etcd work).
 //
@@ -67,7 +70,7 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 3, "repetitions; each runs every rate limit for both sides")
 	flag.StringVar(&o.qps, "qps", "", "client rate limits to run: default (20/30), lifted (5000/10000) (default: both in single mode, lifted in many)")
 	flag.StringVar(&o.sides, "sides", "kubedeploy,upstream", "controllers to measure")
-	flag.StringVar(&o.mode, "mode", modeSingle, "scenario: single (one -replicas Deployment) or many (the clusterloader2 load mix of -pods pods)")
+	flag.StringVar(&o.mode, "mode", modeSingle, "scenario: single (one -replicas Deployment), many (the clusterloader2 load mix of -pods pods) or idle (the whole `kubedeploy up`, idle)")
 	flag.IntVar(&o.pods, "pods", 10000, "pods of the many-Deployments mode (at least 100)")
 	flag.IntVar(&o.nodes, "nodes", 0, "KWOK nodes of the cluster, 1,000 pods each (default: enough for the scenario's peak, at least 3)")
 	flag.StringVar(&o.workDir, "work-dir", "", "directory for binaries, the cluster's data dir and the controllers' logs (default: a new temporary directory, removed on success)")
@@ -117,8 +120,8 @@ func (o options) validate() error {
 		return fmt.Errorf("-replicas must be at least 10, got %d", o.replicas)
 	case o.runs < 1:
 		return fmt.Errorf("-runs must be at least 1, got %d", o.runs)
-	case o.mode != modeSingle && o.mode != modeMany:
-		return fmt.Errorf("-mode: unknown mode %q (want %s, %s)", o.mode, modeSingle, modeMany)
+	case o.mode != modeSingle && o.mode != modeMany && o.mode != modeIdle:
+		return fmt.Errorf("-mode: unknown mode %q (want %s, %s, %s)", o.mode, modeSingle, modeMany, modeIdle)
 	case o.mode == modeMany && o.pods < 100:
 		return fmt.Errorf("-pods must be at least 100, got %d", o.pods)
 	case o.nodes < 0:
@@ -209,7 +212,10 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	cl, err := startCluster(ctx, bins, work, o.nodeCount())
+	if o.mode == modeIdle {
+		return runIdle(ctx, bins, work, o)
+	}
+	cl, err := startCluster(ctx, bins, work, o.nodeCount(), false)
 	if err != nil {
 		return err
 	}
