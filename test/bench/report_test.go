@@ -164,7 +164,7 @@ func TestOptionsValidate(t *testing.T) {
 		"single":            {mode: modeSingle, replicas: 1000, runs: 1, nodes: 3, qps: "default,lifted", sides: "kubedeploy,upstream"},
 		"single, nodes set": {mode: modeSingle, replicas: 2400, runs: 1, nodes: 3, qps: "lifted", sides: "kubedeploy"},
 		"many, auto nodes":  {mode: modeMany, pods: 10000, runs: 1, qps: "lifted", sides: "kubedeploy,upstream"},
-		"idle":              {mode: modeIdle, replicas: 1000, runs: 3},
+		"idle":              {mode: modeIdle, replicas: 1000, runs: 3, sides: "kubedeploy,upstream"},
 	} {
 		if err := o.validate(); err != nil {
 			t.Errorf("%s: valid options refused: %v", name, err)
