@@ -26,7 +26,7 @@
 //
 // and reports, besides the figures below, the controllers' RSS settled 5 s after each phase and the bytes per
 // cached pod: that RSS minus the RSS after the warm-up (no pods), divided by the pods. -nodes defaults to enough
-// 1,000-pod KWOK nodes for the scenario's peak (17 for 10,000 pods); -qps to lifted.
+// 1,000-pod KWOK nodes for the scenario's peak (14 for 10,000 pods); -qps to lifted.
 //
 // With -mode idle it measures instead what an idle `kubedeploy up` (its own controllers, -nodes KWOK nodes, no
 // workload) costs: the process's CPU-seconds over 30 s and its RSS, after a minute to settle, once per run.
