@@ -1,6 +1,7 @@
 package differential
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -83,5 +84,31 @@ func assertDiffs(t *testing.T, got, want []string) {
 		if !strings.Contains(got[i], w) {
 			t.Errorf("difference %d = %q, want it to mention %q", i, got[i], w)
 		}
+	}
+}
+
+// TestProgressedMessageLag: the Recreate relaxation rewrites only upstream's Progressing message, only from the
+// old ReplicaSet's name to the new one's, and only when that makes it ours; nothing else is touched.
+func TestProgressedMessageLag(t *testing.T) {
+	snap := func(progressing string) snapshot {
+		return snapshot{Replicas: 3, Conditions: []condState{
+			{Type: "Available", Status: "True", Reason: "MinimumReplicasAvailable", Message: "Deployment has minimum availability."},
+			{Type: "Progressing", Status: "True", Reason: "NewReplicaSetAvailable", Message: progressing}}}
+	}
+	old, cur := `ReplicaSet "rs(a)" has successfully progressed.`, `ReplicaSet "rs(b)" has successfully progressed.`
+	if got := progressedMessageLag(snap(old), snap(cur), `"rs(a)"`, `"rs(b)"`); !reflect.DeepEqual(got, snap(cur)) {
+		t.Errorf("lagging message not forgiven: %+v", got)
+	}
+	if got := progressedMessageLag(snap(cur), snap(old), `"rs(a)"`, `"rs(b)"`); !reflect.DeepEqual(got, snap(cur)) {
+		t.Errorf("ours lagging must still differ, got upstream rewritten to %+v", got)
+	}
+	other := `ReplicaSet "rs(c)" has successfully progressed.`
+	if got := progressedMessageLag(snap(other), snap(cur), `"rs(a)"`, `"rs(b)"`); !reflect.DeepEqual(got, snap(other)) {
+		t.Errorf("a message naming a third ReplicaSet was rewritten: %+v", got)
+	}
+	up := snap(old)
+	progressedMessageLag(up, snap(cur), `"rs(a)"`, `"rs(b)"`)
+	if up.Conditions[1].Message != old {
+		t.Error("progressedMessageLag changed its argument")
 	}
 }
