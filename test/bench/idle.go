@@ -49,19 +49,15 @@ func runIdle(ctx context.Context, bins binaries, work string, o options) error {
 
 // idleCost waits idleSettle, then returns pid's CPU-seconds over idleWindow and its VmRSS in MB at the end.
 func idleCost(ctx context.Context, pid int) (cpuSeconds, rssMB float64, err error) {
-	select {
-	case <-ctx.Done():
-		return 0, 0, ctx.Err()
-	case <-time.After(idleSettle):
+	if err := sleep(ctx, idleSettle); err != nil {
+		return 0, 0, err
 	}
 	before, err := cpuOf(pid)
 	if err != nil {
 		return 0, 0, err
 	}
-	select {
-	case <-ctx.Done():
-		return 0, 0, ctx.Err()
-	case <-time.After(idleWindow):
+	if err := sleep(ctx, idleWindow); err != nil {
+		return 0, 0, err
 	}
 	after, err := cpuOf(pid)
 	if err != nil {

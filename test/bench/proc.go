@@ -114,15 +114,23 @@ func (p *process) resetPeak() int {
 
 // settledRSS waits settleFor and returns the process's VmRSS then, in KiB.
 func (p *process) settledRSS(ctx context.Context) (int, error) {
-	select {
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	case <-time.After(settleFor):
+	if err := sleep(ctx, settleFor); err != nil {
+		return 0, err
 	}
 	if err := p.alive(); err != nil {
 		return 0, err
 	}
 	return readRSS(p.cmd.Process.Pid)
+}
+
+// sleep waits d, or returns ctx's error if ctx ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
 }
 
 // cpu returns the CPU time the process has used so far (user + system).
