@@ -39,15 +39,7 @@ func (c *Controller) getDeployment(ctx context.Context, key cache.ObjectName, li
 // either way by the claim (AD-1), so both give the same claim.
 func (c *Controller) listReplicaSets(ctx context.Context, d *appsv1.Deployment, live bool) ([]*appsv1.ReplicaSet, error) {
 	if !live {
-		owned, err := ownership.ByController[*appsv1.ReplicaSet](c.rsIndexer, d.UID)
-		if err != nil {
-			return nil, err
-		}
-		orphans, err := ownership.Orphans[*appsv1.ReplicaSet](c.rsIndexer, d.Namespace)
-		if err != nil {
-			return nil, err
-		}
-		return append(owned, orphans...), nil
+		return ownership.Candidates[*appsv1.ReplicaSet](c.rsIndexer, d.UID, d.Namespace)
 	}
 	list, err := c.client.AppsV1().ReplicaSets(d.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {

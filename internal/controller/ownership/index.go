@@ -135,3 +135,18 @@ func SelectedBy[T any](indexer cache.Indexer, namespace string, ls *metav1.Label
 	}
 	return out, nil
 }
+
+// Candidates returns what an owner with uid in namespace could claim: the objects controlled by it and the
+// orphans of namespace, as type T (ByController then Orphans). Objects controlled by another owner are left out;
+// the claim would skip them (AD-1).
+func Candidates[T any](indexer cache.Indexer, uid types.UID, namespace string) ([]T, error) {
+	owned, err := ByController[T](indexer, uid)
+	if err != nil {
+		return nil, err
+	}
+	orphans, err := Orphans[T](indexer, namespace)
+	if err != nil {
+		return nil, err
+	}
+	return append(owned, orphans...), nil
+}

@@ -122,15 +122,7 @@ func (c *Controller) candidatePods(ctx context.Context, sc *syncContext) ([]*v1.
 		}
 		return out, nil
 	}
-	owned, err := ownership.ByController[*v1.Pod](c.podIndexer, sc.rs.UID)
-	if err != nil {
-		return nil, err
-	}
-	orphans, err := ownership.Orphans[*v1.Pod](c.podIndexer, sc.rs.Namespace)
-	if err != nil {
-		return nil, err
-	}
-	return append(owned, orphans...), nil
+	return ownership.Candidates[*v1.Pod](c.podIndexer, sc.rs.UID, sc.rs.Namespace)
 }
 
 // claimPods fills sc.pods and sc.terminating (RS-4, RS-5, AD-8) from the
