@@ -2,27 +2,24 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
-	"k8s.io/apiserver/pkg/apis/apiserver"
-	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
-	"k8s.io/apiserver/pkg/authorization/path"
-	"k8s.io/apiserver/pkg/authorization/union"
-	"k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/apiserver/pkg/server/healthz"
-	"k8s.io/apiserver/pkg/server/mux"
-	"k8s.io/apiserver/pkg/server/options"
-	"k8s.io/apiserver/pkg/server/routes"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/cert"
 	"k8s.io/component-base/metrics/legacyregistry"
-	controllermanager "k8s.io/controller-manager/app"
+	"k8s.io/klog/v2"
 )
 
 // DefaultSecurePort is the default port of `kubedeploy controllers` for
@@ -96,96 +93,97 @@ func (c *informerSyncCheck) set(synced func() bool) {
 }
 
 // serve starts the HTTPS server and returns once it listens; it stops when ctx
-// is done. live checks back /healthz and /livez; /readyz adds ready.
-// It returns an error if the port cannot be bound or the delegated
-// authentication cannot read its client CA from the API server.
+// is done (in-flight requests get up to 5 s). live checks back /healthz and
+// /livez; /readyz adds ready. It returns an error if the port cannot be bound
+// or no serving certificate can be made. A client CA that cannot be read yet
+// is logged and retried in the background, as kube-controller-manager does:
+// until then only bearer tokens authenticate.
+//
+// Authentication and authorization are delegated to the API server as
+// kube-controller-manager's are (see delegation.go), built from
+// k8s.io/apiserver's authenticator and authorizer pieces. The packages that
+// assemble them upstream (server/options, authorizerfactory, the webhook
+// plugins, endpoints/filters) also link CEL, gRPC, OpenTelemetry and the etcd
+// client: 20 MB of code, and about 20 MB of resident memory, that a process
+// serving four paths never runs (issue 10).
 func serve(ctx context.Context, s Serving, client kubernetes.Interface, live []healthz.HealthChecker, ready ...healthz.HealthChecker) error {
-	opts := options.NewSecureServingOptions()
-	opts.BindAddress = net.ParseIP(s.BindAddress)
-	if opts.BindAddress == nil {
-		opts.BindAddress = net.ParseIP("127.0.0.1")
+	logger := klog.FromContext(ctx)
+	ln := s.Listener
+	if ln == nil {
+		host := s.BindAddress
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		var err error
+		if ln, err = net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(s.Port))); err != nil {
+			return fmt.Errorf("listening on the secure port: %w", err)
+		}
 	}
-	opts.BindPort, opts.Listener = s.Port, s.Listener
-	opts.ServerCert.CertDirectory, opts.ServerCert.PairName = "", "kubedeploy"
-	if err := opts.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{net.ParseIP("127.0.0.1")}); err != nil {
+	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey("localhost", []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	if err != nil {
+		_ = ln.Close()
 		return fmt.Errorf("generating the serving certificate: %w", err)
 	}
-	var info *server.SecureServingInfo
-	if err := opts.ApplyTo(&info); err != nil {
-		return fmt.Errorf("listening on the secure port: %w", err)
-	}
-	authn, err := delegatedAuthentication(client, info)
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return err
+		_ = ln.Close()
+		return fmt.Errorf("loading the serving certificate: %w", err)
 	}
-	authz, err := delegatedAuthorization(client)
+	ca, err := dynamiccertificates.NewDynamicCAFromConfigMapController("client-ca", authConfigMapNamespace, authConfigMapName, "client-ca-file", client)
 	if err != nil {
-		return err
+		_ = ln.Close()
+		return fmt.Errorf("delegated authentication: %w", err)
 	}
-	m := mux.NewPathRecorderMux("kubedeploy")
+	if err := ca.RunOnce(ctx); err != nil {
+		logger.Info("Client CA not read yet; client certificates are refused until it is", "configMap", authConfigMapNamespace+"/"+authConfigMapName, "err", err)
+	}
+	go ca.Run(ctx, 1)
+
+	m := http.NewServeMux()
 	healthz.InstallHandler(m, live...)
 	healthz.InstallLivezHandler(m, live...)
 	healthz.InstallReadyzHandler(m, append(append([]healthz.HealthChecker{}, live...), ready...)...)
 	m.Handle("/metrics", legacyregistry.Handler())
 	if s.Profiling {
-		routes.Profiling{}.Install(m)
+		m.HandleFunc("/debug/pprof/", pprof.Index)
+		m.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		m.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		m.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	handler := controllermanager.BuildHandlerChain(m, authz, authn)
-	if _, _, err := info.Serve(handler, 5*time.Second, ctx.Done()); err != nil {
-		return fmt.Errorf("serving health and metrics: %w", err)
+	srv := &http.Server{
+		Handler:           withDelegatedAuth(m, delegatedAuthentication(client, ca), delegatedAuthorization(client)),
+		ReadHeaderTimeout: 32 * time.Second,
+		TLSConfig: &tls.Config{
+			Certificates: []tls.Certificate{pair},
+			// Verified by the x509 authenticator against the current client CA, so that a rotated CA applies
+			// without a restart; a request without a certificate may still carry a token.
+			ClientAuth: tls.RequestClientCert,
+			MinVersion: tls.VersionTLS12,
+			NextProtos: []string{"h2", "http/1.1"},
+		},
+		// TLS handshake failures of probes and scanners are noise; keep them for -v=4.
+		ErrorLog: log.New(serverErrors{logger}, "", 0),
 	}
+	go func() {
+		if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error(err, "Serving health and metrics stopped")
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	logger.Info("Serving health and metrics", "address", ln.Addr().String())
 	return nil
 }
 
-// delegatedAuthentication is what DelegatingAuthenticationOptions.ApplyTo
-// builds, from our client instead of a kubeconfig file: client certificates
-// verified against the cluster's client CA (read from the
-// extension-apiserver-authentication ConfigMap), bearer tokens checked with
-// TokenReview, anything else anonymous (then refused by authorization except
-// on the health paths).
-func delegatedAuthentication(client kubernetes.Interface, info *server.SecureServingInfo) (*server.AuthenticationInfo, error) {
-	ca, err := dynamiccertificates.NewDynamicCAFromConfigMapController("client-ca", authConfigMapNamespace, authConfigMapName, "client-ca-file", client)
-	if err != nil {
-		return nil, fmt.Errorf("delegated authentication: %w", err)
-	}
-	authn := &server.AuthenticationInfo{}
-	if err := authn.ApplyClientCert(ca, info); err != nil {
-		return nil, fmt.Errorf("delegated authentication: %w", err)
-	}
-	cfg := authenticatorfactory.DelegatingAuthenticatorConfig{
-		Anonymous:                          &apiserver.AnonymousAuthConfig{Enabled: true},
-		CacheTTL:                           10 * time.Second,
-		TokenAccessReviewClient:            client.AuthenticationV1(),
-		TokenAccessReviewTimeout:           10 * time.Second,
-		WebhookRetryBackoff:                options.DefaultAuthWebhookRetryBackoff(),
-		ClientCertificateCAContentProvider: ca,
-	}
-	authn.Authenticator, _, err = cfg.New()
-	if err != nil {
-		return nil, fmt.Errorf("delegated authentication: %w", err)
-	}
-	return authn, nil
-}
+// serverErrors passes the HTTPS server's own error lines to the logger at verbosity 4.
+type serverErrors struct{ logger klog.Logger }
 
-// delegatedAuthorization is what DelegatingAuthorizationOptions.ApplyTo
-// builds: system:masters and the health paths are always allowed, anything
-// else is asked of the API server with SubjectAccessReview (for /metrics:
-// nonResourceURLs ["/metrics"], verb get).
-func delegatedAuthorization(client kubernetes.Interface) (*server.AuthorizationInfo, error) {
-	paths, err := path.NewAuthorizer(unauthenticatedPaths)
-	if err != nil {
-		return nil, err
-	}
-	sar, err := authorizerfactory.DelegatingAuthorizerConfig{
-		SubjectAccessReviewClient: client.AuthorizationV1(),
-		AllowCacheTTL:             10 * time.Second,
-		DenyCacheTTL:              10 * time.Second,
-		WebhookRetryBackoff:       options.DefaultAuthWebhookRetryBackoff(),
-	}.New()
-	if err != nil {
-		return nil, fmt.Errorf("delegated authorization: %w", err)
-	}
-	return &server.AuthorizationInfo{
-		Authorizer: union.New(authorizerfactory.NewPrivilegedGroups("system:masters"), paths, sar),
-	}, nil
+func (e serverErrors) Write(p []byte) (int, error) {
+	e.logger.V(4).Info("HTTPS server", "msg", strings.TrimSpace(string(p)))
+	return len(p), nil
 }
