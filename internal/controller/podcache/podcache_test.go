@@ -3,6 +3,7 @@ package podcache
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"runtime"
 	"testing"
 	"time"
@@ -170,4 +171,41 @@ func heapInUse() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// TestSlimSharesWhatPodsHaveInCommon: slim pods with equal labels, or equal ownerReferences, share one map or
+// slice; different ones do not; restart counts of 0 and non-sidecar init containers are not kept, and only the
+// highest regular count is.
+func TestSlimSharesWhatPodsHaveInCommon(t *testing.T) {
+	a, b, c := Slim(apiPod(1)), Slim(apiPod(2)), apiPod(3)
+	c.Labels["pod-template-hash"] = "other"
+	c.OwnerReferences[0].UID = "other-uid"
+	sc := Slim(c)
+	same := func(x, y any) bool { return reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer() }
+	if !same(a.Labels, b.Labels) || !same(a.OwnerReferences, b.OwnerReferences) {
+		t.Error("two pods of one ReplicaSet do not share their labels and ownerReferences")
+	}
+	if same(a.Labels, sc.Labels) || sc.Labels["pod-template-hash"] != "other" {
+		t.Errorf("pods with different labels share them: %v", sc.Labels)
+	}
+	if same(a.OwnerReferences, sc.OwnerReferences) || sc.OwnerReferences[0].UID != "other-uid" {
+		t.Errorf("pods with different ownerReferences share them: %v", sc.OwnerReferences)
+	}
+
+	p := apiPod(4)
+	p.Spec.InitContainers = append(p.Spec.InitContainers, v1.Container{Name: "migrate"})
+	p.Status.InitContainerStatuses = []v1.ContainerStatus{{Name: "proxy"}, {Name: "migrate", RestartCount: 9}}
+	p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "app", RestartCount: 0}, {Name: "log", RestartCount: 4}, {Name: "db", RestartCount: 1}}
+	s := Slim(p)
+	if want := []v1.ContainerStatus{{Name: "log", RestartCount: 4}}; !equality.Semantic.DeepEqual(s.Status.ContainerStatuses, want) {
+		t.Errorf("containerStatuses kept %v, want %v", s.Status.ContainerStatuses, want)
+	}
+	if len(s.Spec.InitContainers) != 1 || s.Spec.InitContainers[0].Name != "proxy" || len(s.Status.InitContainerStatuses) != 0 {
+		t.Errorf("init containers kept %v with statuses %v, want the proxy sidecar only and no status (0 restarts)",
+			s.Spec.InitContainers, s.Status.InitContainerStatuses)
+	}
+	p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "app"}}
+	if s := Slim(p); s.Status.ContainerStatuses != nil {
+		t.Errorf("containerStatuses with no restarts kept %v, want none", s.Status.ContainerStatuses)
+	}
 }
