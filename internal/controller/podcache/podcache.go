@@ -49,8 +49,9 @@ const PodDeletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
 //     status.initContainerStatuses the sidecars' with restartCount above 0 (name, restartCount). A zero count
 //     and an absent status rank the same.
 //
-// Pods with equal labels, or equal ownerReferences, share one map or one slice (the pods of a ReplicaSet all do),
-// and namespaces and node names are interned (unique.Make): about 0.6 KB less per pod. That is safe because
+// Pods with equal labels, equal ownerReferences or equal Ready conditions share one map or one slice (the pods of
+// a ReplicaSet share the first two, pods that became ready in the same second the third), and namespaces, node
+// names and phases are interned (unique.Make): about 0.7 KB less per pod. That is safe because
 // nothing writes to a cached object (client-go's rule for informer caches: copy before changing).
 func Transform(obj any) (any, error) {
 	if pod, ok := obj.(*v1.Pod); ok {
@@ -84,7 +85,7 @@ func Slim(pod *v1.Pod) *v1.Pod {
 		},
 		Spec: v1.PodSpec{NodeName: intern(pod.Spec.NodeName)},
 		Status: v1.PodStatus{
-			Phase: pod.Status.Phase,
+			Phase: v1.PodPhase(intern(string(pod.Status.Phase))),
 		},
 	}
 	if cost, ok := pod.Annotations[PodDeletionCostAnnotation]; ok {
@@ -92,7 +93,7 @@ func Slim(pod *v1.Pod) *v1.Pod {
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == v1.PodReady {
-			out.Status.Conditions = []v1.PodCondition{{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}}
+			out.Status.Conditions = sharedReadyCondition(c.Status, c.LastTransitionTime)
 			break
 		}
 	}
@@ -127,9 +128,29 @@ var sidecarPolicy = v1.ContainerRestartPolicyAlways
 const sharedSets = 4096
 
 var (
-	labelSets  = lru.New(sharedSets) // key of labelsKey → map[string]string
-	ownerLists = lru.New(sharedSets) // key of ownersKey → []metav1.OwnerReference
+	labelSets       = lru.New(sharedSets) // sharedLabels' key → map[string]string
+	ownerLists      = lru.New(sharedSets) // sharedOwnerReferences' key → []metav1.OwnerReference
+	readyConditions = lru.New(sharedSets) // readyKey → []v1.PodCondition
 )
+
+// readyKey identifies a kept Ready condition: its status and lastTransitionTime (which the API carries in whole
+// seconds, so pods that became ready in the same second share one).
+type readyKey struct {
+	status v1.ConditionStatus
+	at     int64 // Unix nanoseconds
+}
+
+// sharedReadyCondition returns a one-element Conditions slice holding the Ready condition with status and
+// lastTransitionTime at, shared with the other pods whose Ready condition is the same.
+func sharedReadyCondition(status v1.ConditionStatus, at metav1.Time) []v1.PodCondition {
+	key := readyKey{status: status, at: at.UnixNano()}
+	if c, ok := readyConditions.Get(key); ok {
+		return c.([]v1.PodCondition)
+	}
+	c := []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionStatus(intern(string(status))), LastTransitionTime: at}}
+	readyConditions.Add(key, c)
+	return c
+}
 
 // intern returns s's canonical copy, so that equal strings of many pods take memory once.
 func intern(s string) string {

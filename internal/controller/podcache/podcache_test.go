@@ -173,8 +173,8 @@ func heapInUse() uint64 {
 	return m.HeapAlloc
 }
 
-// TestSlimSharesWhatPodsHaveInCommon: slim pods with equal labels, or equal ownerReferences, share one map or
-// slice; different ones do not; restart counts of 0 and non-sidecar init containers are not kept, and only the
+// TestSlimSharesWhatPodsHaveInCommon: slim pods with equal labels, equal ownerReferences or equal Ready
+// conditions share one map or slice; different ones do not; restart counts of 0 and non-sidecar init containers are not kept, and only the
 // highest regular count is.
 func TestSlimSharesWhatPodsHaveInCommon(t *testing.T) {
 	a, b, c := Slim(apiPod(1)), Slim(apiPod(2)), apiPod(3)
@@ -184,6 +184,13 @@ func TestSlimSharesWhatPodsHaveInCommon(t *testing.T) {
 	same := func(x, y any) bool { return reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer() }
 	if !same(a.Labels, b.Labels) || !same(a.OwnerReferences, b.OwnerReferences) {
 		t.Error("two pods of one ReplicaSet do not share their labels and ownerReferences")
+	}
+	if !same(a.Status.Conditions, b.Status.Conditions) {
+		t.Error("two pods that became ready in the same second do not share their Ready condition")
+	}
+	c.Status.Conditions[1].LastTransitionTime.Time = c.Status.Conditions[1].LastTransitionTime.Add(time.Second)
+	if sc := Slim(c); same(a.Status.Conditions, sc.Status.Conditions) || !sc.Status.Conditions[0].LastTransitionTime.Equal(&c.Status.Conditions[1].LastTransitionTime) {
+		t.Errorf("pods ready at different times share a Ready condition: %v", sc.Status.Conditions)
 	}
 	if same(a.Labels, sc.Labels) || sc.Labels["pod-template-hash"] != "other" {
 		t.Errorf("pods with different labels share them: %v", sc.Labels)
