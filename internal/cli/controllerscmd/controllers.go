@@ -116,13 +116,13 @@ func runControllers(ctx context.Context, o *controllersOptions) error {
 }
 
 // GCPercent is the Go garbage collector's target (GOGC) the controllers run with unless the GOGC environment
-// variable says otherwise: 50, where Go's default is 100. Their heap is mostly the informer caches, long-lived
-// and growing with the cluster (about 3 KB per cached pod, see podcache), and Go lets the heap grow to
+// variable says otherwise: 25, where Go's default is 100. Their heap is mostly the informer caches, long-lived
+// and growing with the cluster (about 2 KB per cached pod, see podcache), and Go lets the heap grow to
 // (1 + GOGC/100) times what is live before it collects, so at 100 a 10,000-pod cache costs about twice its size
-// in RSS. At 50 the controllers hold about a quarter less memory for more frequent collections (issue 10: the
-// bench's settled RSS and CPU-seconds show both); set GOGC=100 (or any value, or off) to choose otherwise, as
-// with any Go program.
-const GCPercent = 50
+// in RSS. Measured with `go run ./test/bench -mode many -runs 1 -sides kubedeploy` (10,020 pods), 50 -> 25 took
+// the RSS growth per cached pod from 5.8 to 4.8 KB for 6-8% more controller CPU in the create and rollout
+// steps (issue 10); set GOGC=100 (or any value, or off) to choose otherwise, as with any Go program.
+const GCPercent = 25
 
 // defaultGCPercent applies GCPercent unless GOGC is set, and returns the target in force (-1 for off).
 func defaultGCPercent() int {
