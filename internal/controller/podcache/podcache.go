@@ -147,9 +147,7 @@ func sharedReadyCondition(status v1.ConditionStatus, at metav1.Time) []v1.PodCon
 	if c, ok := readyConditions.Get(key); ok {
 		return c.([]v1.PodCondition)
 	}
-	c := []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionStatus(intern(string(status))), LastTransitionTime: at}}
-	readyConditions.Add(key, c)
-	return c
+	return share(readyConditions, key, []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionStatus(intern(string(status))), LastTransitionTime: at}})
 }
 
 // intern returns s's canonical copy, so that equal strings of many pods take memory once.
@@ -179,12 +177,7 @@ func sharedLabels(labels map[string]string) map[string]string {
 		b.WriteString(labels[k])
 		b.WriteByte(0)
 	}
-	key := b.String()
-	if m, ok := labelSets.Get(key); ok {
-		return m.(map[string]string)
-	}
-	labelSets.Add(key, labels)
-	return labels
+	return share(labelSets, b.String(), labels)
 }
 
 // sharedOwnerReferences returns a slice equal to refs that other pods with the same ownerReferences share.
@@ -210,11 +203,14 @@ func sharedOwnerReferences(refs []metav1.OwnerReference) []metav1.OwnerReference
 		b.WriteByte(flag(r.Controller))
 		b.WriteByte(flag(r.BlockOwnerDeletion))
 	}
-	key := b.String()
-	if l, ok := ownerLists.Get(key); ok {
-		return l.([]metav1.OwnerReference)
+	return share(ownerLists, b.String(), slices.Clip(refs))
+}
+
+// share returns the value c holds under key, or, if none, adds v under key and returns it.
+func share[T any](c *lru.Cache, key lru.Key, v T) T {
+	if got, ok := c.Get(key); ok {
+		return got.(T)
 	}
-	refs = slices.Clip(refs)
-	ownerLists.Add(key, refs)
-	return refs
+	c.Add(key, v)
+	return v
 }
