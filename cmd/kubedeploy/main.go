@@ -2,7 +2,8 @@
 // either inside an embedded local control plane (`kubedeploy up`) or against a
 // real cluster, and bundles kubectl (`kubedeploy kubectl`). In a cluster, run
 // cmd/kubedeploy-controllers instead: the same `controllers` command, without
-// the embedded control plane and kubectl.
+// the embedded control plane and kubectl. Installed (or linked) as
+// kubectl-kubedeploy it is a kubectl plugin: `kubectl kubedeploy rollout ...`.
 package main
 
 import (
@@ -10,6 +11,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/kubedeploy/kubedeploy/internal/cli"
@@ -23,7 +26,11 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	if err := cli.NewRootCommand().ExecuteContext(ctx); err != nil {
+	root := cli.NewRootCommand()
+	if strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe") == cli.PluginName {
+		root = cli.NewPluginCommand()
+	}
+	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "kubedeploy: %v\n", err)
 		os.Exit(1)
 	}

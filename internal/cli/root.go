@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"path/filepath"
+
 	"github.com/spf13/cobra"
 
 	"github.com/kubedeploy/kubedeploy/internal/cli/controllerscmd"
+	"github.com/kubedeploy/kubedeploy/internal/cli/rollout"
 )
 
 // NewRootCommand returns the `kubedeploy` command with every subcommand.
@@ -19,6 +22,27 @@ process; "kubedeploy kubectl" is kubectl, pointed at it.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newUpCommand(), controllerscmd.NewCommand(), newKubectlCommand(), newVersionCommand())
+	root.AddCommand(newUpCommand(), controllerscmd.NewCommand(), newKubectlCommand(),
+		rollout.NewCommand(rollout.Options{DefaultKubeconfig: filepath.Join(defaultDataDir(), "kubeconfig")}),
+		newVersionCommand())
+	return root
+}
+
+// PluginName is the file name under which the kubedeploy binary is a
+// kubectl plugin: `kubectl kubedeploy rollout ...` runs it with the
+// arguments after "kubedeploy".
+const PluginName = "kubectl-kubedeploy"
+
+// NewPluginCommand returns the command tree kubectl-kubedeploy runs: the
+// rollout commands, with kubectl's own kubeconfig rules (--kubeconfig,
+// $KUBECONFIG, ~/.kube/config), and version.
+func NewPluginCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "kubectl kubedeploy",
+		Short:         "kubedeploy's rollout commands as a kubectl plugin",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(rollout.NewCommand(rollout.Options{}), newVersionCommand())
 	return root
 }

@@ -1,0 +1,101 @@
+// Package rollout is `kubedeploy rollout`: commands that show a Deployment
+// rollout before and while it happens (issue 11). The same commands run as
+// a kubectl plugin when the binary is installed as kubectl-kubedeploy.
+package rollout
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Options says how the rollout commands find their cluster.
+type Options struct {
+	// DefaultKubeconfig, when not empty, is the kubeconfig used unless
+	// --kubeconfig or $KUBECONFIG name one: `kubedeploy rollout` passes
+	// the one of `kubedeploy up` (<data-dir>/kubeconfig); as a kubectl
+	// plugin it is empty, so kubectl's usual rules apply.
+	DefaultKubeconfig string
+}
+
+// NewCommand returns `rollout` and its subcommands. Errors are returned to
+// the caller, which prints them on one line and exits 1.
+func NewCommand(o Options) *cobra.Command {
+	flags := genericclioptions.NewConfigFlags(true)
+	cmd := &cobra.Command{
+		Use:   "rollout",
+		Short: "Plan and follow Deployment rollouts",
+		Long: `Commands that show what a Deployment rollout will do and what it is doing, computed
+by kubedeploy's own Deployment controller logic. They read the cluster and never write to it.`,
+	}
+	flags.AddFlags(cmd.PersistentFlags())
+	c := &clusterFlags{flags: flags, defaultKubeconfig: o.DefaultKubeconfig}
+	cmd.AddCommand(newPlanCommand(c))
+	return cmd
+}
+
+// clusterFlags are kubectl's cluster flags (--kubeconfig, -n, --context, ...)
+// plus the kubedeploy default kubeconfig.
+type clusterFlags struct {
+	flags             *genericclioptions.ConfigFlags
+	defaultKubeconfig string
+}
+
+// client returns a clientset and the namespace to use: -n, else the
+// kubeconfig context's, else "default". The kubeconfig is --kubeconfig,
+// else $KUBECONFIG, else the default one when it exists, else kubectl's.
+func (c *clusterFlags) client() (kubernetes.Interface, string, error) {
+	if (c.flags.KubeConfig == nil || *c.flags.KubeConfig == "") && os.Getenv("KUBECONFIG") == "" && c.defaultKubeconfig != "" {
+		if _, err := os.Stat(c.defaultKubeconfig); err == nil {
+			path := c.defaultKubeconfig
+			c.flags.KubeConfig = &path
+		}
+	}
+	cfg, err := c.flags.ToRESTConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("no cluster to read (start one with `kubedeploy up`, or pass --kubeconfig): %w", err)
+	}
+	ns, _, err := c.flags.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return nil, "", err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	return client, ns, nil
+}
+
+// namespace returns -n when given, else "".
+func (c *clusterFlags) namespace() string {
+	if c.flags.Namespace == nil {
+		return ""
+	}
+	return *c.flags.Namespace
+}
+
+// deploymentName parses "deploy/NAME", "deployment/NAME",
+// "deployments/NAME", "deployment.apps/NAME" or a bare NAME.
+func deploymentName(arg string) (string, error) {
+	kind, name, found := strings.Cut(arg, "/")
+	if !found {
+		kind, name = "deployment", arg
+	}
+	switch strings.ToLower(kind) {
+	case "deploy", "deployment", "deployments", "deployment.apps", "deployments.apps":
+	default:
+		return "", fmt.Errorf("%q is not a Deployment: use deploy/NAME", arg)
+	}
+	if name == "" || strings.Contains(name, "/") {
+		return "", fmt.Errorf("%q: no Deployment name: use deploy/NAME", arg)
+	}
+	return name, nil
+}
+
+// errNoTarget is returned when neither deploy/NAME nor -f names the Deployment.
+var errNoTarget = errors.New("name the Deployment: deploy/NAME, or -f with a Deployment manifest")

@@ -1,0 +1,173 @@
+package deployment
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// planFor simulates rolling d (fully rolled out on nginx:1.14.2) to image
+// nginx:1.9.3.
+func planFor(t *testing.T, d *appsv1.Deployment, cfg SimulationConfig) *Plan {
+	t.Helper()
+	rs, err := SteadyReplicaSet(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := d.DeepCopy()
+	next.Spec.Template.Spec.Containers[0].Image = "nginx:1.9.3"
+	p, err := Simulate(context.Background(), next, []*appsv1.ReplicaSet{rs}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Complete {
+		t.Fatalf("plan not complete: %s (%+v)", p.Stopped, p.Steps)
+	}
+	return p
+}
+
+func newSizes(p *Plan) []int32 {
+	var out []int32
+	for _, s := range p.Steps {
+		out = append(out, s.NewReplicas)
+	}
+	return out
+}
+
+func oldSizes(p *Plan) []int32 {
+	var out []int32
+	for _, s := range p.Steps {
+		out = append(out, s.OldReplicas[0])
+	}
+	return out
+}
+
+// The seed Deployment: 20 replicas, 25%/25% (surge 5, unavailable 5). At
+// t=0 the first sync creates the new ReplicaSet at 5 and shrinks the old one
+// to 15 (RU-10, RU-11), the next grows the new one to 10 (25 pods); at t=1
+// all 10 new pods are available, so the old one shrinks to 5 and the new one
+// grows to 20; at t=2 the old one is gone. Never above 25 pods or below 15
+// available.
+func TestSimulateRollingSeed(t *testing.T) {
+	surge, unavailable := pct25()
+	p := planFor(t, newDeployment(20, surge, unavailable), SimulationConfig{})
+	if got, want := newSizes(p), []int32{5, 10, 10, 20, 20}; !slices.Equal(got, want) {
+		t.Errorf("new ReplicaSet sizes = %v, want %v", got, want)
+	}
+	if got, want := oldSizes(p), []int32{15, 15, 5, 5, 0}; !slices.Equal(got, want) {
+		t.Errorf("old ReplicaSet sizes = %v, want %v", got, want)
+	}
+	if got, want := seconds(p), []float64{0, 0, 1, 1, 2}; !slices.Equal(got, want) {
+		t.Errorf("step times = %v, want %v", got, want)
+	}
+	if p.PeakPods != 25 || p.MinAvailable != 15 || p.EstimatedSeconds != 2 {
+		t.Errorf("peak %d, min available %d, %v s; want 25, 15, 2 s", p.PeakPods, p.MinAvailable, p.EstimatedSeconds)
+	}
+	if p.NewReplicaSet == "" || len(p.OldReplicaSets) != 1 {
+		t.Errorf("names: new %q, old %v", p.NewReplicaSet, p.OldReplicaSets)
+	}
+}
+
+func seconds(p *Plan) []float64 {
+	var out []float64
+	for _, s := range p.Steps {
+		out = append(out, s.Seconds)
+	}
+	return out
+}
+
+// maxSurge 0 / maxUnavailable 1: one pod at a time, old first (RU-5).
+func TestSimulateOneByOne(t *testing.T) {
+	p := planFor(t, newDeployment(3, intstr.FromInt32(0), intstr.FromInt32(1)), SimulationConfig{})
+	// The first sync creates the new ReplicaSet at 0 and shrinks the old one.
+	if got, want := oldSizes(p), []int32{2, 2, 1, 1, 0, 0}; !slices.Equal(got, want) {
+		t.Errorf("old sizes = %v, want %v", got, want)
+	}
+	if got, want := newSizes(p), []int32{0, 1, 1, 2, 2, 3}; !slices.Equal(got, want) {
+		t.Errorf("new sizes = %v, want %v", got, want)
+	}
+	if p.PeakPods != 3 || p.MinAvailable != 2 {
+		t.Errorf("peak %d, min available %d; want 3 and 2", p.PeakPods, p.MinAvailable)
+	}
+}
+
+// Recreate: every old pod gone first (RC-2, RC-3), then the new ReplicaSet at
+// full size (RC-4); the termination time counts.
+func TestSimulateRecreate(t *testing.T) {
+	p := planFor(t, newRecreateDeployment(20), SimulationConfig{PodTermination: 2 * time.Second})
+	if got, want := oldSizes(p), []int32{0, 0}; !slices.Equal(got, want) {
+		t.Errorf("old sizes = %v, want %v", got, want)
+	}
+	if got, want := newSizes(p), []int32{0, 20}; !slices.Equal(got, want) {
+		t.Errorf("new sizes = %v, want %v", got, want)
+	}
+	if p.Steps[0].NewReplicaSetExists || !p.Steps[1].NewReplicaSetExists {
+		t.Errorf("the new ReplicaSet must appear in step 2 only: %+v", p.Steps)
+	}
+	if p.Steps[1].Seconds != 2 || p.EstimatedSeconds != 3 || p.MinAvailable != 0 || p.PeakPods != 20 {
+		t.Errorf("plan = %+v", p)
+	}
+}
+
+// minReadySeconds delays availability, so each rolling step waits for it
+// too; a paused Deployment is planned as resumed and says so.
+func TestSimulateMinReadyAndPaused(t *testing.T) {
+	surge, unavailable := pct25()
+	d := newDeployment(4, surge, unavailable)
+	d.Spec.MinReadySeconds = 10
+	d.Spec.Paused = true
+	p := planFor(t, d, SimulationConfig{PodStartup: 2 * time.Second})
+	if !p.Paused {
+		t.Error("Paused not reported")
+	}
+	// 4 replicas, surge 1, unavailable 1: each step's pods take 2 + 10 s.
+	if p.EstimatedSeconds == 0 || int(p.EstimatedSeconds)%12 != 0 {
+		t.Errorf("estimated %v s, want a multiple of 12", p.EstimatedSeconds)
+	}
+	if last := p.Steps[len(p.Steps)-1]; last.NewReplicas != 4 || last.OldReplicas[0] != 0 {
+		t.Errorf("last step %+v", last)
+	}
+}
+
+// Pods that never become available stop the plan, not the process.
+func TestSimulateStopsWhenStuck(t *testing.T) {
+	surge, unavailable := pct25()
+	d := newDeployment(20, surge, unavailable)
+	rs, err := SteadyReplicaSet(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := d.DeepCopy()
+	next.Spec.Template.Spec.Containers[0].Image = "nginx:1.9.3"
+	p, err := Simulate(context.Background(), next, []*appsv1.ReplicaSet{rs}, SimulationConfig{PodStartup: 48 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The two t=0 steps happen; nothing after.
+	if p.Complete || p.Stopped == "" || len(p.Steps) != 2 {
+		t.Errorf("plan = %+v", p)
+	}
+}
+
+func TestSimulateRejectsBadInput(t *testing.T) {
+	surge, unavailable := pct25()
+	d := newDeployment(3, surge, unavailable)
+	d.Spec.Selector = nil
+	if _, err := Simulate(context.Background(), d, nil, SimulationConfig{}); err == nil {
+		t.Error("no error for a Deployment without selector")
+	}
+	d = newDeployment(3, intstr.FromString("x%"), intstr.FromInt32(0))
+	if _, err := Simulate(context.Background(), d, nil, SimulationConfig{}); err == nil {
+		t.Error("no error for an invalid maxSurge")
+	}
+	d = newDeployment(3, surge, unavailable)
+	rs, _ := SteadyReplicaSet(d)
+	rs.OwnerReferences[0].UID = "someone-else"
+	if _, err := Simulate(context.Background(), d, []*appsv1.ReplicaSet{rs}, SimulationConfig{}); err == nil {
+		t.Error("no error for a ReplicaSet of another owner")
+	}
+}
