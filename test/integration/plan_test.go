@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout"
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
@@ -251,4 +253,64 @@ func TestPlanFromManifest(t *testing.T) {
 	if fromFile.NewReplicaSet != fromFlag.NewReplicaSet || !slices.Equal(planned(fromFile, -1), planned(fromFlag, -1)) {
 		t.Errorf("-f plan %+v differs from --image plan %+v", fromFile, fromFlag)
 	}
+}
+
+// watchOut runs `rollout watch deploy/NAME` against the shared cluster and
+// returns its output and error once it ends.
+func watchOut(ctx context.Context, ns, name string, args ...string) (string, error) {
+	cmd := rollout.NewCommand(rollout.Options{})
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(append([]string{"watch", "deploy/" + name, "-n", ns, "--kubeconfig", env.ControlPlane.KubeconfigPath()}, args...))
+	err := cmd.ExecuteContext(ctx)
+	return out.String(), err
+}
+
+// Issue 11: `rollout watch` follows a good rollout to completion (exit 0)
+// and, on an nginx:broken rollout, names every stuck pod of the new
+// ReplicaSet under ImagePullBackOff and fails at the progress deadline.
+func TestWatchGoodAndStuckRollouts(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := harness.Context(t, 3*time.Minute)
+	d := harness.NewDeployment(ns, "web", 4, "nginx:1.9")
+	d.Spec.ProgressDeadlineSeconds = ptr.To[int32](4)
+	d = createDeployment(ctx, t, d)
+	harness.WaitComplete(t, env.Client, ns, d.Name, rolloutTimeout)
+
+	setImage(ctx, t, ns, d.Name, d.Name, "nginx:1.9.3")
+	out, err := watchOut(ctx, ns, d.Name, "--timeout", "1m")
+	if err != nil || !strings.Contains(out, `deployment "web" successfully rolled out`) {
+		t.Fatalf("good rollout: %v\n%s", err, out)
+	}
+
+	setImage(ctx, t, ns, d.Name, d.Name, "nginx:broken")
+	out, err = watchOut(ctx, ns, d.Name, "--timeout", "1m")
+	if err == nil || !strings.Contains(err.Error(), "exceeded its progress deadline") {
+		t.Fatalf("broken rollout: error %v\n%s", err, out)
+	}
+	newRS, ok := replicaSetsByRevision(ctx, t, d)["3"]
+	if !ok {
+		t.Fatal("no ReplicaSet at revision 3")
+	}
+	pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuck := 0
+	for _, p := range pods.Items {
+		if ref := metav1.GetControllerOf(&p); ref != nil && ref.UID == newRS.UID {
+			stuck++
+			if !strings.Contains(out, p.Name) {
+				t.Errorf("stuck pod %s not named:\n%s", p.Name, out)
+			}
+		}
+	}
+	if want := fmt.Sprintf("why: %d ImagePullBackOff: ", stuck); stuck == 0 || !strings.Contains(out, want) {
+		t.Errorf("want %q (%d stuck pods) in:\n%s", want, stuck, out)
+	}
+	if !strings.Contains(out, `(container web: Back-off pulling image "nginx:broken")`) {
+		t.Errorf("no container message in:\n%s", out)
+	}
+	t.Logf("watch output:\n%s", out)
 }

@@ -32,10 +32,14 @@ func NewCommand(o Options) *cobra.Command {
 		Short: "Plan and follow Deployment rollouts",
 		Long: `Commands that show what a Deployment rollout will do and what it is doing, computed
 by kubedeploy's own Deployment controller logic. They read the cluster and never write to it.`,
+		// The caller prints a returned error once; usage is for mistakes in
+		// arguments, which cobra reports itself.
+		SilenceUsage:  true,
+		SilenceErrors: true,
 	}
 	flags.AddFlags(cmd.PersistentFlags())
 	c := &clusterFlags{flags: flags, defaultKubeconfig: o.DefaultKubeconfig}
-	cmd.AddCommand(newPlanCommand(c))
+	cmd.AddCommand(newPlanCommand(c), newWatchCommand(c))
 	return cmd
 }
 

@@ -1,0 +1,154 @@
+// Package unavailable says why a pod does not count as available to its
+// ReplicaSet, in the words kubectl shows (ImagePullBackOff, CrashLoopBackOff,
+// Unschedulable, ...), and groups a rollout's pods by that reason: the
+// "why stuck" of `kubedeploy rollout watch` (issue 11). It reads only pod
+// fields; it imports no kubedeploy package.
+package unavailable
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// The reasons Of returns besides those the kubelet and the scheduler write
+// (container waiting reasons such as ImagePullBackOff, and Unschedulable).
+const (
+	// Terminating: the pod has a deletionTimestamp.
+	Terminating = "Terminating"
+	// Pending: not scheduled and no scheduler verdict yet.
+	Pending = "Pending"
+	// NotReady: running (or starting) but not Ready, with no waiting reason.
+	NotReady = "NotReady"
+	// MinReadySeconds: Ready, but not yet for the ReplicaSet's minReadySeconds.
+	MinReadySeconds = "MinReadySeconds"
+	// Failed and Succeeded: the pod ended (it no longer counts at all).
+	Failed    = "Failed"
+	Succeeded = "Succeeded"
+)
+
+// Of returns why pod is not available at now for a ReplicaSet with
+// minReadySeconds (seconds), with a one-line message (container name and
+// the kubelet's message where there is one), or ok=false when the pod is
+// available. The checks, in order: deletion, phase Failed/Succeeded, the
+// PodScheduled condition (False: its reason, usually Unschedulable), not
+// scheduled yet (Pending), the first init or regular container waiting
+// with a reason (ImagePullBackOff, ErrImagePull, CrashLoopBackOff,
+// CreateContainerConfigError, ContainerCreating, ...), a terminated
+// container with a non-zero exit, not Ready (NotReady, with for how long
+// since the pod started), Ready for less than minReadySeconds.
+func Of(pod *v1.Pod, minReadySeconds int32, now time.Time) (reason, message string, ok bool) {
+	if pod.DeletionTimestamp != nil {
+		return Terminating, "deleted at " + pod.DeletionTimestamp.UTC().Format(time.RFC3339), true
+	}
+	switch pod.Status.Phase {
+	case v1.PodFailed:
+		return Failed, orDefault(pod.Status.Message, pod.Status.Reason), true
+	case v1.PodSucceeded:
+		return Succeeded, "the pod's containers exited", true
+	}
+	if c := condition(pod, v1.PodScheduled); c != nil && c.Status == v1.ConditionFalse {
+		return orDefault(c.Reason, "Unschedulable"), c.Message, true
+	}
+	if pod.Spec.NodeName == "" {
+		return Pending, "not scheduled yet", true
+	}
+	for _, statuses := range [][]v1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, s := range statuses {
+			if w := s.State.Waiting; w != nil && w.Reason != "" {
+				return w.Reason, containerMessage(s.Name, w.Message), true
+			}
+			if t := s.State.Terminated; t != nil && t.ExitCode != 0 {
+				return orDefault(t.Reason, "Error"), containerMessage(s.Name, fmt.Sprintf("exit code %d %s", t.ExitCode, t.Message)), true
+			}
+		}
+	}
+	ready := condition(pod, v1.PodReady)
+	if ready == nil || ready.Status != v1.ConditionTrue {
+		since := pod.CreationTimestamp.Time
+		if pod.Status.StartTime != nil {
+			since = pod.Status.StartTime.Time
+		}
+		msg := fmt.Sprintf("not Ready after %s", now.Sub(since).Round(time.Second))
+		if ready != nil && ready.Message != "" {
+			msg += ": " + ready.Message
+		}
+		return NotReady, msg, true
+	}
+	if minReadySeconds > 0 {
+		readyFor := now.Sub(ready.LastTransitionTime.Time)
+		if ready.LastTransitionTime.IsZero() || readyFor < time.Duration(minReadySeconds)*time.Second {
+			return MinReadySeconds, fmt.Sprintf("Ready for %s of minReadySeconds %ds", readyFor.Round(time.Second), minReadySeconds), true
+		}
+	}
+	return "", "", false
+}
+
+// Group is the pods that share one reason.
+type Group struct {
+	// Reason is the reason Of gave.
+	Reason string
+	// Pods are the pods' names, sorted.
+	Pods []string
+	// Message is the first pod's message (in name order).
+	Message string
+}
+
+// Groups classifies pods with Of and returns one Group per reason, the
+// largest first (ties by reason), leaving out available pods.
+func Groups(pods []*v1.Pod, minReadySeconds int32, now time.Time) []Group {
+	sorted := slices.Clone(pods)
+	slices.SortFunc(sorted, func(a, b *v1.Pod) int { return cmp.Compare(a.Name, b.Name) })
+	byReason := map[string]*Group{}
+	var out []*Group
+	for _, p := range sorted {
+		reason, msg, ok := Of(p, minReadySeconds, now)
+		if !ok {
+			continue
+		}
+		g := byReason[reason]
+		if g == nil {
+			g = &Group{Reason: reason, Message: msg}
+			byReason[reason] = g
+			out = append(out, g)
+		}
+		g.Pods = append(g.Pods, p.Name)
+	}
+	slices.SortStableFunc(out, func(a, b *Group) int {
+		if c := cmp.Compare(len(b.Pods), len(a.Pods)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Reason, b.Reason)
+	})
+	groups := make([]Group, len(out))
+	for i, g := range out {
+		groups[i] = *g
+	}
+	return groups
+}
+
+func condition(pod *v1.Pod, t v1.PodConditionType) *v1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == t {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func containerMessage(container, msg string) string {
+	if msg == "" {
+		return "container " + container
+	}
+	return "container " + container + ": " + msg
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
