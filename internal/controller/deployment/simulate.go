@@ -189,7 +189,8 @@ func newSimulation(ctx context.Context, d *appsv1.Deployment, rss []*appsv1.Repl
 	if d.Namespace == "" {
 		d.Namespace = metav1.NamespaceDefault
 	}
-	if d.UID == "" {
+	simulatedUID := d.UID == ""
+	if simulatedUID {
 		d.UID = "simulated-deployment"
 	}
 	// A changed spec is a new generation the controller has not observed.
@@ -207,8 +208,10 @@ func newSimulation(ctx context.Context, d *appsv1.Deployment, rss []*appsv1.Repl
 	objs := []runtime.Object{d}
 	for i, rs := range rss {
 		rs = rs.DeepCopy()
+		// A Deployment read from a manifest has no UID: any controller
+		// reference is then taken as its own.
 		ref := metav1.GetControllerOf(rs)
-		if ref == nil || ref.UID != d.UID && d.UID != "simulated-deployment" {
+		if ref == nil || (ref.UID != d.UID && !simulatedUID) {
 			return nil, fmt.Errorf("simulate: ReplicaSet %s is not controlled by Deployment %s", rs.Name, d.Name)
 		}
 		if ref.UID != d.UID {
