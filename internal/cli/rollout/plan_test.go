@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 )
 
@@ -143,5 +145,21 @@ func TestDeploymentName(t *testing.T) {
 		if _, err := deploymentName(arg); err == nil {
 			t.Errorf("deploymentName(%q): no error", arg)
 		}
+	}
+}
+
+// With no kubeconfig anywhere the error says where it looked and what to
+// do, instead of client-go's attempt at localhost:8080.
+func TestNoKubeconfig(t *testing.T) {
+	if _, err := os.Stat(clientcmd.RecommendedHomeFile); err == nil {
+		t.Skipf("%s exists on this machine", clientcmd.RecommendedHomeFile)
+	}
+	t.Setenv("KUBECONFIG", "")
+	cmd := NewCommand(Options{DefaultKubeconfig: filepath.Join(t.TempDir(), "kubeconfig")})
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetArgs([]string{"watch", "deploy/x"})
+	err := cmd.ExecuteContext(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "start one with `kubedeploy up` or pass --kubeconfig") {
+		t.Errorf("error %v", err)
 	}
 }

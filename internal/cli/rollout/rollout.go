@@ -60,6 +60,15 @@ func (c *clusterFlags) client() (kubernetes.Interface, string, error) {
 			c.flags.KubeConfig = &path
 		}
 	}
+	// Without any kubeconfig client-go would quietly try localhost:8080.
+	if raw, err := c.flags.ToRawKubeConfigLoader().RawConfig(); err == nil && len(raw.Clusters) == 0 &&
+		(c.flags.APIServer == nil || *c.flags.APIServer == "") {
+		where := "--kubeconfig, $KUBECONFIG or ~/.kube/config"
+		if c.defaultKubeconfig != "" {
+			where = c.defaultKubeconfig + " (from `kubedeploy up`), " + where
+		}
+		return nil, "", fmt.Errorf("no cluster to read: no kubeconfig in %s; start one with `kubedeploy up` or pass --kubeconfig", where)
+	}
 	cfg, err := c.flags.ToRESTConfig()
 	if err != nil {
 		return nil, "", fmt.Errorf("no cluster to read (start one with `kubedeploy up`, or pass --kubeconfig): %w", err)
