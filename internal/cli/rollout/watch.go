@@ -12,11 +12,11 @@ import (
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/unavailable"
 )
 
@@ -143,14 +143,15 @@ func readView(ctx context.Context, client kubernetes.Interface, ns, name string,
 	if err != nil {
 		return nil, err
 	}
+	var owned []*appsv1.ReplicaSet
 	for i := range list.Items {
-		rs := &list.Items[i]
-		if ref := metav1.GetControllerOf(rs); ref == nil || ref.UID != d.UID {
-			continue
+		if ref := metav1.GetControllerOf(&list.Items[i]); ref != nil && ref.UID == d.UID {
+			owned = append(owned, &list.Items[i])
 		}
-		if v.newRS == nil && hasTemplate(rs, d) {
-			v.newRS = rs
-		} else if rs.Spec.Replicas != nil && (*rs.Spec.Replicas > 0 || rs.Status.Replicas > 0) {
+	}
+	v.newRS = deployment.FindNewReplicaSet(d, owned)
+	for _, rs := range owned {
+		if rs != v.newRS && rs.Spec.Replicas != nil && (*rs.Spec.Replicas > 0 || rs.Status.Replicas > 0) {
 			v.oldRSs = append(v.oldRSs, rs)
 		}
 	}
@@ -184,17 +185,6 @@ func readView(ctx context.Context, client kubernetes.Interface, ns, name string,
 		}
 	}
 	return v, nil
-}
-
-// hasTemplate reports whether rs runs d's pod template: equal but for the
-// pod-template-hash label, as the controller finds its new ReplicaSet (RV-1).
-func hasTemplate(rs *appsv1.ReplicaSet, d *appsv1.Deployment) bool {
-	t := rs.Spec.Template.DeepCopy()
-	delete(t.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-	if len(t.Labels) == 0 {
-		t.Labels = nil
-	}
-	return equality.Semantic.DeepEqual(*t, d.Spec.Template)
 }
 
 func eventTime(e v1.Event) time.Time {

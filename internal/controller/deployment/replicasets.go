@@ -123,6 +123,14 @@ func findNewReplicaSet(d *appsv1.Deployment, rsList []*appsv1.ReplicaSet) *appsv
 	return nil
 }
 
+// FindNewReplicaSet returns d's new ReplicaSet among rss, as the controller
+// finds it (RV-1: the oldest whose pod template equals d's, ignoring
+// pod-template-hash), or nil. For tools that show a rollout
+// (`kubedeploy rollout watch`); rss is not modified.
+func FindNewReplicaSet(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
+	return findNewReplicaSet(d, rss)
+}
+
 // oldReplicaSets returns every ReplicaSet in rsList except newRS, oldest
 // first (allOldRSs, including zero-size ones).
 func oldReplicaSets(rsList []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) []*appsv1.ReplicaSet {
