@@ -1,18 +1,20 @@
 // Package podcache decides what of a pod the controllers keep in their informer cache (issue 10: a lean pod
-// cache). Both controllers read pods only through the shared pod informer, and only a few fields of each; a
-// full pod as the API server sends it (spec with containers, env, volumes, tolerations; status with container
-// states and conditions; annotations) takes several KB of heap, so at 10,000 pods the cache would dominate the
-// controllers' memory.
+// cache). Both controllers, and the manager's kubedeploy_deployment_unavailable_pods metric (issue 11), read
+// pods only through the shared pod informer, and only a few fields of each; a full pod as the API server sends
+// it (spec with containers, env, volumes, tolerations; status with container states and conditions;
+// annotations) takes several KB of heap, so at 10,000 pods the cache would dominate the controllers' memory.
 //
 // Transform is the informer transform that keeps only those fields. A field not kept here reads as its zero
 // value in every cached pod, so anything new that reads a pod from the cache must add its field to Transform
 // (TestSlimKeepsTheListedFields checks the list; replicaset's TestSlimPodsRankAndCountLikeFullPods checks that
-// its readers decide the same on slim pods as on full ones).
+// its readers decide the same on slim pods as on full ones, TestSlimPodsAreUnavailableForTheSameReason that
+// unavailable.Of gives the same reasons).
 package podcache
 
 import (
 	"slices"
 	"strings"
+	"time"
 	"unique"
 
 	v1 "k8s.io/api/core/v1"
@@ -48,11 +50,20 @@ const PodDeletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
 //     spec.initContainers the sidecars (restartPolicy Always: name, restartPolicy); of
 //     status.initContainerStatuses the sidecars' with restartCount above 0 (name, restartCount). A zero count
 //     and an absent status rank the same.
+//   - why the pod is not available, for kubedeploy_deployment_unavailable_pods (issue 11: unavailable.Of's
+//     reason, not its message): the PodScheduled condition when it is False (type, status, reason); and the
+//     container status unavailable.Of would name, the first of status.initContainerStatuses then
+//     status.containerStatuses that is waiting with a reason (state.waiting.reason) or terminated with a
+//     non-zero exit (state.terminated exitCode and reason). Its state goes on the entry of the same name kept
+//     for restart counts, or on an entry of its own (name, restartCount, state); either way the restart rank
+//     reads the same counts, since the entry's count is the container's own (no higher than the highest
+//     regular count; a non-sidecar init container's count is not read). A healthy pod has neither.
 //
-// Pods with equal labels, equal ownerReferences or equal Ready conditions share one map or one slice (the pods of
-// a ReplicaSet share the first two, pods that became ready in the same second the third), and namespaces, node
-// names and phases are interned (unique.Make): about 0.7 KB less per pod. That is safe because
-// nothing writes to a cached object (client-go's rule for informer caches: copy before changing).
+// Pods with equal labels, equal ownerReferences or equal kept conditions share one map or one slice (the pods of
+// a ReplicaSet share the first two, pods that became ready in the same second, or that are unschedulable for
+// the same reason, the third); kept container states are shared by reason (and exit code); namespaces, node
+// names, phases, container names and reasons are interned (unique.Make): about 0.7 KB less per pod. That is
+// safe because nothing writes to a cached object (client-go's rule for informer caches: copy before changing).
 func Transform(obj any) (any, error) {
 	if pod, ok := obj.(*v1.Pod); ok {
 		if pod == nil {
@@ -91,12 +102,7 @@ func Slim(pod *v1.Pod) *v1.Pod {
 	if cost, ok := pod.Annotations[PodDeletionCostAnnotation]; ok {
 		out.Annotations = map[string]string{PodDeletionCostAnnotation: cost}
 	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == v1.PodReady {
-			out.Status.Conditions = sharedReadyCondition(c.Status, c.LastTransitionTime)
-			break
-		}
-	}
+	out.Status.Conditions = sharedConditions(conditionsKeyOf(pod))
 	var most *v1.ContainerStatus
 	for i, cs := range pod.Status.ContainerStatuses {
 		if cs.RestartCount > 0 && (most == nil || cs.RestartCount > most.RestartCount) {
@@ -117,37 +123,137 @@ func Slim(pod *v1.Pod) *v1.Pod {
 			}
 		}
 	}
+	if cs, init := unavailableContainer(pod); cs != nil {
+		if init {
+			out.Status.InitContainerStatuses = withState(out.Status.InitContainerStatuses, cs)
+		} else {
+			out.Status.ContainerStatuses = withState(out.Status.ContainerStatuses, cs)
+		}
+	}
 	return out
+}
+
+// unavailableContainer returns the container status whose state unavailable.Of names as the reason a pod is
+// not available (issue 11): the first, init containers before regular ones, waiting with a reason or
+// terminated with a non-zero exit; init tells which list it is in; nil if none is.
+func unavailableContainer(pod *v1.Pod) (cs *v1.ContainerStatus, init bool) {
+	for i := range pod.Status.InitContainerStatuses {
+		if hasUnavailableState(&pod.Status.InitContainerStatuses[i]) {
+			return &pod.Status.InitContainerStatuses[i], true
+		}
+	}
+	for i := range pod.Status.ContainerStatuses {
+		if hasUnavailableState(&pod.Status.ContainerStatuses[i]) {
+			return &pod.Status.ContainerStatuses[i], false
+		}
+	}
+	return nil, false
+}
+
+func hasUnavailableState(cs *v1.ContainerStatus) bool {
+	w, t := cs.State.Waiting, cs.State.Terminated
+	return (w != nil && w.Reason != "") || (t != nil && t.ExitCode != 0)
+}
+
+// withState returns kept with cs's state (as much of it as Transform keeps) on the entry named cs.Name, added
+// with cs's restartCount if kept has no such entry.
+func withState(kept []v1.ContainerStatus, cs *v1.ContainerStatus) []v1.ContainerStatus {
+	state := sharedState(cs.State)
+	for i := range kept {
+		if kept[i].Name == cs.Name {
+			kept[i].State = state
+			return kept
+		}
+	}
+	return append(kept, v1.ContainerStatus{Name: intern(cs.Name), RestartCount: cs.RestartCount, State: state})
 }
 
 // sidecarPolicy is the one restartPolicy every slim sidecar points to.
 var sidecarPolicy = v1.ContainerRestartPolicyAlways
 
-// sharedSets is how many distinct label sets, and ownerReferences lists, are remembered for sharing (about two per
-// Deployment mid-rollout); a forgotten one only costs its pods their own copies.
+// sharedSets is how many distinct label sets, ownerReferences lists, condition lists and container states are
+// remembered for sharing, each (about two label sets per Deployment mid-rollout); a forgotten one only costs its
+// pods their own copies.
 const sharedSets = 4096
 
 var (
 	labelSets       = lru.New(sharedSets) // sharedLabels' key → map[string]string
 	ownerLists      = lru.New(sharedSets) // sharedOwnerReferences' key → []metav1.OwnerReference
-	readyConditions = lru.New(sharedSets) // readyKey → []v1.PodCondition
+	conditionLists  = lru.New(sharedSets) // conditionsKey → []v1.PodCondition
+	containerStates = lru.New(sharedSets) // stateKey → v1.ContainerState
 )
 
-// readyKey identifies a kept Ready condition: its status and lastTransitionTime (which the API carries in whole
-// seconds, so pods that became ready in the same second share one).
-type readyKey struct {
-	status v1.ConditionStatus
-	at     int64 // Unix nanoseconds
+// conditionsKey identifies the conditions Transform keeps: the Ready condition's status ("" when the pod has
+// none) and lastTransitionTime (which the API carries in whole seconds, so pods that became ready in the same
+// second share one), and a False PodScheduled condition's reason.
+type conditionsKey struct {
+	ready       v1.ConditionStatus
+	readyAt     time.Time // in UTC, so that equal instants are equal keys
+	unscheduled bool      // PodScheduled is False
+	reason      string    // PodScheduled's
 }
 
-// sharedReadyCondition returns a one-element Conditions slice holding the Ready condition with status and
-// lastTransitionTime at, shared with the other pods whose Ready condition is the same.
-func sharedReadyCondition(status v1.ConditionStatus, at metav1.Time) []v1.PodCondition {
-	key := readyKey{status: status, at: at.UnixNano()}
-	if c, ok := readyConditions.Get(key); ok {
+func conditionsKeyOf(pod *v1.Pod) conditionsKey {
+	// The first condition of each type counts, as for unavailable.Of and the ReplicaSet controller.
+	var key conditionsKey
+	var ready, scheduled bool
+	for _, c := range pod.Status.Conditions {
+		switch {
+		case c.Type == v1.PodReady && !ready:
+			ready, key.ready, key.readyAt = true, c.Status, c.LastTransitionTime.UTC()
+		case c.Type == v1.PodScheduled && !scheduled:
+			scheduled, key.unscheduled, key.reason = true, c.Status == v1.ConditionFalse, c.Reason
+		}
+	}
+	if !key.unscheduled {
+		key.reason = ""
+	}
+	return key
+}
+
+// sharedConditions returns the Conditions slice key describes (nil if it keeps none), shared with the other pods
+// with the same key.
+func sharedConditions(key conditionsKey) []v1.PodCondition {
+	if key == (conditionsKey{}) {
+		return nil
+	}
+	if c, ok := conditionLists.Get(key); ok {
 		return c.([]v1.PodCondition)
 	}
-	return share(readyConditions, key, []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionStatus(intern(string(status))), LastTransitionTime: at}})
+	var conds []v1.PodCondition
+	if key.ready != "" {
+		conds = append(conds, v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionStatus(intern(string(key.ready))),
+			LastTransitionTime: metav1.NewTime(key.readyAt)})
+	}
+	if key.unscheduled {
+		conds = append(conds, v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: intern(key.reason)})
+	}
+	return share(conditionLists, key, slices.Clip(conds))
+}
+
+// stateKey identifies a kept container state: waiting with a reason, or terminated with an exit code and reason.
+type stateKey struct {
+	terminated bool
+	exitCode   int32
+	reason     string
+}
+
+// sharedState returns a ContainerState holding only state's waiting reason or, if it is not waiting with a
+// reason, its terminated exit code and reason; its pointers are shared with every kept state of the same key.
+func sharedState(state v1.ContainerState) v1.ContainerState {
+	var key stateKey
+	if w := state.Waiting; w != nil && w.Reason != "" {
+		key.reason = w.Reason
+	} else if t := state.Terminated; t != nil {
+		key = stateKey{terminated: true, exitCode: t.ExitCode, reason: t.Reason}
+	}
+	if s, ok := containerStates.Get(key); ok {
+		return s.(v1.ContainerState)
+	}
+	if key.terminated {
+		return share(containerStates, key, v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: key.exitCode, Reason: intern(key.reason)}})
+	}
+	return share(containerStates, key, v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: intern(key.reason)}})
 }
 
 // intern returns s's canonical copy, so that equal strings of many pods take memory once.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/unavailable"
 )
 
 // apiPod is a pod of a Deployment as kube-apiserver returns it once scheduled and running on a KWOK node:
@@ -87,6 +90,10 @@ func TestSlimKeepsTheListedFields(t *testing.T) {
 	p := apiPod(7)
 	p.Annotations[PodDeletionCostAnnotation] = "-3"
 	p.DeletionTimestamp = &p.CreationTimestamp
+	p.Status.Conditions[3] = v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: v1.PodReasonUnschedulable,
+		Message: "0/3 nodes are available", LastTransitionTime: p.CreationTimestamp}
+	p.Status.ContainerStatuses[0].State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 20s"}}
+	p.Status.ContainerStatuses[0].LastTerminationState = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}
 	before := p.DeepCopy()
 	got, err := Transform(p)
 	if err != nil {
@@ -103,14 +110,130 @@ func TestSlimKeepsTheListedFields(t *testing.T) {
 			Annotations: map[string]string{PodDeletionCostAnnotation: "-3"}},
 		Spec: v1.PodSpec{NodeName: "kwok-node-1", InitContainers: []v1.Container{{Name: "proxy", RestartPolicy: p.Spec.InitContainers[0].RestartPolicy}}},
 		Status: v1.PodStatus{Phase: v1.PodRunning,
-			Conditions:            []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: p.CreationTimestamp}},
-			ContainerStatuses:     []v1.ContainerStatus{{Name: "app", RestartCount: 2}},
+			Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: p.CreationTimestamp},
+				{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: v1.PodReasonUnschedulable}},
+			ContainerStatuses: []v1.ContainerStatus{{Name: "app", RestartCount: 2,
+				State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}},
 			InitContainerStatuses: []v1.ContainerStatus{{Name: "proxy", RestartCount: 1}}},
 	}
-	if !equality.Semantic.DeepEqual(s, want) {
-		a, _ := json.Marshal(s)
+	checkSlim(t, s, want)
+
+	// A non-sidecar init container's status is kept only for its non-zero exit, on an entry of its own.
+	p = apiPod(8)
+	p.Spec.InitContainers = append(p.Spec.InitContainers, v1.Container{Name: "migrate", Image: "busybox"})
+	p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, v1.ContainerStatus{Name: "migrate", RestartCount: 3,
+		State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: "boom", StartedAt: p.CreationTimestamp}}})
+	p.Status.ContainerStatuses[0].State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "PodInitializing"}}
+	want = &v1.Pod{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Labels: p.Labels, OwnerReferences: p.OwnerReferences, CreationTimestamp: p.CreationTimestamp},
+		Spec: v1.PodSpec{NodeName: "kwok-node-2", InitContainers: []v1.Container{{Name: "proxy", RestartPolicy: p.Spec.InitContainers[0].RestartPolicy}}},
+		Status: v1.PodStatus{Phase: v1.PodRunning,
+			Conditions:        []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: p.CreationTimestamp}},
+			ContainerStatuses: []v1.ContainerStatus{{Name: "app", RestartCount: 2}},
+			InitContainerStatuses: []v1.ContainerStatus{{Name: "proxy", RestartCount: 1}, {Name: "migrate", RestartCount: 3,
+				State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}}},
+	}
+	checkSlim(t, Slim(p), want)
+}
+
+func checkSlim(t *testing.T, got, want *v1.Pod) {
+	t.Helper()
+	if !equality.Semantic.DeepEqual(got, want) {
+		a, _ := json.Marshal(got)
 		b, _ := json.Marshal(want)
-		t.Fatalf("Slim kept\n%s\nwant\n%s", a, b)
+		t.Errorf("Slim kept\n%s\nwant\n%s", a, b)
+	}
+}
+
+// TestSlimPodsAreUnavailableForTheSameReason: unavailable.Of gives a slim pod the reason it gives the full pod
+// (issue 11's kubedeploy_deployment_unavailable_pods reads slim pods; `rollout watch` full ones).
+func TestSlimPodsAreUnavailableForTheSameReason(t *testing.T) {
+	now := time.Date(2026, 11, 23, 9, 5, 0, 0, time.UTC)
+	waiting := func(reason string) v1.ContainerState {
+		return v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: reason, Message: "the kubelet says why"}}
+	}
+	exited := func(code int32, reason string) v1.ContainerState {
+		return v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: "last words"}}
+	}
+	notReady := func(p *v1.Pod) { p.Status.Conditions[1].Status = v1.ConditionFalse }
+	unscheduled := func(p *v1.Pod, reason string) {
+		p.Spec.NodeName, p.Status.Phase = "", v1.PodPending
+		p.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: reason, Message: "0/3 nodes are available"}}
+		p.Status.ContainerStatuses, p.Status.InitContainerStatuses = nil, nil
+	}
+	withMigrate := func(p *v1.Pod, state v1.ContainerState) {
+		p.Spec.InitContainers = append(p.Spec.InitContainers, v1.Container{Name: "migrate"})
+		p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, v1.ContainerStatus{Name: "migrate", RestartCount: 4, State: state})
+		p.Status.ContainerStatuses[0].State = waiting("PodInitializing")
+	}
+	for _, tc := range []struct {
+		name            string
+		change          func(*v1.Pod)
+		minReadySeconds int32
+		want            string // "" for available
+	}{
+		{name: "available"},
+		{name: "available after minReadySeconds", minReadySeconds: 60},
+		{name: "ImagePullBackOff", want: "ImagePullBackOff", change: func(p *v1.Pod) {
+			notReady(p)
+			p.Status.ContainerStatuses[0].RestartCount, p.Status.ContainerStatuses[0].State = 0, waiting("ImagePullBackOff")
+		}},
+		{name: "CrashLoopBackOff", want: "CrashLoopBackOff", change: func(p *v1.Pod) {
+			notReady(p)
+			p.Status.ContainerStatuses[0].State = waiting("CrashLoopBackOff")
+		}},
+		{name: "ErrImagePull on a container with fewer restarts than another", want: "ErrImagePull", change: func(p *v1.Pod) {
+			notReady(p)
+			p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "log", RestartCount: 9, State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}},
+				{Name: "app", RestartCount: 1, State: waiting("ErrImagePull")}}
+		}},
+		{name: "error exit", want: "Error", change: func(p *v1.Pod) { notReady(p); p.Status.ContainerStatuses[0].State = exited(137, "") }},
+		{name: "OOMKilled", want: "OOMKilled", change: func(p *v1.Pod) { notReady(p); p.Status.ContainerStatuses[0].State = exited(137, "OOMKilled") }},
+		{name: "init container waiting", want: "ImagePullBackOff", change: func(p *v1.Pod) { notReady(p); withMigrate(p, waiting("ImagePullBackOff")) }},
+		{name: "init container failed", want: "Error", change: func(p *v1.Pod) { notReady(p); withMigrate(p, exited(1, "Error")) }},
+		{name: "init container completed", want: "PodInitializing", change: func(p *v1.Pod) { notReady(p); withMigrate(p, exited(0, "Completed")) }},
+		{name: "sidecar crashing", want: "CrashLoopBackOff", change: func(p *v1.Pod) {
+			notReady(p)
+			p.Status.InitContainerStatuses[0].State = waiting("CrashLoopBackOff")
+		}},
+		{name: "Unschedulable", want: "Unschedulable", change: func(p *v1.Pod) { unscheduled(p, v1.PodReasonUnschedulable) }},
+		{name: "unschedulable with no reason", want: "Unschedulable", change: func(p *v1.Pod) { unscheduled(p, "") }},
+		{name: "SchedulingGated", want: "SchedulingGated", change: func(p *v1.Pod) { unscheduled(p, v1.PodReasonSchedulingGated) }},
+		{name: "Pending", want: unavailable.Pending, change: func(p *v1.Pod) {
+			unscheduled(p, "")
+			p.Status.Conditions = nil
+		}},
+		{name: "Terminating", want: unavailable.Terminating, change: func(p *v1.Pod) { p.DeletionTimestamp = ptr(metav1.NewTime(now)) }},
+		{name: "Failed", want: unavailable.Failed, change: func(p *v1.Pod) { p.Status.Phase, p.Status.Reason = v1.PodFailed, "Evicted" }},
+		{name: "Succeeded", want: unavailable.Succeeded, change: func(p *v1.Pod) { p.Status.Phase = v1.PodSucceeded }},
+		{name: "NotReady", want: unavailable.NotReady, change: notReady},
+		{name: "NotReady without a Ready condition", want: unavailable.NotReady, change: func(p *v1.Pod) {
+			p.Status.Conditions = slices.DeleteFunc(p.Status.Conditions, func(c v1.PodCondition) bool { return c.Type == v1.PodReady })
+		}},
+		{name: "waiting with no reason", want: unavailable.NotReady, change: func(p *v1.Pod) {
+			notReady(p)
+			p.Status.ContainerStatuses[0].State = waiting("")
+		}},
+		{name: "minReadySeconds", want: unavailable.MinReadySeconds, minReadySeconds: 600},
+		{name: "minReadySeconds with no ready time", want: unavailable.MinReadySeconds, minReadySeconds: 1, change: func(p *v1.Pod) {
+			p.Status.Conditions[1].LastTransitionTime = metav1.Time{}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := apiPod(5)
+			if tc.change != nil {
+				tc.change(p)
+			}
+			reason, _, ok := unavailable.Of(p, tc.minReadySeconds, now)
+			if reason != tc.want || ok != (tc.want != "") {
+				t.Fatalf("the test's pod: Of = %q %t, want %q", reason, ok, tc.want)
+			}
+			if r, _, o := unavailable.Of(Slim(p), tc.minReadySeconds, now); r != reason || o != ok {
+				t.Errorf("Of(Slim(pod)) = %q %t, Of(pod) = %q %t", r, o, reason, ok)
+			}
+		})
 	}
 }
 
@@ -133,7 +256,8 @@ func TestTransformOtherObjects(t *testing.T) {
 
 // BenchmarkCachedPodBytes reports the heap a cached pod takes in an informer store, for full pods (managed
 // fields stripped, as before issue 10) and for Transform's slim pods, at 10,000 pods. Issue 10 asks for at most
-// 5 KB per cached pod.
+// 5 KB per cached pod. slim-stuck is slim pods that are not available (ImagePullBackOff, not Ready), for what
+// Transform keeps of why (issue 11).
 //
 //	go test -run xxx -bench CachedPodBytes -benchtime 1x ./internal/controller/podcache/
 func BenchmarkCachedPodBytes(b *testing.B) {
@@ -142,16 +266,25 @@ func BenchmarkCachedPodBytes(b *testing.B) {
 		obj.(*v1.Pod).ManagedFields = nil
 		return obj, nil
 	}
+	stuckPod := func(i int) *v1.Pod {
+		p := apiPod(i)
+		p.Status.Conditions[1].Status = v1.ConditionFalse
+		p.Status.ContainerStatuses[0].Ready, p.Status.ContainerStatuses[0].RestartCount = false, 0
+		p.Status.ContainerStatuses[0].State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ImagePullBackOff",
+			Message: `Back-off pulling image "nginx:1.9x"`}}
+		return p
+	}
 	for _, tc := range []struct {
 		name      string
 		transform cache.TransformFunc
-	}{{"full", stripOnly}, {"slim", Transform}} {
+		pod       func(int) *v1.Pod
+	}{{"full", stripOnly, apiPod}, {"slim", Transform, apiPod}, {"slim-stuck", Transform, stuckPod}} {
 		b.Run(tc.name, func(b *testing.B) {
 			for range b.N {
 				store := cache.NewStore(cache.MetaNamespaceKeyFunc)
 				before := heapInUse()
 				for i := range pods {
-					obj, _ := tc.transform(apiPod(i))
+					obj, _ := tc.transform(tc.pod(i))
 					if err := store.Add(obj); err != nil {
 						b.Fatal(err)
 					}
@@ -214,5 +347,20 @@ func TestSlimSharesWhatPodsHaveInCommon(t *testing.T) {
 	p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "app"}}
 	if s := Slim(p); s.Status.ContainerStatuses != nil {
 		t.Errorf("containerStatuses with no restarts kept %v, want none", s.Status.ContainerStatuses)
+	}
+
+	// Pods stuck for the same reason share what Transform keeps of it (issue 11).
+	stuck := func(i int) *v1.Pod {
+		p := apiPod(i)
+		p.Status.Conditions[3] = v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: "Unschedulable", Message: fmt.Sprint(i)}
+		p.Status.ContainerStatuses[0].State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: fmt.Sprint(i)}}
+		return Slim(p)
+	}
+	x, y := stuck(1), stuck(2)
+	if !same(x.Status.Conditions, y.Status.Conditions) || len(x.Status.Conditions) != 2 {
+		t.Errorf("two pods unschedulable for the same reason do not share their conditions: %v, %v", x.Status.Conditions, y.Status.Conditions)
+	}
+	if w := x.Status.ContainerStatuses[0].State.Waiting; w == nil || w != y.Status.ContainerStatuses[0].State.Waiting {
+		t.Errorf("two pods in ImagePullBackOff do not share their waiting state: %v", x.Status.ContainerStatuses)
 	}
 }

@@ -73,6 +73,26 @@ func fullPod(r *rand.Rand, i int) *v1.Pod {
 	if r.IntN(8) == 0 {
 		p.Labels = map[string]string{"app": "web"}
 	}
+	// What the pod cache keeps for why a pod is not available (issue 11) must not move a rank: container
+	// states on any container, of any restart count, and an unschedulable pod.
+	states := []v1.ContainerState{
+		{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off"}},
+		{Waiting: &v1.ContainerStateWaiting{Reason: "ImagePullBackOff"}},
+		{Terminated: &v1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}},
+		{Terminated: &v1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}},
+	}
+	for _, cs := range []*v1.ContainerStatus{&p.Status.InitContainerStatuses[0], &p.Status.InitContainerStatuses[1], &p.Status.ContainerStatuses[0]} {
+		if r.IntN(4) == 0 {
+			cs.State = states[r.IntN(len(states))]
+		}
+	}
+	if r.IntN(6) == 0 {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, v1.ContainerStatus{Name: "log", RestartCount: int32(r.IntN(3)),
+			State: states[r.IntN(len(states))]})
+	}
+	if r.IntN(6) == 0 {
+		p.Status.Conditions[0] = v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: "Unschedulable", Message: "0/3 nodes"}
+	}
 	return p
 }
 
