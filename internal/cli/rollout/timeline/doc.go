@@ -1,0 +1,13 @@
+// Package timeline draws the picture that `kubedeploy rollout watch
+// --timeline FILE.png|FILE.svg` writes at the end of a rollout (issue 11):
+// every ReplicaSet's size (spec.replicas, pods) and available pods over
+// time (seconds since the watch started), the Deployment's available and
+// total pods, the maxSurge and maxUnavailable bounds as horizontal lines,
+// and the Deployment's events as ticks labelled with their reason.
+//
+// It owns only the rendering of a Recording, which the watch command
+// fills. It must never talk to the API server, read the clock or print:
+// everything it draws comes from the Recording, so the same Recording
+// always gives the same picture. The drawing is done by gonum.org/v1/plot
+// (plot, plotter, vg, vg/draw), never by hand.
+package timeline
