@@ -1,58 +1,81 @@
 package rollout
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/timeline"
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/unavailable"
 )
 
-// watchInterval is how often `rollout watch` reads the Deployment, its
-// ReplicaSets, pods and events.
-const watchInterval = 500 * time.Millisecond
+// refreshInterval is how often `rollout watch` redraws with nothing new from
+// its watches, so that ages ("not Ready after 12s") stay current.
+const refreshInterval = time.Second
 
 // maxPodNames is how many pod names a why-stuck line lists before "…".
 const maxPodNames = 10
 
 // watchOptions are `rollout watch`'s flags.
 type watchOptions struct {
-	timeout time.Duration
-	events  int
+	timeout  time.Duration
+	events   int
+	timeline string
+	plain    bool
 }
 
 func newWatchCommand(c *clusterFlags) *cobra.Command {
 	o := &watchOptions{}
 	cmd := &cobra.Command{
-		Use:   "watch deploy/NAME [--timeout D]",
+		Use:   "watch deploy/NAME [--timeline FILE.png|FILE.svg] [--timeout D]",
 		Short: "Follow a Deployment's rollout until it completes or fails, and say why it is stuck",
 		Long: `Follows the rollout of a Deployment: its ReplicaSets (desired, ready, available), its
 conditions, the latest events, and why it is stuck: the new ReplicaSet's pods that are not
 available, grouped by reason (ImagePullBackOff, CrashLoopBackOff, Unschedulable, not Ready
-after N s, ...) with their names and the first one's message. It prints a new block whenever
-something changes.
+after N s, ...) with their names and the first one's message.
+
+On a terminal it is a live view with one progress bar per ReplicaSet (q or Ctrl-C stops
+watching). Piped, or with --plain, it prints a block of plain lines whenever something
+changes.
+
+With --timeline it also records the rollout from the moment it starts watching and, when it
+ends, writes a picture of it (PNG or SVG, by the file's extension): every ReplicaSet's size
+and the Deployment's available replicas over time, the surge and availability bounds, and
+the events.
 
 It exits 0 when the rollout is complete and 1 when the Deployment reports
 ProgressDeadlineExceeded or --timeout passes, like "kubectl rollout status".`,
 		Example: `  kubedeploy rollout watch deploy/nginx-deployment
-  kubedeploy rollout watch deploy/nginx-deployment --timeout 5m`,
+  kubedeploy kubectl set image deploy/nginx-deployment nginx=nginx:1.9.3 && \
+    kubedeploy rollout watch deploy/nginx-deployment --timeline rollout.png
+  kubedeploy rollout watch deploy/nginx-deployment --timeout 5m --plain`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, err := deploymentName(args[0])
 			if err != nil {
 				return err
+			}
+			if o.timeline != "" {
+				// Refuse a bad --timeline before recording a whole rollout.
+				if err := timeline.CheckPath(o.timeline); err != nil {
+					return err
+				}
 			}
 			client, ns, err := c.client()
 			if err != nil {
@@ -64,31 +87,97 @@ ProgressDeadlineExceeded or --timeout passes, like "kubectl rollout status".`,
 				ctx, cancel = context.WithTimeout(ctx, o.timeout)
 				defer cancel()
 			}
-			return watchRollout(ctx, client, ns, name, o, cmd.OutOrStdout())
+			return watchRollout(ctx, client, ns, name, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 0, "give up (exit 1) after this long; 0 waits for completion or the progress deadline")
 	cmd.Flags().IntVar(&o.events, "events", 3, "how many of the latest events to show")
+	cmd.Flags().StringVar(&o.timeline, "timeline", "", "when the watch ends, write a picture of the rollout to this .png or .svg file")
+	cmd.Flags().BoolVar(&o.plain, "plain", false, "print plain lines even on a terminal")
 	return cmd
 }
 
 // errDeadline is returned when the Deployment reports ProgressDeadlineExceeded.
 var errDeadline = errors.New("exceeded its progress deadline")
 
-// watchRollout polls every watchInterval and prints a block whenever the
-// view changes, until the rollout completes (nil), the Deployment exceeds
-// its progress deadline (an error wrapping errDeadline) or ctx ends (an
-// error saying it timed out).
-func watchRollout(ctx context.Context, client kubernetes.Interface, ns, name string, o *watchOptions, out io.Writer) error {
+// errStopped is returned when the user stops the terminal view (q, Ctrl-C).
+var errStopped = errors.New("stopped watching before the rollout ended")
+
+// watchRollout follows the Deployment ns/name with watches (see follower)
+// until the rollout completes (nil), the Deployment exceeds its progress
+// deadline (an error wrapping errDeadline) or ctx ends (an error saying it
+// timed out). When out is a terminal (and o.plain is unset) it runs the live
+// view, else it prints a plain block whenever the view changes. With
+// o.timeline it writes the recorded picture at the end, whatever the
+// outcome, and says so on errOut.
+func watchRollout(ctx context.Context, client kubernetes.Interface, ns, name string, o *watchOptions, out, errOut io.Writer) error {
+	d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		if ctx.Err() != nil {
+			return timedOut(ns, name)
+		}
+		return err
+	}
+	// The informers stop with this context; the factories' Shutdown waits for them.
+	fctx, cancel := context.WithCancel(ctx)
+	f, err := follow(fctx, client, d, o.events, o.timeline != "")
+	if err != nil {
+		cancel()
+		if ctx.Err() != nil {
+			return timedOut(ns, name)
+		}
+		return err
+	}
+	defer func() {
+		cancel()
+		f.shutdown()
+	}()
+	if terminal(out) && !o.plain {
+		err = runTerminal(ctx, f, o, out)
+	} else {
+		err = runPlain(ctx, f, o, out)
+	}
+	if o.timeline != "" {
+		rec := f.recording()
+		if werr := timeline.Write(o.timeline, rec); werr != nil {
+			return errors.Join(err, fmt.Errorf("timeline: %w", werr))
+		}
+		fmt.Fprintf(errOut, "wrote the rollout's timeline (%d changes, %d events) to %s\n", len(rec.Samples), len(rec.Events), o.timeline)
+	}
+	return err
+}
+
+// terminal reports whether out is a terminal.
+func terminal(out io.Writer) bool {
+	f, ok := out.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func timedOut(ns, name string) error {
+	return fmt.Errorf("deployment %s/%s: timed out waiting for the rollout", ns, name)
+}
+
+// outcome turns the final view into watch's result: nil when complete, the
+// deadline error, or nil with ok=false while still progressing.
+func outcome(v *view) (done bool, err error) {
+	switch v.state {
+	case stateComplete:
+		return true, nil
+	case stateDeadline:
+		return true, fmt.Errorf("deployment %s/%s %w", v.d.Namespace, v.d.Name, errDeadline)
+	}
+	return false, nil
+}
+
+// runPlain prints a block of plain lines, stamped with the time, whenever the
+// view changes (ignoring the ages in why-messages), until the rollout ends.
+func runPlain(ctx context.Context, f *follower, o *watchOptions, out io.Writer) error {
 	last := ""
-	tick := time.NewTicker(watchInterval)
+	tick := time.NewTicker(refreshInterval)
 	defer tick.Stop()
 	for {
-		v, err := readView(ctx, client, ns, name, o.events)
+		v, err := f.view(o.events, time.Now())
 		if err != nil {
-			if ctx.Err() != nil {
-				return fmt.Errorf("deployment %s/%s: timed out waiting for the rollout", ns, name)
-			}
 			return err
 		}
 		// A new block when anything but the why-messages changed (those
@@ -97,16 +186,16 @@ func watchRollout(ctx context.Context, client kubernetes.Interface, ns, name str
 			fmt.Fprintf(out, "%s %s\n", time.Now().Format("15:04:05"), v.render(true))
 			last = key
 		}
-		switch v.state {
-		case stateComplete:
-			fmt.Fprintf(out, "deployment %q successfully rolled out\n", name)
-			return nil
-		case stateDeadline:
-			return fmt.Errorf("deployment %s/%s %w", ns, name, errDeadline)
+		if done, err := outcome(v); done {
+			if err == nil {
+				fmt.Fprintf(out, "deployment %q successfully rolled out\n", v.d.Name)
+			}
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("deployment %s/%s: timed out waiting for the rollout", ns, name)
+			return timedOut(v.d.Namespace, v.d.Name)
+		case <-f.changed:
 		case <-tick.C:
 		}
 	}
@@ -121,34 +210,26 @@ const (
 	stateDeadline
 )
 
-// view is what one read of the cluster shows.
+// view is what one look at the watched objects shows.
 type view struct {
-	d      *appsv1.Deployment
-	newRS  *appsv1.ReplicaSet
-	oldRSs []*appsv1.ReplicaSet
-	stuck  []unavailable.Group
-	events []string
-	state  rolloutState
+	d        *appsv1.Deployment
+	replicas int32
+	newRS    *appsv1.ReplicaSet
+	oldRSs   []*appsv1.ReplicaSet
+	stuck    []unavailable.Group
+	events   []v1.Event
+	state    rolloutState
 }
 
-// readView reads the Deployment, its ReplicaSets, the new ReplicaSet's pods
-// and the Deployment's latest events.
-func readView(ctx context.Context, client kubernetes.Interface, ns, name string, events int) (*view, error) {
-	d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
+// buildView makes the view of d from its ReplicaSets (any order; those d
+// does not control are skipped), the pods of its selector and its events
+// (the latest nEvents are kept), judged at now.
+func buildView(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*v1.Pod, events []*v1.Event, nEvents int, now time.Time) *view {
+	v := &view{d: d, state: state(d), replicas: 1}
+	if d.Spec.Replicas != nil {
+		v.replicas = *d.Spec.Replicas
 	}
-	v := &view{d: d, state: state(d)}
-	list, err := client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	var owned []*appsv1.ReplicaSet
-	for i := range list.Items {
-		if ref := metav1.GetControllerOf(&list.Items[i]); ref != nil && ref.UID == d.UID {
-			owned = append(owned, &list.Items[i])
-		}
-	}
+	owned := controlledBy(rss, d.UID)
 	v.newRS = deployment.FindNewReplicaSet(d, owned)
 	for _, rs := range owned {
 		if rs != v.newRS && rs.Spec.Replicas != nil && (*rs.Spec.Replicas > 0 || rs.Status.Replicas > 0) {
@@ -157,34 +238,37 @@ func readView(ctx context.Context, client kubernetes.Interface, ns, name string,
 	}
 	slices.SortFunc(v.oldRSs, func(a, b *appsv1.ReplicaSet) int { return strings.Compare(a.Name, b.Name) })
 	if v.newRS != nil && v.state != stateComplete {
-		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{
-			LabelSelector: metav1.FormatLabelSelector(v.newRS.Spec.Selector),
-		})
-		if err != nil {
-			return nil, err
-		}
-		var owned []*v1.Pod
-		for i := range pods.Items {
-			if ref := metav1.GetControllerOf(&pods.Items[i]); ref != nil && ref.UID == v.newRS.UID {
-				owned = append(owned, &pods.Items[i])
+		v.stuck = unavailable.Groups(controlledBy(pods, v.newRS.UID), d.Spec.MinReadySeconds, now)
+	}
+	if nEvents > 0 {
+		evs := make([]v1.Event, 0, len(events))
+		for _, e := range events {
+			if e.InvolvedObject.Kind == "Deployment" && e.InvolvedObject.Name == d.Name {
+				evs = append(evs, *e)
 			}
 		}
-		v.stuck = unavailable.Groups(owned, d.Spec.MinReadySeconds, time.Now())
+		slices.SortFunc(evs, compareEvents)
+		v.events = evs[max(0, len(evs)-nEvents):]
 	}
-	if events > 0 {
-		evs, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
-			"involvedObject.kind": "Deployment", "involvedObject.name": name,
-		}.AsSelector().String()})
-		if err != nil {
-			return nil, err
-		}
-		items := evs.Items
-		slices.SortStableFunc(items, func(a, b v1.Event) int { return eventTime(a).Compare(eventTime(b)) })
-		for _, e := range items[max(0, len(items)-events):] {
-			v.events = append(v.events, fmt.Sprintf("%s %s: %s", e.Type, e.Reason, e.Message))
+	return v
+}
+
+// controlledBy returns the objects whose controller ownerReference has uid.
+func controlledBy[T metav1.Object](objs []T, uid types.UID) []T {
+	var out []T
+	for _, o := range objs {
+		if ref := metav1.GetControllerOfNoCopy(o); ref != nil && ref.UID == uid {
+			out = append(out, o)
 		}
 	}
-	return v, nil
+	return out
+}
+
+// compareEvents orders events by time, then by name: the times have whole
+// seconds, and client-go names an event NAME.<hex of its UnixNano>, so the
+// name orders events of the same second.
+func compareEvents(a, b v1.Event) int {
+	return cmp.Or(eventTime(a).Compare(eventTime(b)), cmp.Compare(len(a.Name), len(b.Name)), strings.Compare(a.Name, b.Name))
 }
 
 func eventTime(e v1.Event) time.Time {
@@ -204,7 +288,7 @@ func state(d *appsv1.Deployment) rolloutState {
 		return stateProgressing
 	}
 	for _, c := range d.Status.Conditions {
-		if c.Type == appsv1.DeploymentProgressing && c.Reason == "ProgressDeadlineExceeded" {
+		if c.Type == appsv1.DeploymentProgressing && c.Reason == deployment.ProgressDeadlineExceeded {
 			return stateDeadline
 		}
 	}
@@ -219,28 +303,47 @@ func state(d *appsv1.Deployment) rolloutState {
 	return stateProgressing
 }
 
+// desired is rs's spec.replicas (0 when unset).
+func desired(rs *appsv1.ReplicaSet) int32 {
+	if rs.Spec.Replicas == nil {
+		return 0
+	}
+	return *rs.Spec.Replicas
+}
+
+// summary is the view's first line: the Deployment's counts.
+func (v *view) summary() string {
+	s := v.d.Status
+	line := fmt.Sprintf("deployment/%s: %d/%d updated, %d available, %d total", v.d.Name, s.UpdatedReplicas, v.replicas, s.AvailableReplicas, s.Replicas)
+	if v.d.Spec.Paused {
+		line += " (paused)"
+	}
+	return line
+}
+
+// whyLine is one why-stuck group: count, reason and up to maxPodNames pods.
+func whyLine(g unavailable.Group) string {
+	names, more := g.Pods, ""
+	if len(names) > maxPodNames {
+		names, more = names[:maxPodNames], fmt.Sprintf(" and %d more", len(g.Pods)-maxPodNames)
+	}
+	return fmt.Sprintf("%d %s: %s%s", len(g.Pods), g.Reason, strings.Join(names, ", "), more)
+}
+
+func eventLine(e v1.Event) string {
+	return fmt.Sprintf("%s %s: %s", e.Type, e.Reason, e.Message)
+}
+
 // render is the view as plain lines (the time is added by the caller), the
 // why-lines with the first pod's message when messages is set.
 func (v *view) render(messages bool) string {
-	d, s := v.d, v.d.Status
-	replicas := int32(1)
-	if d.Spec.Replicas != nil {
-		replicas = *d.Spec.Replicas
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "deployment/%s: %d/%d updated, %d available, %d total", d.Name, s.UpdatedReplicas, replicas, s.AvailableReplicas, s.Replicas)
-	if d.Spec.Paused {
-		b.WriteString(" (paused)")
-	}
-	for _, c := range s.Conditions {
+	b.WriteString(v.summary())
+	for _, c := range v.d.Status.Conditions {
 		fmt.Fprintf(&b, "; %s=%s %s", c.Type, c.Status, c.Reason)
 	}
 	rsLine := func(kind string, rs *appsv1.ReplicaSet) {
-		desired := int32(0)
-		if rs.Spec.Replicas != nil {
-			desired = *rs.Spec.Replicas
-		}
-		fmt.Fprintf(&b, "\n  %s %s: %d desired, %d ready, %d available", kind, rs.Name, desired, rs.Status.ReadyReplicas, rs.Status.AvailableReplicas)
+		fmt.Fprintf(&b, "\n  %s %s: %d desired, %d ready, %d available", kind, rs.Name, desired(rs), rs.Status.ReadyReplicas, rs.Status.AvailableReplicas)
 	}
 	if v.newRS != nil {
 		rsLine("new", v.newRS)
@@ -249,18 +352,18 @@ func (v *view) render(messages bool) string {
 		rsLine("old", rs)
 	}
 	for _, g := range v.stuck {
-		names := g.Pods
-		more := ""
-		if len(names) > maxPodNames {
-			names, more = names[:maxPodNames], fmt.Sprintf(" and %d more", len(g.Pods)-maxPodNames)
-		}
-		fmt.Fprintf(&b, "\n  why: %d %s: %s%s", len(g.Pods), g.Reason, strings.Join(names, ", "), more)
+		fmt.Fprintf(&b, "\n  why: %s", whyLine(g))
 		if messages && g.Message != "" {
 			fmt.Fprintf(&b, " (%s)", g.Message)
 		}
 	}
 	for _, e := range v.events {
-		fmt.Fprintf(&b, "\n  event: %s", e)
+		fmt.Fprintf(&b, "\n  event: %s", eventLine(e))
 	}
 	return b.String()
+}
+
+// notFound says the watched Deployment is gone.
+func notFound(ns, name string) error {
+	return apierrors.NewNotFound(appsv1.Resource("deployments"), ns+"/"+name)
 }

@@ -115,3 +115,16 @@ func newRSNewReplicas(d *appsv1.Deployment, f fenceposts, allRSs []*appsv1.Repli
 		return 0, unexpectedStrategyError(d)
 	}
 }
+
+// Bounds returns the limits a rollout of d keeps, in replicas, as the
+// controller resolves them: maxTotal = replicas + maxSurge (RU-10, PS-3) and
+// minAvailable = replicas − maxUnavailable (RU-6, RU-11). For Recreate,
+// maxTotal is replicas and minAvailable is replicas too (the Available
+// condition's threshold, ST-4), though a Recreate rollout goes to 0 by
+// design (RC-1). It returns an error when d's rollingUpdate maxSurge or
+// maxUnavailable does not parse (VA-8); the bounds are then computed with
+// the bad value as 0. `rollout watch --timeline` draws them.
+func Bounds(d *appsv1.Deployment) (maxTotal, minAvailable int32, err error) {
+	f, err := fencepostsOf(d)
+	return f.maxTotal(), f.minAvailable(), err
+}

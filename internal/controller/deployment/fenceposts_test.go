@@ -110,3 +110,25 @@ func TestNewRSNewReplicasRU10(t *testing.T) {
 		}
 	})
 }
+
+// Bounds gives the lines `rollout watch --timeline` draws: the seed's 20
+// replicas at 25%/25% may have 25 pods and must keep 15 available; Recreate
+// has no surge; a bad maxSurge is reported and counts as 0 (VA-8).
+func TestBounds(t *testing.T) {
+	pct := intstr.FromString
+	for _, tc := range []struct {
+		d                      *appsv1.Deployment
+		maxTotal, minAvailable int32
+		err                    bool
+	}{
+		{newDeployment(20, pct("25%"), pct("25%")), 25, 15, false},
+		{newDeployment(3, intstr.FromInt32(0), intstr.FromInt32(1)), 3, 2, false},
+		{newRecreateDeployment(4), 4, 4, false},
+		{newDeployment(10, pct("abc"), pct("20%")), 10, 8, true},
+	} {
+		maxTotal, minAvailable, err := Bounds(tc.d)
+		if maxTotal != tc.maxTotal || minAvailable != tc.minAvailable || (err != nil) != tc.err {
+			t.Errorf("%s: Bounds = %d, %d, %v; want %d, %d, error %v", tc.d.Spec.Strategy.Type, maxTotal, minAvailable, err, tc.maxTotal, tc.minAvailable, tc.err)
+		}
+	}
+}

@@ -1,0 +1,223 @@
+package rollout
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/bubbles/progress"
+	tea "github.com/charmbracelet/bubbletea"
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+)
+
+// rolloutObjects is a 4-replica Deployment mid-rollout: the new ReplicaSet
+// (revision 2, nginx:broken) has 2 pods waiting in ImagePullBackOff, the
+// old one (revision 1) 3 available pods.
+func rolloutObjects(progressing appsv1.DeploymentCondition) []runtime.Object {
+	labels := map[string]string{"app": "web"}
+	tmpl := func(image string) v1.PodTemplateSpec {
+		return v1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "web", Image: image}}},
+		}
+	}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "d-uid", Generation: 2},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](4),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: tmpl("nginx:broken"),
+		},
+		Status: appsv1.DeploymentStatus{
+			ObservedGeneration: 2, Replicas: 5, UpdatedReplicas: 2, AvailableReplicas: 3,
+			Conditions: []appsv1.DeploymentCondition{progressing},
+		},
+	}
+	owner := func(kind, name string, uid types.UID) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: name, UID: uid, Controller: ptr.To(true)}}
+	}
+	rs := func(name, rev, image string, spec, avail int32) *appsv1.ReplicaSet {
+		return &appsv1.ReplicaSet{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Namespace: "ns", UID: types.UID(name), Labels: labels,
+				Annotations:     map[string]string{deployment.RevisionAnnotation: rev},
+				OwnerReferences: owner("Deployment", "web", d.UID),
+			},
+			Spec:   appsv1.ReplicaSetSpec{Replicas: ptr.To(spec), Selector: d.Spec.Selector, Template: tmpl(image)},
+			Status: appsv1.ReplicaSetStatus{Replicas: spec, ReadyReplicas: avail, AvailableReplicas: avail},
+		}
+	}
+	objs := []runtime.Object{d, rs("web-new", "2", "nginx:broken", 2, 0), rs("web-old", "1", "nginx:1", 3, 3)}
+	for _, name := range []string{"web-new-a", "web-new-b"} {
+		objs = append(objs, &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: labels, OwnerReferences: owner("ReplicaSet", "web-new", "web-new")},
+			Spec:       v1.PodSpec{NodeName: "node-0"},
+			Status: v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{{
+				Name: "web", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "nginx:broken"`}},
+			}}},
+		})
+	}
+	objs = append(objs, &v1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: "web.1", Namespace: "ns", UID: "e1"},
+		InvolvedObject: v1.ObjectReference{Kind: "Deployment", Name: "web", Namespace: "ns"},
+		Type:           v1.EventTypeNormal, Reason: "ScalingReplicaSet", Message: "Scaled up replica set web-new from 0 to 2",
+		LastTimestamp: metav1.Now(), Count: 1,
+	})
+	return objs
+}
+
+var (
+	progressingCondition = appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: v1.ConditionTrue, Reason: "ReplicaSetUpdated"}
+	deadlineCondition    = appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: v1.ConditionFalse, Reason: deployment.ProgressDeadlineExceeded}
+)
+
+// Issue 11: piped, watch prints plain lines that name every stuck pod with
+// its reason and the container's message, returns the deadline error, and
+// with --timeline writes the picture of what it recorded.
+func TestWatchPlainDeadlineAndTimeline(t *testing.T) {
+	client := fake.NewClientset(rolloutObjects(deadlineCondition)...)
+	var out, errOut bytes.Buffer
+	svg := filepath.Join(t.TempDir(), "rollout.svg")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := watchRollout(ctx, client, "ns", "web", &watchOptions{events: 3, timeline: svg}, &out, &errOut)
+	if !errors.Is(err, errDeadline) {
+		t.Fatalf("error %v, want the deadline\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		"deployment/web: 2/4 updated, 3 available, 5 total; Progressing=False ProgressDeadlineExceeded",
+		"new web-new: 2 desired, 0 ready, 0 available",
+		"old web-old: 3 desired, 3 ready, 3 available",
+		`why: 2 ImagePullBackOff: web-new-a, web-new-b (container web: Back-off pulling image "nginx:broken")`,
+		"event: Normal ScalingReplicaSet: Scaled up replica set web-new from 0 to 2",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if !strings.Contains(errOut.String(), "wrote the rollout's timeline (1 changes, 1 events) to "+svg) {
+		t.Errorf("stderr: %s", errOut.String())
+	}
+	if b, err := os.ReadFile(svg); err != nil || !bytes.Contains(b, []byte("<svg")) {
+		t.Errorf("timeline %s: %v", svg, err)
+	}
+}
+
+// A complete rollout ends the watch with nil and kubectl's sentence; a
+// progressing one runs until the context ends, which is a timeout error.
+func TestWatchCompleteAndTimeout(t *testing.T) {
+	objs := rolloutObjects(progressingCondition)
+	d := objs[0].(*appsv1.Deployment)
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 4, UpdatedReplicas: 4, AvailableReplicas: 4}
+	var out bytes.Buffer
+	if err := watchRollout(context.Background(), fake.NewClientset(objs...), "ns", "web", &watchOptions{}, &out, &out); err != nil {
+		t.Fatalf("complete: %v\n%s", err, out.String())
+	}
+	if !strings.HasSuffix(out.String(), "deployment \"web\" successfully rolled out\n") || strings.Contains(out.String(), "why:") {
+		t.Errorf("complete output:\n%s", out.String())
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	out.Reset()
+	err := watchRollout(ctx, fake.NewClientset(rolloutObjects(progressingCondition)...), "ns", "web", &watchOptions{}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "timed out waiting for the rollout") {
+		t.Errorf("progressing: error %v", err)
+	}
+	// One block only: the view did not change while waiting.
+	if n := strings.Count(out.String(), "deployment/web:"); n != 1 {
+		t.Errorf("%d blocks, want 1:\n%s", n, out.String())
+	}
+
+	err = watchRollout(context.Background(), fake.NewClientset(), "ns", "web", &watchOptions{}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), `"web" not found`) {
+		t.Errorf("missing Deployment: error %v", err)
+	}
+}
+
+// A bad --timeline is refused before anything is watched.
+func TestWatchRejectsBadTimelinePath(t *testing.T) {
+	for path, want := range map[string]string{
+		"x.jpg": ".png or .svg",
+		filepath.Join(t.TempDir(), "no", "x.png"): "no such file or directory",
+	} {
+		cmd := NewCommand(Options{})
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		cmd.SetArgs([]string{"watch", "deploy/web", "--timeline", path, "--kubeconfig", "/nonexistent"})
+		if err := cmd.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--timeline %s: error %v, want %q", path, err, want)
+		}
+	}
+}
+
+// The terminal view draws one bar per ReplicaSet with its counts, the
+// conditions, the why-stuck groups with the message, and the events; it
+// quits by itself when the rollout ends and on q.
+func TestTerminalView(t *testing.T) {
+	objs := rolloutObjects(deadlineCondition)
+	var rss []*appsv1.ReplicaSet
+	var pods []*v1.Pod
+	var events []*v1.Event
+	for _, o := range objs[1:] {
+		switch o := o.(type) {
+		case *appsv1.ReplicaSet:
+			rss = append(rss, o)
+		case *v1.Pod:
+			pods = append(pods, o)
+		case *v1.Event:
+			events = append(events, o)
+		}
+	}
+	v := buildView(objs[0].(*appsv1.Deployment), rss, pods, events, 3, time.Now())
+	m := tuiModel{v: &view{d: v.d, replicas: v.replicas, state: stateProgressing, newRS: v.newRS, oldRSs: v.oldRSs, stuck: v.stuck, events: v.events},
+		bar: progress.New(progress.WithWidth(barWidth), progress.WithoutPercentage())}
+	screen := m.View()
+	for _, want := range []string{
+		"deployment/web: 2/4 updated, 3 available, 5 total",
+		"Progressing=False", "ProgressDeadlineExceeded",
+		"new web-new rev 2", "old web-old rev 1", "2 desired  0 ready  0 available", "3 desired  3 ready  3 available",
+		"2 ImagePullBackOff: web-new-a, web-new-b", `container web: Back-off pulling image "nginx:broken"`,
+		"Normal ScalingReplicaSet: Scaled up replica set web-new from 0 to 2",
+		"q: stop watching",
+	} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("screen lacks %q:\n%s", want, screen)
+		}
+	}
+	// The old ReplicaSet's bar is 3/4 full (rounded to whole cells), the new one's empty.
+	full := int(math.Round(barWidth * 3 / 4.0))
+	for _, l := range strings.Split(screen, "\n") {
+		if strings.Contains(l, "web-old") && strings.Count(l, "█") != full {
+			t.Errorf("old bar %q: want %d full cells", l, full)
+		}
+		if strings.Contains(l, "web-new rev") && strings.Contains(l, "█") {
+			t.Errorf("new bar %q: want empty", l)
+		}
+	}
+
+	if _, cmd := m.Update(viewMsg{v: v}); cmd == nil || cmd() != tea.Quit() {
+		t.Errorf("a failed rollout does not end the view")
+	}
+	next, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{'q'}})
+	if cmd == nil || cmd() != tea.Quit() || !next.(tuiModel).stopped {
+		t.Errorf("q does not stop the view")
+	}
+	if strings.Contains(next.View(), "q: stop watching") {
+		t.Errorf("stopped view still offers q")
+	}
+}
