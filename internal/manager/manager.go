@@ -338,6 +338,11 @@ func runControllers(ctx context.Context, cfg Config, syncCheck *informerSyncChec
 		}
 		ctrls, workers = append(ctrls, ctrl), append(workers, n)
 	}
+	if slices.Contains(cfg.Controllers, DeploymentController) {
+		// kubedeploy_deployment_unavailable_pods (issue 11) reads the Deployment controller's caches.
+		stop := unavailablePods.use(sharedPodCaches(factory, logger))
+		defer stop()
+	}
 	synced := func() bool {
 		return !slices.ContainsFunc(ctrls, func(c runnable) bool { return !c.HasSynced() })
 	}

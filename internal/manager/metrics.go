@@ -44,10 +44,13 @@ func (syncObserver) SyncDone(controller string, d time.Duration, err error) {
 }
 
 // registerMetrics registers the manager's own metrics in the legacy
-// registry, once per process; the controller packages register theirs when
-// built. Controllers get syncObserver through their Config.
+// registry, once per process: syncDuration and the
+// kubedeploy_deployment_unavailable_pods collector (unavailablePods); the
+// controller packages register theirs when built. Controllers get
+// syncObserver through their Config.
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(syncDuration)
+		legacyregistry.CustomMustRegister(unavailablePods)
 	})
 }
