@@ -75,6 +75,18 @@ func TestHealthAndMetrics(t *testing.T) {
 	})
 	checkMetrics(t, body)
 
+	// Issue 11: why-stuck on a dashboard. Both pods of an nginx:broken
+	// Deployment wait in ImagePullBackOff (the KWOK stage), and the gauge
+	// says so, per namespace, Deployment and reason.
+	if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, harness.NewDeployment(ns, "stuck", 2, "nginx:broken"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	series := fmt.Sprintf(`kubedeploy_deployment_unavailable_pods{deployment="stuck",namespace=%q,reason="ImagePullBackOff"} 2`, ns)
+	harness.Eventually(t, 60*time.Second, series, func(context.Context) (bool, error) {
+		code, body := get(t, anon, base+"/metrics", reader.BearerToken)
+		return code == http.StatusOK && strings.Contains(body, series+"\n"), nil
+	})
+
 	certCfg, err := env.ControlPlane.ClientConfig("metrics-scraper-" + ns)
 	if err != nil {
 		t.Fatal(err)
