@@ -52,6 +52,8 @@ type follower struct {
 	// seen is the count last recorded per event UID: an aggregated event
 	// is marked again each time its count goes up.
 	seen map[types.UID]int32
+	// listed is each event's count in the first list (set once synced).
+	listed map[types.UID]int32
 	// rolloutStart is when the new ReplicaSet was created: events from
 	// before it belong to earlier rollouts and are not drawn.
 	rolloutStart time.Time
@@ -72,7 +74,7 @@ func follow(ctx context.Context, client kubernetes.Interface, d *appsv1.Deployme
 		// Validation forbids an empty selector; never watch every pod for one.
 		return nil, fmt.Errorf("deployment %s/%s has an empty selector", d.Namespace, d.Name)
 	}
-	f := &follower{ns: d.Namespace, name: d.Name, uid: d.UID, changed: make(chan struct{}, 1), seen: map[types.UID]int32{}}
+	f := &follower{ns: d.Namespace, name: d.Name, uid: d.UID, changed: make(chan struct{}, 1), seen: map[types.UID]int32{}, listed: map[types.UID]int32{}}
 	factory := func(tweak func(*metav1.ListOptions)) informers.SharedInformerFactory {
 		inf := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(d.Namespace), informers.WithTweakListOptions(tweak))
 		f.factories = append(f.factories, inf)
@@ -135,6 +137,20 @@ func follow(ctx context.Context, client kubernetes.Interface, d *appsv1.Deployme
 				return nil, fmt.Errorf("watching %v in namespace %s: %w", typ, d.Namespace, ctx.Err())
 			}
 		}
+	}
+	if f.evLister != nil && record {
+		// The events of the first list happened before the watch: they keep
+		// their own (whole-second) times; see recordEvent.
+		evs, err := f.evLister.List(labels.Everything())
+		if err != nil {
+			f.shutdown()
+			return nil, err
+		}
+		f.mu.Lock()
+		for _, e := range evs {
+			f.listed[e.UID] = max(e.Count, 1)
+		}
+		f.mu.Unlock()
 	}
 	f.synced.Store(true)
 	f.recordState(nil)
@@ -261,19 +277,27 @@ type recordedEvent struct {
 	timeline.Event
 }
 
-// recordEvent keeps a Deployment event for the timeline at its own time (its
-// lastTimestamp), once per count of an aggregated event; recording decides
-// which are drawn.
+// recordEvent keeps an event of the watched Deployment for the timeline,
+// once per count of an aggregated event: at the time it arrived when it was
+// emitted while watching, at its lastTimestamp when it came with the first
+// list; recording decides which are drawn.
 func (f *follower) recordEvent(obj any) {
 	e, ok := obj.(*v1.Event)
-	if !ok || f.rec == nil {
+	// Events of an earlier Deployment of the same name have its UID.
+	if !ok || f.rec == nil || (e.InvolvedObject.UID != "" && e.InvolvedObject.UID != f.uid) {
 		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if count := max(e.Count, 1); f.seen[e.UID] < count {
 		f.seen[e.UID] = count
-		f.events = append(f.events, recordedEvent{name: e.Name, Event: timeline.Event{Time: eventTime(*e), Type: e.Type, Reason: e.Reason, Message: e.Message}})
+		// core/v1 event times have whole seconds: one emitted while watching
+		// is marked when it arrived, to the millisecond.
+		at := eventTime(*e)
+		if f.synced.Load() && f.listed[e.UID] < count {
+			at = time.Now()
+		}
+		f.events = append(f.events, recordedEvent{name: e.Name, Event: timeline.Event{Time: at, Type: e.Type, Reason: e.Reason, Message: e.Message}})
 	}
 }
 

@@ -133,11 +133,11 @@ func (m tuiModel) View() string {
 	if len(v.events) > 0 {
 		b.WriteString("\n" + headingStyle.Render("events") + "\n")
 		for _, e := range v.events {
-			line := eventTime(e).Local().Format("15:04:05") + " " + eventLine(e)
+			style := lipgloss.NewStyle()
 			if e.Type == v1.EventTypeWarning {
-				line = badStyle.Render(line)
+				style = badStyle
 			}
-			b.WriteString("  " + line + "\n")
+			b.WriteString(m.wrap(style, 2, eventTime(e).Local().Format("15:04:05")+" "+eventLine(e)))
 		}
 	}
 	if m.stopped || m.err != nil {

@@ -243,7 +243,7 @@ func buildView(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*v1.Pod, e
 	if nEvents > 0 {
 		evs := make([]v1.Event, 0, len(events))
 		for _, e := range events {
-			if e.InvolvedObject.Kind == "Deployment" && e.InvolvedObject.Name == d.Name {
+			if e.InvolvedObject.Kind == "Deployment" && e.InvolvedObject.Name == d.Name && (e.InvolvedObject.UID == "" || e.InvolvedObject.UID == d.UID) {
 				evs = append(evs, *e)
 			}
 		}

@@ -77,6 +77,13 @@ func rolloutObjects(progressing appsv1.DeploymentCondition) []runtime.Object {
 		Type:           v1.EventTypeNormal, Reason: "ScalingReplicaSet", Message: "Scaled up replica set web-new from 0 to 2",
 		LastTimestamp: metav1.Now(), Count: 1,
 	})
+	// An event of an earlier Deployment of the same name is not this one's.
+	objs = append(objs, &v1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: "web.0", Namespace: "ns", UID: "e0"},
+		InvolvedObject: v1.ObjectReference{Kind: "Deployment", Name: "web", Namespace: "ns", UID: "earlier-d-uid"},
+		Type:           v1.EventTypeNormal, Reason: "ScalingReplicaSet", Message: "Scaled up replica set web-earlier from 0 to 9",
+		LastTimestamp: metav1.Now(), Count: 1,
+	})
 	return objs
 }
 
@@ -108,6 +115,9 @@ func TestWatchPlainDeadlineAndTimeline(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+	if strings.Contains(out.String(), "web-earlier") {
+		t.Errorf("output shows an earlier Deployment's event:\n%s", out.String())
 	}
 	if !strings.Contains(errOut.String(), "wrote the rollout's timeline (1 changes, 1 events) to "+svg) {
 		t.Errorf("stderr: %s", errOut.String())
