@@ -315,6 +315,17 @@ func (f *follower) recording() *timeline.Recording {
 	if f.rec == nil {
 		return nil
 	}
+	// The informers' handlers run behind their caches: take what the caches
+	// hold now, so that a short watch misses neither the last state nor the
+	// events (both are recorded once only).
+	f.recordState(nil)
+	if f.evLister != nil {
+		if evs, err := f.evLister.List(labels.Everything()); err == nil {
+			for _, e := range evs {
+				f.recordEvent(e)
+			}
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := *f.rec
