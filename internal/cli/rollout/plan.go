@@ -58,9 +58,13 @@ Deployment is taken as fully rolled out.
 Each step is one write of ReplicaSet sizes by the controller; TOTAL is the sum of
 the sizes (pods allowed, not counting terminating ones) and AVAILABLE the available
 pods right after the step's scale-down. The simulation makes the pods of one step
-available at the same instant; in a cluster they become available over a few
-milliseconds, and the controller may split a step into smaller ones within the same
-bounds. With --local, ReplicaSet names come from the manifests as written (an API
+available at the same instant. In a cluster they turn Ready some milliseconds apart,
+and kubedeploy's ReplicaSet controller reports those that turn Ready within 250 ms of
+the first together, so on a quiet "kubedeploy up" the controllers take exactly the
+planned steps. Where the pods of one step turn Ready further apart (a busy scheduler
+or node, slow image pulls), the controller splits a step into smaller ones within
+the same bounds.
+With --local, ReplicaSet names come from the manifests as written (an API
 server's defaults change the pod-template-hash).`,
 		Example: `  kubedeploy rollout plan deploy/nginx-deployment --image nginx-deployment=nginx:1.9.3
   kubedeploy rollout plan -f examples/nginx-deployment.yaml -o json

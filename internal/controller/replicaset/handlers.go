@@ -127,7 +127,19 @@ func (c *Controller) onPodUpdate(logger klog.Logger, oldObj, curObj any) {
 		if !refChanged && !labelsChanged && isPodActive(oldPod) == isPodActive(curPod) {
 			// Only the pod's status changed and it is still a replica: the
 			// sync can only rewrite the ReplicaSet's status.
-			c.runner.EnqueueCoalesced(cache.MetaObjectToName(rs), c.cfg.StatusSyncWindow)
+			if isPodReady(oldPod) != isPodReady(curPod) && c.cfg.StatusSyncWindow > 0 {
+				// Readiness is reported a window after the first pod of a
+				// burst turns (or stops being) Ready, together with the rest
+				// of the burst: the pods of one rollout step, created together,
+				// turn Ready within milliseconds of each other, and reported
+				// one by one they would make the Deployment controller split
+				// the step into smaller ones that `rollout plan` cannot
+				// predict (issue 11). A key already waiting keeps its earlier
+				// time.
+				c.runner.EnqueueAfter(cache.MetaObjectToName(rs), c.cfg.StatusSyncWindow)
+			} else {
+				c.runner.EnqueueCoalesced(cache.MetaObjectToName(rs), c.cfg.StatusSyncWindow)
+			}
 		} else {
 			c.runner.EnqueueObject(rs)
 		}

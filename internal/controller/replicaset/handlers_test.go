@@ -2,6 +2,7 @@ package replicaset
 
 import (
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,6 +52,26 @@ func TestHandlers(t *testing.T) {
 		f.c.onPodUpdate(klogFor(f), old, cur)
 		if f.c.runner.Len() != 1 {
 			t.Errorf("queue = %d, want 1", f.c.runner.Len())
+		}
+	})
+	t.Run("issue 11: with a status window, pods turning Ready are reported together a window after the first", func(t *testing.T) {
+		f := newFixture(t, rs)
+		f.c.cfg.StatusSyncWindow = 100 * time.Millisecond
+		for _, name := range []string{"p1", "p2", "p3"} {
+			old := newPod(name, ownedBy(rs), webLabels, rv("1"))
+			cur := newPod(name, ownedBy(rs), webLabels, rv("2"), readySince(testNow))
+			f.c.onPodUpdate(klogFor(f), old, cur)
+		}
+		if n := f.c.runner.Len(); n != 0 {
+			t.Fatalf("queue = %d at once, want 0 (reported a window later)", n)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for f.c.runner.Len() == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		// One sync for the three pods (minReadySeconds' own wake-up is 5 s away).
+		if n := f.c.runner.Len(); n != 1 {
+			t.Errorf("queue = %d after the window, want 1", n)
 		}
 	})
 	t.Run("EH-11 resync with the same resourceVersion is ignored", func(t *testing.T) {
