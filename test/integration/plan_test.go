@@ -86,24 +86,6 @@ func (l *sizeLog) of(name string) []int32 {
 	return slices.Clone(l.sizes[name])
 }
 
-// planned returns the plan's distinct successive sizes of the new
-// ReplicaSet from its creation on (or of old ReplicaSet i when old >= 0).
-func planned(p deployment.Plan, old int) []int32 {
-	var out []int32
-	for _, s := range p.Steps {
-		n := s.NewReplicas
-		if old >= 0 {
-			n = s.OldReplicas[old]
-		} else if !s.NewReplicaSetExists {
-			continue
-		}
-		if len(out) == 0 || out[len(out)-1] != n {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
 // subsequence reports whether every element of want appears in got, in order.
 func subsequence(want, got []int32) bool {
 	i := 0
@@ -125,7 +107,10 @@ const (
 	// and its first sizes (the steps the change itself causes, before any
 	// pod is ready) are the planned ones; in between the controllers may take
 	// more, smaller steps, because the pods of one planned step turn
-	// available over several milliseconds, not at one instant.
+	// available over a spread of time, not at one instant: the ReplicaSet
+	// controller reports those that turn Ready within 250 ms of the first
+	// together, but here the scheduler alone spreads a step's pods over
+	// about as much (on a busy 2-core machine).
 	refined
 )
 
@@ -163,9 +148,9 @@ func checkPlan(t *testing.T, d *appsv1.Deployment, bounds harness.Bounds, m matc
 		w.Stop()
 		w.Check(len(p.Steps))
 	}
-	gotNew, wantNew := sizes.of(p.NewReplicaSet), planned(p, -1)
+	gotNew, wantNew := sizes.of(p.NewReplicaSet), p.NewReplicaSetSizes()
 	// The watch starts at the old ReplicaSet's current size.
-	gotOld, wantOld := sizes.of(oldRS), append([]int32{*d.Spec.Replicas}, planned(p, 0)...)
+	gotOld, wantOld := sizes.of(oldRS), append([]int32{*d.Spec.Replicas}, p.OldReplicaSetSizes(0)...)
 	t.Logf("new ReplicaSet %s: controllers %v, plan %v; old %s: controllers %v, plan %v; plan ~%gs",
 		p.NewReplicaSet, gotNew, wantNew, oldRS, gotOld, wantOld, p.EstimatedSeconds)
 	switch m {
@@ -187,7 +172,8 @@ func checkPlan(t *testing.T, d *appsv1.Deployment, bounds harness.Bounds, m matc
 // Issue 11 Done-when, the seed Deployment: 20 replicas, 25%/25%. The plan is
 // new 5 → 10 at once, then 20 when those 10 are available; the controllers
 // start the same way and then move in the smaller steps partial availability
-// allows, never past the bounds (the plan's peak and minimum).
+// allows, never past the bounds (the plan's peak and minimum). On a quiet
+// `kubedeploy up` they take exactly the planned steps (see the README).
 func TestPlanMatchesRollingSeed(t *testing.T) {
 	ns := env.Namespace(t)
 	checkPlan(t, harness.NewDeployment(ns, "nginx-deployment", 20, "nginx:1.9"), harness.Bounds{MaxTotal: 25, MinAvailable: 15}, refined)
@@ -250,7 +236,7 @@ func TestPlanFromManifest(t *testing.T) {
 	}
 	fromFile := plan(ctx, t, ns, d.Name, "-f", manifest("nginx:1.9.3"))
 	fromFlag := plan(ctx, t, ns, d.Name, "--image", "nginx=nginx:1.9.3")
-	if fromFile.NewReplicaSet != fromFlag.NewReplicaSet || !slices.Equal(planned(fromFile, -1), planned(fromFlag, -1)) {
+	if fromFile.NewReplicaSet != fromFlag.NewReplicaSet || !slices.Equal(fromFile.NewReplicaSetSizes(), fromFlag.NewReplicaSetSizes()) {
 		t.Errorf("-f plan %+v differs from --image plan %+v", fromFile, fromFlag)
 	}
 }

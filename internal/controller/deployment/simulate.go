@@ -105,6 +105,33 @@ type Plan struct {
 	Stopped string `json:"stopped,omitempty"`
 }
 
+// NewReplicaSetSizes returns the new ReplicaSet's spec.replicas over the
+// plan's steps, from its creation on, without repeats: the sizes the
+// controller writes to it, in order (replicas).
+func (p *Plan) NewReplicaSetSizes() []int32 {
+	return p.sizes(func(s PlanStep) (int32, bool) { return s.NewReplicas, s.NewReplicaSetExists })
+}
+
+// OldReplicaSetSizes returns old ReplicaSet i's (in OldReplicaSets' order)
+// spec.replicas over the plan's steps, without repeats (replicas). It
+// panics when i is out of range.
+func (p *Plan) OldReplicaSetSizes(i int) []int32 {
+	if i < 0 || i >= len(p.OldReplicaSets) {
+		panic(fmt.Sprintf("plan has %d old ReplicaSets, no %d", len(p.OldReplicaSets), i))
+	}
+	return p.sizes(func(s PlanStep) (int32, bool) { return s.OldReplicas[i], true })
+}
+
+func (p *Plan) sizes(of func(PlanStep) (int32, bool)) []int32 {
+	var out []int32
+	for _, s := range p.Steps {
+		if n, ok := of(s); ok && (len(out) == 0 || out[len(out)-1] != n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // Simulate predicts the rollout the Deployment controller performs for d
 // (the Deployment as it is or will be after a change; its status as
 // stored) over rss (the ReplicaSets it owns now, with their status), by

@@ -70,6 +70,13 @@ func TestSimulateRollingSeed(t *testing.T) {
 	if p.NewReplicaSet == "" || len(p.OldReplicaSets) != 1 {
 		t.Errorf("names: new %q, old %v", p.NewReplicaSet, p.OldReplicaSets)
 	}
+	// What the controllers are compared with (test/integration/uptiming).
+	if got, want := p.NewReplicaSetSizes(), []int32{5, 10, 20}; !slices.Equal(got, want) {
+		t.Errorf("NewReplicaSetSizes = %v, want %v", got, want)
+	}
+	if got, want := p.OldReplicaSetSizes(0), []int32{15, 5, 0}; !slices.Equal(got, want) {
+		t.Errorf("OldReplicaSetSizes(0) = %v, want %v", got, want)
+	}
 }
 
 func seconds(p *Plan) []float64 {
