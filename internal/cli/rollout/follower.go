@@ -93,10 +93,12 @@ func follow(ctx context.Context, client kubernetes.Interface, d *appsv1.Deployme
 	if record {
 		f.rec = &timeline.Recording{Namespace: d.Namespace, Deployment: d.Name}
 	}
-	handlers := []struct {
+	// onEvent, when set, records the object before the change is signalled.
+	type handler struct {
 		inf     cache.SharedIndexInformer
 		onEvent func(obj any)
-	}{
+	}
+	handlers := []handler{
 		{dInf.Informer(), f.recordState},
 		{rsInf.Informer(), f.recordState},
 		{podInf.Informer(), nil},
@@ -107,10 +109,7 @@ func follow(ctx context.Context, client kubernetes.Interface, d *appsv1.Deployme
 		})
 		evInf := byObject.Core().V1().Events()
 		f.evLister = evInf.Lister().Events(d.Namespace)
-		handlers = append(handlers, struct {
-			inf     cache.SharedIndexInformer
-			onEvent func(obj any)
-		}{evInf.Informer(), f.recordEvent})
+		handlers = append(handlers, handler{evInf.Informer(), f.recordEvent})
 	}
 	for _, h := range handlers {
 		on := func(obj any) {
