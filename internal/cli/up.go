@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -32,6 +33,8 @@ type upOptions struct {
 	podStartupDelay     time.Duration
 	podTerminationDelay time.Duration
 	controllers         string
+	qps                 float32
+	burst               int
 	verbosity           int
 }
 
@@ -52,15 +55,28 @@ Pods whose image tag starts with "broken" (e.g. nginx:broken) never become ready
 			return runUp(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	f := cmd.Flags()
+	o.addFlags(cmd.Flags())
+	return cmd
+}
+
+// addFlags registers up's flags on f, bound to o, with their defaults.
+func (o *upOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.dataDir, "data-dir", defaultDataDir(), "directory holding etcd data, certificates, the kubeconfig and logs")
 	f.IntVar(&o.apiPort, "api-port", 6443, "kube-apiserver port on 127.0.0.1 (0 picks a free port)")
-	f.IntVar(&o.nodes, "nodes", 3, "number of simulated nodes (each fits 1000 pods)")
-	f.DurationVar(&o.podStartupDelay, "pod-startup-delay", time.Second, "time from a pod being scheduled to it being Running and Ready")
-	f.DurationVar(&o.podTerminationDelay, "pod-termination-delay", time.Second, "time a deleted pod stays Terminating before it is gone")
+	f.IntVar(&o.nodes, "nodes", controlplane.DefaultNodes, "number of simulated nodes (each fits 1000 pods)")
+	f.DurationVar(&o.podStartupDelay, "pod-startup-delay", controlplane.DefaultPodStartupDelay, "time from a pod being scheduled to it being Running and Ready")
+	f.DurationVar(&o.podTerminationDelay, "pod-termination-delay", controlplane.DefaultPodTerminationDelay, "time a deleted pod stays Terminating before it is gone")
 	f.StringVar(&o.controllers, "controllers", "deployment,replicaset", "kubedeploy controllers to run ('*' for all, '' for none)")
+	// Like the embedded scheduler and controller manager, kubedeploy's
+	// controllers talk to this kube-apiserver over loopback in one process:
+	// `kubedeploy controllers`' 20/30 (kube-controller-manager's, CM-6) would
+	// only throttle the cluster against itself: once the burst is spent they
+	// space pod creations 50 ms apart, one rollout step's pods turn Ready
+	// over more than a status window, and the rollout no longer takes the
+	// steps `rollout plan` predicts (issue 11).
+	f.Float32Var(&o.qps, "kube-api-qps", controlplane.LoopbackQPS, "requests per second each kubedeploy controller may send to the API server (kube-controller-manager's default is 20)")
+	f.IntVar(&o.burst, "kube-api-burst", controlplane.LoopbackBurst, "burst of requests each kubedeploy controller may send to the API server (kube-controller-manager's default is 30)")
 	f.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity of the kubedeploy controllers")
-	return cmd
 }
 
 func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
@@ -126,9 +142,14 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
 // configs turns the flags into the controllers' and the control plane's
 // configuration, defaulted and validated; it returns the first invalid one.
 func (o upOptions) configs() (manager.Config, controlplane.Config, error) {
+	if o.qps <= 0 || o.burst < 1 {
+		return manager.Config{}, controlplane.Config{}, fmt.Errorf("--kube-api-qps must be > 0 and --kube-api-burst >= 1, got %g and %d", o.qps, o.burst)
+	}
 	mcfg := manager.Config{
 		Controllers: manager.ParseControllers(o.controllers),
 		Version:     buildinfo.Version(),
+		QPS:         o.qps,
+		Burst:       o.burst,
 		// The same Lease as `kubedeploy controllers`: one run against this
 		// cluster stands by while these controllers lead.
 		LeaderElection: manager.LeaderElection{Enabled: true, Identity: upIdentity(o.dataDir)},

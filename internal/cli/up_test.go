@@ -5,6 +5,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kubedeploy/kubedeploy/internal/controlplane"
+	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
 
 // TestUpIdentityStablePerDataDir: `up` on one data dir always leads under
@@ -30,5 +35,64 @@ func TestUpIdentityStablePerDataDir(t *testing.T) {
 	host, _ := os.Hostname()
 	if !strings.HasPrefix(abs, host+"_up-") || len(abs) != len(host)+len("_up-")+12 {
 		t.Errorf("identity %q, want %q followed by 12 hex digits", abs, host+"_up-")
+	}
+}
+
+// TestUpClientRateLimit: up's controllers talk to an in-process
+// kube-apiserver over loopback and get the loopback rate limit by default, as
+// the embedded scheduler and controller manager do; the flags take
+// kube-controller-manager's 20/30 (CM-6) back, and a non-positive value is
+// refused rather than silently defaulted (issue 11).
+func TestUpClientRateLimit(t *testing.T) {
+	for _, tc := range []struct {
+		args      []string
+		qps       float32
+		burst     int
+		wantError string
+	}{
+		{args: nil, qps: controlplane.LoopbackQPS, burst: controlplane.LoopbackBurst},
+		{args: []string{"--kube-api-qps=20", "--kube-api-burst=30"}, qps: 20, burst: 30},
+		{args: []string{"--kube-api-qps=0"}, wantError: "--kube-api-qps must be > 0"},
+		{args: []string{"--kube-api-burst=0"}, wantError: "--kube-api-burst >= 1"},
+	} {
+		var o upOptions
+		fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
+		o.addFlags(fs)
+		if err := fs.Parse(append([]string{"--data-dir", t.TempDir()}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+		mcfg, _, err := o.configs()
+		switch {
+		case tc.wantError != "":
+			if err == nil || !strings.Contains(err.Error(), tc.wantError) {
+				t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.wantError)
+			}
+		case err != nil:
+			t.Errorf("%v: %v", tc.args, err)
+		case mcfg.QPS != tc.qps || mcfg.Burst != tc.burst:
+			t.Errorf("%v: controllers' client at %g/%d, want %g/%d", tc.args, mcfg.QPS, mcfg.Burst, tc.qps, tc.burst)
+		}
+	}
+}
+
+// TestUpOptionsTimeTheClusterAsUp: harness.UpOptions, used by the tests whose
+// claim is about `up` (test/integration/upplan), are up's defaults.
+func TestUpOptionsTimeTheClusterAsUp(t *testing.T) {
+	var o upOptions
+	fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
+	o.addFlags(fs)
+	if err := fs.Parse([]string{"--data-dir", t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	mcfg, cfg, err := o.configs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := harness.UpOptions()
+	if cfg.Nodes != h.Nodes || cfg.PodStartupDelay != h.PodStartupDelay || cfg.PodTerminationDelay != h.PodTerminationDelay ||
+		mcfg.QPS != h.Manager.QPS || mcfg.Burst != h.Manager.Burst {
+		t.Errorf("up: %d nodes, pods %v/%v, client %g/%d; harness.UpOptions: %d nodes, pods %v/%v, client %g/%d",
+			cfg.Nodes, cfg.PodStartupDelay, cfg.PodTerminationDelay, mcfg.QPS, mcfg.Burst,
+			h.Nodes, h.PodStartupDelay, h.PodTerminationDelay, h.Manager.QPS, h.Manager.Burst)
 	}
 }

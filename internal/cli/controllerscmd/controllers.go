@@ -81,6 +81,11 @@ func (o *controllersOptions) config() (manager.Config, error) {
 	if len(cfg.Controllers) == 0 {
 		return cfg, errors.New("--controllers names no controller")
 	}
+	// Default would silently turn a zero into 20/30: refuse it, so that the
+	// flag means what it says.
+	if cfg.QPS <= 0 || cfg.Burst < 1 {
+		return cfg, fmt.Errorf("--kube-api-qps must be > 0 and --kube-api-burst >= 1, got %g and %d", cfg.QPS, cfg.Burst)
+	}
 	cfg.Version = buildinfo.Version()
 	cfg.RESTConfig = &rest.Config{} // checked by Validate; replaced by the caller
 	cfg.Default()

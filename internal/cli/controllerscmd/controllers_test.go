@@ -54,6 +54,8 @@ func TestControllersFlagErrors(t *testing.T) {
 		{[]string{"--concurrent-deployment-syncs=-1"}, "at least 1"},
 		{[]string{"--secure-port=70000"}, "secure-port"},
 		{[]string{"--bind-address=localhost"}, "bind-address"},
+		{[]string{"--kube-api-qps=0"}, "--kube-api-qps must be > 0"},
+		{[]string{"--kube-api-burst=0"}, "--kube-api-burst >= 1"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, err := parseControllersFlags(t, tc.args...)

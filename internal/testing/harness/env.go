@@ -38,6 +38,21 @@ type Options struct {
 	Manager manager.Config
 }
 
+// UpOptions are the Options that time the cluster as `kubedeploy up` does
+// by default: DefaultNodes simulated nodes, pods Ready 1 s after they are
+// scheduled and gone 1 s after deletion (controlplane's defaults), and the
+// controllers' client at the loopback rate limit (up's --kube-api-qps and
+// --kube-api-burst). For tests whose claim is about `up` itself, such as
+// the exact rollout plan (issue 11).
+func UpOptions() Options {
+	return Options{
+		Nodes:               controlplane.DefaultNodes,
+		PodStartupDelay:     controlplane.DefaultPodStartupDelay,
+		PodTerminationDelay: controlplane.DefaultPodTerminationDelay,
+		Manager:             manager.Config{QPS: controlplane.LoopbackQPS, Burst: controlplane.LoopbackBurst},
+	}
+}
+
 // Env is a running control plane plus the kubedeploy controllers.
 type Env struct {
 	// ControlPlane is the embedded cluster.
