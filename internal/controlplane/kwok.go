@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/kwok/pkg/kwok/controllers"
 	kwoklog "sigs.k8s.io/kwok/pkg/log"
 	kwokclient "sigs.k8s.io/kwok/pkg/utils/client"
+	"sigs.k8s.io/kwok/pkg/utils/lifecycle"
 )
 
 const (
@@ -139,12 +140,39 @@ func newKWOK(kubeconfig string, logOut io.Writer, stages map[internalversion.Sta
 	logger := kwoklog.NewLogger(logOut, kwoklog.LevelInfo)
 	return func(ctx context.Context) error {
 		ctx = kwoklog.NewContext(ctx, logger)
+		if err := warmStages(ctx, stages); err != nil {
+			return err
+		}
 		if err := ctr.Start(ctx); err != nil {
 			return fmt.Errorf("start kwok controller: %w", err)
 		}
 		<-ctx.Done()
 		return nil
 	}, nil
+}
+
+// warmStages matches an empty Pod and an empty Node against fresh copies of
+// their stages, one after the other, before KWOK's controllers start. A
+// stage builds its CEL environment on its first match, and that fills
+// process-wide type caches in github.com/wzshiming/easycel (v0.6.0) that are
+// plain maps without a lock; KWOK's node and pod controllers then match
+// their first objects at the same moment, which once crashed a restarted
+// `kubedeploy up` with "fatal error: concurrent map writes" (nodes and pods
+// already present, both controllers busy at once). Once the caches hold the
+// Pod and Node types, later environments only read them. It returns a
+// stage's match error.
+func warmStages(ctx context.Context, stages map[internalversion.StageResourceRef][]*internalversion.Stage) error {
+	samples := map[internalversion.StageResourceRef]any{podStageRef: &corev1.Pod{}, nodeStageRef: &corev1.Node{}}
+	for _, ref := range []internalversion.StageResourceRef{nodeStageRef, podStageRef} {
+		lc, err := lifecycle.NewLifecycle(stages[ref])
+		if err != nil {
+			return fmt.Errorf("kwok %s stages: %w", ref.Kind, err)
+		}
+		if _, err := lc.ListAllPossible(ctx, &lifecycle.Event{Data: samples[ref]}); err != nil {
+			return fmt.Errorf("kwok %s stages: %w", ref.Kind, err)
+		}
+	}
+	return nil
 }
 
 // kwokClients fills conf's clients the way the kwok command does, from kubeconfig.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -161,5 +162,43 @@ func TestStageFilesAreStages(t *testing.T) {
 	}
 	if _, err := decodeStage([]byte("kind: Pod\napiVersion: v1\n")); err == nil || !strings.Contains(err.Error(), "Stage") {
 		t.Errorf("decodeStage(Pod) = %v, want kind error", err)
+	}
+}
+
+// TestStagesMatchConcurrentlyAfterWarmUp: after warmStages, KWOK's node and
+// pod stages can build their CEL environments at the same moment, as KWOK's
+// two controllers do when `up` restarts with nodes and pods in place. Without
+// the warm-up, easycel's unlocked type caches are written concurrently
+// ("fatal error: concurrent map writes"; `go test -race` reports it).
+func TestStagesMatchConcurrentlyAfterWarmUp(t *testing.T) {
+	all, err := stages(time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := warmStages(ctx, all); err != nil {
+		t.Fatalf("warmStages: %v", err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		ref, obj := podStageRef, any(testPod("nginx:1.25"))
+		if i%2 == 1 {
+			ref, obj = nodeStageRef, any(&corev1.Node{})
+		}
+		wg.Go(func() {
+			lc, err := lifecycle.NewLifecycle(all[ref]) // fresh stages: each builds its environment
+			if err == nil {
+				_, err = lc.ListAllPossible(ctx, &lifecycle.Event{Data: obj})
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
 	}
 }
