@@ -86,8 +86,9 @@ func WatchRolloutWith(t *testing.T, client kubernetes.Interface, ns, name string
 		t.Fatalf("watching ReplicaSets: %v", err)
 	}
 	factory.Start(w.stop)
-	if !cache.WaitForCacheSync(w.stop, inf.HasSynced) {
-		t.Fatalf("ReplicaSet informer did not sync")
+	if !waitSynced(inf.HasSynced) {
+		close(w.stop)
+		t.Fatalf("%s within %v (is the API server up?)", "ReplicaSet informer did not sync", syncTimeout)
 	}
 	t.Cleanup(w.Stop)
 	return w

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
@@ -250,4 +251,16 @@ func sanitize(s string) string {
 		out = strings.Trim(out[len(out)-40:], "-")
 	}
 	return out
+}
+
+// syncTimeout bounds how long a watch helper waits for its informer's first
+// list: a test whose API server died fails instead of hanging until the
+// package's timeout.
+const syncTimeout = time.Minute
+
+// waitSynced waits up to syncTimeout for synced and reports whether it held.
+func waitSynced(synced cache.InformerSynced) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), syncTimeout)
+	defer cancel()
+	return cache.WaitForCacheSync(ctx.Done(), synced)
 }

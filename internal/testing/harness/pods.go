@@ -57,8 +57,9 @@ func WatchPods(t *testing.T, client kubernetes.Interface, ns string, selector la
 		t.Fatalf("pod watch: %v", err)
 	}
 	factory.Start(w.stop)
-	if !cache.WaitForCacheSync(w.stop, inf.HasSynced) {
-		t.Fatal("pod watch did not sync")
+	if !waitSynced(inf.HasSynced) {
+		close(w.stop)
+		t.Fatalf("%s within %v (is the API server up?)", "pod watch did not sync", syncTimeout)
 	}
 	t.Cleanup(w.Stop)
 	w.Reset()
