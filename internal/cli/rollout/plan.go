@@ -466,7 +466,10 @@ func printPlan(out io.Writer, next *appsv1.Deployment, p *deployment.Plan) error
 		return err
 	}
 	end := fmt.Sprintf("complete after about %gs", p.EstimatedSeconds)
-	if !p.Complete {
+	switch {
+	case p.Partitioned:
+		end = fmt.Sprintf("%s after about %gs", p.Stopped, p.EstimatedSeconds)
+	case !p.Complete:
 		end = "not complete: " + p.Stopped
 	}
 	fmt.Fprintf(out, "%d steps; at most %d pods, at least %d available; %s.\n", len(p.Steps), p.PeakPods, p.MinAvailable, end)

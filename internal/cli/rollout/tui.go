@@ -212,7 +212,7 @@ func runTerminal(ctx context.Context, f *follower, o *watchOptions, out io.Write
 	}
 	done, err := outcome(fm.v)
 	if done && err == nil {
-		fmt.Fprintf(out, "deployment %q successfully rolled out\n", fm.v.d.Name)
+		fmt.Fprintln(out, fm.v.ended())
 	}
 	if !done {
 		return errStopped

@@ -157,11 +157,12 @@ func timedOut(ns, name string) error {
 	return fmt.Errorf("deployment %s/%s: timed out waiting for the rollout", ns, name)
 }
 
-// outcome turns the final view into watch's result: nil when complete, the
-// deadline error, or nil with ok=false while still progressing.
+// outcome turns the final view into watch's result: nil when complete or
+// held at its partition, the deadline error, or nil with ok=false while
+// still progressing.
 func outcome(v *view) (done bool, err error) {
 	switch v.state {
-	case stateComplete:
+	case stateComplete, statePartitioned:
 		return true, nil
 	case stateDeadline:
 		return true, fmt.Errorf("deployment %s/%s %w", v.d.Namespace, v.d.Name, errDeadline)
@@ -188,7 +189,7 @@ func runPlain(ctx context.Context, f *follower, o *watchOptions, out io.Writer) 
 		}
 		if done, err := outcome(v); done {
 			if err == nil {
-				fmt.Fprintf(out, "deployment %q successfully rolled out\n", v.d.Name)
+				fmt.Fprintln(out, v.ended())
 			}
 			return err
 		}
@@ -201,6 +202,19 @@ func runPlain(ctx context.Context, f *follower, o *watchOptions, out io.Writer) 
 	}
 }
 
+// ended is the last line of a watch that ended well: complete, or held at
+// its partition (EX-1) with the Progressing message.
+func (v *view) ended() string {
+	if v.state == statePartitioned {
+		for _, c := range v.d.Status.Conditions {
+			if c.Type == appsv1.DeploymentProgressing {
+				return fmt.Sprintf("deployment %q rollout held: %s", v.d.Name, c.Message)
+			}
+		}
+	}
+	return fmt.Sprintf("deployment %q successfully rolled out", v.d.Name)
+}
+
 // rolloutState is where a rollout stands, as kubectl rollout status judges it.
 type rolloutState int
 
@@ -208,6 +222,9 @@ const (
 	stateProgressing rolloutState = iota
 	stateComplete
 	stateDeadline
+	// statePartitioned: held by kubedeploy.io/rollout-partition (EX-1), a
+	// state the rollout stays in until the partition changes.
+	statePartitioned
 )
 
 // view is what one look at the watched objects shows.
@@ -290,6 +307,9 @@ func state(d *appsv1.Deployment) rolloutState {
 	for _, c := range d.Status.Conditions {
 		if c.Type == appsv1.DeploymentProgressing && c.Reason == deployment.ProgressDeadlineExceeded {
 			return stateDeadline
+		}
+		if c.Type == appsv1.DeploymentProgressing && c.Reason == deployment.RolloutPartitioned {
+			return statePartitioned
 		}
 	}
 	replicas := int32(1)

@@ -159,6 +159,23 @@ func TestWatchCompleteAndTimeout(t *testing.T) {
 	}
 }
 
+// A rollout held by its partition (EX-1) is a state it stays in: watch ends
+// there, exit 0, with the condition's message.
+func TestWatchEndsHeldAtPartition(t *testing.T) {
+	objs := rolloutObjects(progressingCondition)
+	d := objs[0].(*appsv1.Deployment)
+	msg := `ReplicaSet "web-new" has 1 of 4 pods updated, held by kubedeploy.io/rollout-partition.`
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 4, UpdatedReplicas: 1, AvailableReplicas: 4,
+		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: v1.ConditionTrue, Reason: deployment.RolloutPartitioned, Message: msg}}}
+	var out bytes.Buffer
+	if err := watchRollout(context.Background(), fake.NewClientset(objs...), "ns", "web", &watchOptions{}, &out, &out); err != nil {
+		t.Fatalf("held: %v\n%s", err, out.String())
+	}
+	if want := `deployment "web" rollout held: ` + msg + "\n"; !strings.HasSuffix(out.String(), want) {
+		t.Errorf("held output, want it to end with %q:\n%s", want, out.String())
+	}
+}
+
 // A bad --timeline is refused before anything is watched.
 func TestWatchRejectsBadTimelinePath(t *testing.T) {
 	for path, want := range map[string]string{

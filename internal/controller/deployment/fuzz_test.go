@@ -383,7 +383,7 @@ func checkScaleDownPlans(t *testing.T, d *appsv1.Deployment, all, old []*appsv1.
 
 	activeOldA := activeReplicaSets(oldA)
 	newA := findByUID(allA, newRS)
-	planB, totalB := checkPlan(t, "step B", healthyScaleDowns(f, activeOldA, withNew(activeOldA, newA)), activeOldA)
+	planB, totalB := checkPlan(t, "step B", healthyScaleDowns(f, activeOldA, withNew(activeOldA, newA), math.MaxInt32), activeOldA)
 	if limit := max(0, sumAvailableWithinSize(withNew(activeOldA, newA))-floor); totalB > limit {
 		t.Fatalf("RU-11 step B removes %d > Σ min(spec, available) − minAvailable = %d", totalB, limit)
 	}

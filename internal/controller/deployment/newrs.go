@@ -74,6 +74,9 @@ func (sc *syncContext) ensureNewReplicaSet(ctx context.Context) error {
 		return err
 	}
 	size = sc.newRSSizeWithinPods(size) // EX-3; sc.newRS is nil: from 0
+	if isRollingUpdate(sc.d) {
+		size = min(size, sc.newReplicaSetLimit()) // EX-1
+	}
 	rs := newReplicaSet(sc.d, sc.f, newRevision, size)
 	created, existed, err := sc.createReplicaSet(ctx, rs)
 	if err != nil {

@@ -21,7 +21,7 @@ func rolloutStatus(d *appsv1.Deployment, f fenceposts, allRSs []*appsv1.ReplicaS
 	cur := getCondition(&d.Status, appsv1.DeploymentProgressing)
 	settled := status.Replicas == status.UpdatedReplicas && cur != nil && cur.Reason == NewReplicaSetAvailable
 	if hasProgressDeadline(d) && !settled {
-		setProgressingCondition(d, &status, newRS, cur, now)
+		setProgressingCondition(d, &status, allRSs, newRS, cur, now)
 	}
 	if c, ok := replicaFailureCondition(allRSs, newRS); ok {
 		setCondition(&status, c)
@@ -32,17 +32,35 @@ func rolloutStatus(d *appsv1.Deployment, f fenceposts, allRSs []*appsv1.ReplicaS
 }
 
 // setProgressingCondition applies the first matching rule of ST-13 to status:
-// complete, progressing (always rewritten), or timed out.
-func setProgressingCondition(d *appsv1.Deployment, status *appsv1.DeploymentStatus, newRS *appsv1.ReplicaSet, cur *appsv1.DeploymentCondition, now time.Time) {
+// complete, held at a partition (EX-1), progressing (always rewritten), or
+// timed out.
+func setProgressingCondition(d *appsv1.Deployment, status *appsv1.DeploymentStatus, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet, cur *appsv1.DeploymentCondition, now time.Time) {
 	subject := fmt.Sprintf("Deployment %q", d.Name)
 	if newRS != nil {
 		subject = fmt.Sprintf("ReplicaSet %q", newRS.Name)
 	}
+	limit, _ := newReplicaSetLimit(d, newRS, allRSs)
 	switch {
 	case deploymentComplete(d, status):
 		setCondition(status, newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, NewReplicaSetAvailable,
 			subject+" has successfully progressed.", now))
-	case deploymentProgressing(d, status):
+	case heldAtPartition(d, status, newRS, limit):
+		// EX-1: held, as asked; the deadline does not run. The message
+		// follows the counts (a scaled Deployment holds at a new limit).
+		msg := partitionMessage(subject, status.UpdatedReplicas, desiredReplicas(d))
+		if cur != nil && cur.Reason == RolloutPartitioned && cur.Message == msg {
+			return
+		}
+		cond := newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, RolloutPartitioned, msg, now)
+		if cur != nil && cur.Status == v1.ConditionTrue {
+			cond.LastTransitionTime = cur.LastTransitionTime
+		}
+		removeCondition(status, appsv1.DeploymentProgressing)
+		status.Conditions = append(status.Conditions, cond)
+	case deploymentProgressing(d, status) || (cur != nil && cur.Reason == RolloutPartitioned):
+		// A rollout leaving its hold (the partition raised or removed, or
+		// held pods no longer available) starts its deadline afresh, as a
+		// resumed one does (SD-6).
 		cond := newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, ReplicaSetUpdated, subject+" is progressing.", now)
 		if cur != nil && cur.Status == v1.ConditionTrue {
 			cond.LastTransitionTime = cur.LastTransitionTime
@@ -65,8 +83,8 @@ func stuckRequeueAfter(d *appsv1.Deployment, newStatus *appsv1.DeploymentStatus,
 		return 0
 	}
 	cur := getCondition(&d.Status, appsv1.DeploymentProgressing)
-	if cur == nil || cur.Reason == ProgressDeadlineExceeded || deploymentComplete(d, newStatus) {
-		return 0
+	if cur == nil || cur.Reason == ProgressDeadlineExceeded || cur.Reason == RolloutPartitioned || deploymentComplete(d, newStatus) {
+		return 0 // RolloutPartitioned: held, no deadline (EX-1)
 	}
 	after := cur.LastUpdateTime.Add(time.Duration(*d.Spec.ProgressDeadlineSeconds) * time.Second).Sub(now)
 	return max(after, 0) + time.Second

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
@@ -38,8 +39,9 @@ func (sc *syncContext) rolloutRolling(ctx context.Context) (runner.Result, error
 }
 
 // reconcileNewReplicaSet scales the new ReplicaSet toward d.spec.replicas
-// within the surge budget (RU-9, RU-10), and with TerminationComplete within
-// the pod-level budget too (EX-3), and reports whether it wrote.
+// within the surge budget (RU-9, RU-10), with TerminationComplete within
+// the pod-level budget too (EX-3), and with a partition no further than it
+// allows (EX-1), and reports whether it wrote.
 func (sc *syncContext) reconcileNewReplicaSet(ctx context.Context) (bool, error) {
 	replicas := sc.f.replicas
 	current := specReplicas(sc.newRS)
@@ -49,11 +51,27 @@ func (sc *syncContext) reconcileNewReplicaSet(ctx context.Context) (bool, error)
 	if current > replicas {
 		return sc.scaleReplicaSet(ctx, sc.newRS, replicas)
 	}
+	limit := sc.newReplicaSetLimit()
+	if current >= limit {
+		return false, nil
+	}
 	size, err := newRSNewReplicas(sc.d, sc.f, sc.allRSs(), sc.newRS)
 	if err != nil {
 		return false, err
 	}
-	return sc.scaleReplicaSet(ctx, sc.newRS, sc.newRSSizeWithinPods(size))
+	return sc.scaleReplicaSet(ctx, sc.newRS, min(sc.newRSSizeWithinPods(size), limit))
+}
+
+// newReplicaSetLimit is newReplicaSetLimit for this sync's Deployment and new
+// ReplicaSet (EX-1); an invalid partition is reported with a Warning event
+// and holds the rollout where it is.
+func (sc *syncContext) newReplicaSetLimit() int32 {
+	limit, err := newReplicaSetLimit(sc.d, sc.newRS, sc.allRSs())
+	if err != nil && !sc.partitionWarned {
+		sc.partitionWarned = true
+		sc.c.recorder.Eventf(sc.d, v1.EventTypeWarning, InvalidRolloutPartition, "%v; holding the rollout at %d updated pods", err, limit)
+	}
+	return limit
 }
 
 // maxScaledDown returns how many old replicas may be removed now without
@@ -80,14 +98,20 @@ func (sc *syncContext) reconcileOldReplicaSets(ctx context.Context) (bool, error
 	if budget <= 0 {
 		return false, nil
 	}
+	// EX-1: the old ReplicaSets keep what the partition leaves them.
+	floor := oldReplicasFloor(sc.f.replicas, sc.newReplicaSetLimit())
+	partitionBudget := sumSpecReplicas(activeOld) - floor
+	if partitionBudget <= 0 {
+		return false, nil
+	}
 	sc.logger.V(4).Info("Found old replica sets to scale down", "maxScaledDown", budget)
-	cleaned, err := sc.applyPlan(ctx, unhealthyScaleDowns(activeOld, budget), true)
+	cleaned, err := sc.applyPlan(ctx, unhealthyScaleDowns(activeOld, min(budget, partitionBudget)), true)
 	if err != nil {
 		return cleaned > 0, err
 	}
 	// Step B reads the ReplicaSets as step A left them (IM-2).
 	activeOld = activeReplicaSets(sc.oldRSs)
-	scaledDown, err := sc.applyPlan(ctx, healthyScaleDowns(sc.f, activeOld, withNew(activeOld, sc.newRS)), true)
+	scaledDown, err := sc.applyPlan(ctx, healthyScaleDowns(sc.f, activeOld, withNew(activeOld, sc.newRS), partitionBudget-cleaned), true)
 	return cleaned+scaledDown > 0, err
 }
 
@@ -103,7 +127,8 @@ func unhealthyScaleDowns(activeOld []*appsv1.ReplicaSet, budget int32) plan {
 
 // healthyScaleDowns returns the plan that removes replicas of active old
 // ReplicaSets, oldest first, while availability over allRSs stays at or
-// above f.minAvailable() (RU-11 step B).
+// above f.minAvailable() (RU-11 step B), and no more than most in total (the
+// partition's budget, EX-1; math.MaxInt32 for none).
 //
 // Unlike upstream, availability is counted per ReplicaSet as at most its
 // size (sumAvailableWithinSize): right after a scale-down, a ReplicaSet's
@@ -111,8 +136,8 @@ func unhealthyScaleDowns(activeOld []*appsv1.ReplicaSet, budget int32) plan {
 // counting them let a second pass scale old ReplicaSets down again below
 // minAvailable (seen on the embedded control plane: old 10 with 15 available
 // + new 15 with 8 available gave a budget of 8 instead of 3).
-func healthyScaleDowns(f fenceposts, activeOld, allRSs []*appsv1.ReplicaSet) plan {
-	budget := sumAvailableWithinSize(allRSs) - f.minAvailable()
+func healthyScaleDowns(f fenceposts, activeOld, allRSs []*appsv1.ReplicaSet, most int32) plan {
+	budget := min(sumAvailableWithinSize(allRSs)-f.minAvailable(), most)
 	return oldestFirst(activeOld, budget, specReplicas)
 }
 

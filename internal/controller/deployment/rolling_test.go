@@ -1,6 +1,7 @@
 package deployment
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -27,7 +28,7 @@ func TestRollingScaleDownPlansRU11(t *testing.T) {
 	}
 	a.Status.AvailableReplicas = 5
 	// available 13, minAvailable 8: budget 5, oldest first: a -5.
-	plan = removals(healthyScaleDowns(fencepostsFor(d), []*appsv1.ReplicaSet{b, a}, all))
+	plan = removals(healthyScaleDowns(fencepostsFor(d), []*appsv1.ReplicaSet{b, a}, all, math.MaxInt32))
 	if plan[a] != 5 || plan[b] != 0 {
 		t.Errorf("step B plan = %v", plan)
 	}
@@ -41,7 +42,7 @@ func TestScaleDownIgnoresAvailabilityAboveSize(t *testing.T) {
 	d := newDeployment(20, intstr.FromString("25%"), intstr.FromString("25%"))
 	old := withStatus(newRS(d, "old", "1", 10, 0, nil), 15, 15)
 	nrs := withStatus(newRS(d, "new", "2", 15, 1, nil), 15, 8)
-	plan := removals(healthyScaleDowns(fencepostsFor(d), []*appsv1.ReplicaSet{old}, []*appsv1.ReplicaSet{old, nrs}))
+	plan := removals(healthyScaleDowns(fencepostsFor(d), []*appsv1.ReplicaSet{old}, []*appsv1.ReplicaSet{old, nrs}, math.MaxInt32))
 	// available within size = 10 + 8 = 18; minAvailable 15 → remove 3.
 	if plan[old] != 3 {
 		t.Errorf("step B removes %d from the old ReplicaSet, want 3", plan[old])

@@ -138,7 +138,8 @@ func proportionalSizes(f fenceposts, statusReplicas int32, newRS *appsv1.Replica
 // scale resizes the ReplicaSets to a new d.spec.replicas (section 4): the
 // single active (or latest) ReplicaSet takes all replicas (PS-1); a saturated
 // new ReplicaSet zeroes the old ones (PS-2); otherwise RollingUpdate scales
-// proportionally (PS-3) and Recreate scales the surviving ReplicaSet (IM-3).
+// proportionally (PS-3), the new ReplicaSet no further than its partition
+// (EX-1), and Recreate scales the surviving ReplicaSet (IM-3).
 func (sc *syncContext) scale(ctx context.Context) error {
 	replicas := sc.f.replicas
 	if rs := activeOrLatest(sc.newRS, sc.oldRSs); rs != nil {
@@ -159,7 +160,8 @@ func (sc *syncContext) scale(ctx context.Context) error {
 	if isRollingUpdate(sc.d) {
 		oldNewestFirst := append([]*appsv1.ReplicaSet(nil), sc.oldRSs...)
 		sortNewestFirst(oldNewestFirst)
-		_, err := sc.applyPlan(ctx, proportionalSizes(sc.f, sc.d.Status.Replicas, sc.newRS, oldNewestFirst), false)
+		sizes := partitionScaling(sc.d, sc.newRS, proportionalSizes(sc.f, sc.d.Status.Replicas, sc.newRS, oldNewestFirst)) // EX-1
+		_, err := sc.applyPlan(ctx, sizes, false)
 		return err
 	}
 	return sc.scaleRecreate(ctx)

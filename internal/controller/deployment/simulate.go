@@ -100,6 +100,10 @@ type Plan struct {
 	// Paused reports that the Deployment is paused: the plan is what
 	// resuming it would start; nothing happens while it stays paused (SD-7).
 	Paused bool `json:"paused,omitempty"`
+	// Partitioned reports that the rollout ends held by its
+	// kubedeploy.io/rollout-partition (EX-1) with the new ReplicaSet's last
+	// size updated; Stopped then says so.
+	Partitioned bool `json:"partitioned,omitempty"`
 	// Stopped says why the simulation ended without completing ("" when
 	// Complete).
 	Stopped string `json:"stopped,omitempty"`
@@ -357,6 +361,10 @@ func (s *simulation) run() (*Plan, error) {
 			s.plan.EstimatedSeconds = s.now.Seconds()
 			return s.plan, err
 		}
+		if held, err := s.held(); err != nil || held != "" {
+			s.plan.Partitioned = held != ""
+			return s.stop(held), err
+		}
 		if podsChanged {
 			continue
 		}
@@ -488,6 +496,21 @@ func (s *simulation) complete() (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// held returns, when the stored Deployment status shows the rollout held by
+// its partition (EX-1), why the simulation stops there; "" otherwise.
+func (s *simulation) held() (string, error) {
+	rss, d, err := s.current()
+	if err != nil {
+		return "", err
+	}
+	newRS := findNewReplicaSet(d, rss)
+	limit, _ := newReplicaSetLimit(d, newRS, rss)
+	if d.Status.ObservedGeneration < d.Generation || !heldAtPartition(d, &d.Status, newRS, limit) {
+		return "", nil
+	}
+	return fmt.Sprintf("held by %s: %d of %d pods updated", RolloutPartitionAnnotation, limit, desiredReplicas(d)), nil
 }
 
 // reconcileReplicaSets is the simulated ReplicaSet controller: it removes

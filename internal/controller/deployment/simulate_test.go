@@ -70,7 +70,7 @@ func TestSimulateRollingSeed(t *testing.T) {
 	if p.NewReplicaSet == "" || len(p.OldReplicaSets) != 1 {
 		t.Errorf("names: new %q, old %v", p.NewReplicaSet, p.OldReplicaSets)
 	}
-	// What the controllers are compared with (test/integration/uptiming).
+	// What the controllers are compared with (test/integration/upplan).
 	if got, want := p.NewReplicaSetSizes(), []int32{5, 10, 20}; !slices.Equal(got, want) {
 		t.Errorf("NewReplicaSetSizes = %v, want %v", got, want)
 	}
