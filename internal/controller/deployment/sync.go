@@ -87,6 +87,11 @@ func (sc *syncContext) run(ctx context.Context) (runner.Result, error) {
 	if isScalingEvent(sc.d, sc.allRSs()) {
 		return runner.Result{}, sc.syncScaleOrPaused(ctx) // SD-9
 	}
+	if sc.autoRollbackDue() { // EX-2
+		if rolledBack, err := sc.autoRollback(ctx); err != nil || rolledBack {
+			return runner.Result{}, err
+		}
+	}
 	switch sc.d.Spec.Strategy.Type { // SD-10
 	case appsv1.RecreateDeploymentStrategyType:
 		return sc.rolloutRecreate(ctx)

@@ -111,7 +111,8 @@ func (sc *syncContext) syncStatus(ctx context.Context) error {
 // progress deadline (ST-16).
 func (sc *syncContext) syncRolloutStatus(ctx context.Context) (runner.Result, error) {
 	status := rolloutStatus(sc.d, sc.f, sc.allRSs(), sc.newRS, sc.now)
-	if reflect.DeepEqual(sc.d.Status, status) {
+	recorded := recordCompleteRevision(sc.d, &status) // EX-2, written with the status
+	if !recorded && reflect.DeepEqual(sc.d.Status, status) {
 		after := stuckRequeueAfter(sc.d, &status, sc.now)
 		if after > 0 {
 			sc.logger.V(4).Info("Requeueing to check the progress deadline", "after", after)
@@ -124,6 +125,7 @@ func (sc *syncContext) syncRolloutStatus(ctx context.Context) (runner.Result, er
 		return runner.Result{}, err
 	}
 	observeRolloutComplete(prev, sc.d.Status, sc.newRS, sc.now) // metrics.go
+	sc.autoRollbackSkippedEvent(&prev, &sc.d.Status)            // EX-2
 	return runner.Result{}, nil
 }
 

@@ -1,0 +1,152 @@
+package deployment
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+)
+
+// failedDeployment returns the seed-sized Deployment opted into EX-2 at
+// revision 2 (nginx:2, failed: Progressing=False ProgressDeadlineExceeded),
+// whose revision 1 (nginx:1, ReplicaSet nginx-a) completed, and its two
+// ReplicaSets.
+func failedDeployment(annotations map[string]string) (*appsv1.Deployment, *appsv1.ReplicaSet, *appsv1.ReplicaSet) {
+	surge, unavailable := pct25()
+	d := newDeployment(20, surge, unavailable)
+	d.Spec.Template = podTemplate("nginx:2")
+	d.Annotations = map[string]string{
+		RevisionAnnotation:                   "2",
+		RollbackOnProgressDeadlineAnnotation: "true",
+		CompleteRevisionAnnotation:           "1",
+		RolloutPartitionAnnotation:           "50%",
+		"team":                               "web",
+	}
+	for k, v := range annotations {
+		if v == "" {
+			delete(d.Annotations, k)
+		} else {
+			d.Annotations[k] = v
+		}
+	}
+	d.Status = appsv1.DeploymentStatus{
+		ObservedGeneration: d.Generation, Replicas: 25, UpdatedReplicas: 10, AvailableReplicas: 15, ReadyReplicas: 15,
+		Conditions: []appsv1.DeploymentCondition{newCondition(appsv1.DeploymentProgressing, v1.ConditionFalse, ProgressDeadlineExceeded, "timed out", baseTime)},
+	}
+	old := withStatus(newRS(d, "nginx-a", "nginx:1", 15, 0, map[string]string{
+		RevisionAnnotation: "1", DesiredReplicasAnnotation: "20", MaxReplicasAnnotation: "25",
+		"kubernetes.io/change-cause": "v1", RolloutPartitionAnnotation: "5",
+	}), 15, 15)
+	cur := withStatus(newRS(d, "nginx-b", "nginx:2", 10, 1, map[string]string{
+		RevisionAnnotation: "2", DesiredReplicasAnnotation: "20", MaxReplicasAnnotation: "25",
+	}), 10, 0)
+	return d, old, cur
+}
+
+// EX-2: a failed rollout of an opted-in Deployment is rolled back to the
+// last complete revision as `kubectl rollout undo` does: template and the
+// ReplicaSet's annotations, but kubedeploy's own annotations stay the
+// Deployment's, the failed revision is recorded, the Warning event names both
+// revisions, and the progress deadline starts afresh.
+func TestAutoRollback(t *testing.T) {
+	d, old, cur := failedDeployment(nil)
+	f := newFixture(t, d, old, cur)
+	f.observe()
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	got := f.deployment()
+	if img := got.Spec.Template.Spec.Containers[0].Image; img != "nginx:1" {
+		t.Errorf("template image %q, want nginx:1", img)
+	}
+	if _, ok := got.Spec.Template.Labels[appsv1.DefaultDeploymentUniqueLabelKey]; ok {
+		t.Errorf("template kept the pod-template-hash label: %v", got.Spec.Template.Labels)
+	}
+	for k, want := range map[string]string{
+		FailedRevisionAnnotation:             "2",
+		RevisionAnnotation:                   "2", // the controller advances it with the ReplicaSet (RV-2)
+		RollbackOnProgressDeadlineAnnotation: "true",
+		RolloutPartitionAnnotation:           "50%", // the Deployment's, not the ReplicaSet's "5"
+		"kubernetes.io/change-cause":         "v1",  // from the ReplicaSet, as kubectl does
+	} {
+		if got.Annotations[k] != want {
+			t.Errorf("annotation %s = %q, want %q (all: %v)", k, got.Annotations[k], want, got.Annotations)
+		}
+	}
+	if _, ok := got.Annotations["team"]; ok {
+		t.Errorf("annotation team kept: kubectl rollout undo replaces the Deployment's annotations with the ReplicaSet's")
+	}
+	c := getCondition(&got.Status, appsv1.DeploymentProgressing)
+	if c == nil || c.Status != v1.ConditionTrue || c.Reason != ReplicaSetUpdated || !strings.Contains(c.Message, "from revision 2") {
+		t.Errorf("Progressing after the rollback: %+v", c)
+	}
+	events := f.Events()
+	if !slices.ContainsFunc(events, func(e string) bool {
+		return strings.HasPrefix(e, "Warning "+AutoRolledBack) && strings.Contains(e, "from revision 2") && strings.Contains(e, "to revision 1")
+	}) {
+		t.Errorf("events %q: want a Warning %s naming revisions 2 and 1", events, AutoRolledBack)
+	}
+}
+
+// EX-2 never loops and leaves alone what is not its business.
+func TestAutoRollbackSkipped(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		paused      bool
+		wantSkipped string // planAutoRollback's reason; "" when not even considered
+	}{
+		{name: "annotation off, upstream behaviour", annotations: map[string]string{RollbackOnProgressDeadlineAnnotation: ""}},
+		{name: "annotation not true", annotations: map[string]string{RollbackOnProgressDeadlineAnnotation: "yes"}},
+		{name: "paused", paused: true},
+		{name: "the failed rollout is the rollback", annotations: map[string]string{FailedRevisionAnnotation: "1"}, wantSkipped: "left failed"},
+		{name: "nothing completed before", annotations: map[string]string{CompleteRevisionAnnotation: ""}, wantSkipped: "no earlier revision"},
+		{name: "the complete revision's ReplicaSet is gone", annotations: map[string]string{CompleteRevisionAnnotation: "7"}, wantSkipped: "no longer exists"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, old, cur := failedDeployment(tc.annotations)
+			d.Spec.Paused = tc.paused
+			if tc.wantSkipped != "" {
+				if p := planAutoRollback(d, []*appsv1.ReplicaSet{old}); p.target != nil || !strings.Contains(p.skipped, tc.wantSkipped) {
+					t.Errorf("plan: target %v, skipped %q; want skipped with %q", p.target, p.skipped, tc.wantSkipped)
+				}
+			}
+			f := newFixture(t, d, old, cur)
+			f.observe()
+			if _, err := f.sync(); err != nil {
+				t.Fatal(err)
+			}
+			got := f.deployment()
+			if img := got.Spec.Template.Spec.Containers[0].Image; img != "nginx:2" {
+				t.Errorf("template image %q, want nginx:2 (not rolled back)", img)
+			}
+			if events := f.Events(); slices.ContainsFunc(events, func(e string) bool { return strings.Contains(e, AutoRolledBack) }) {
+				t.Errorf("events %q: rolled back", events)
+			}
+		})
+	}
+}
+
+// EX-2 bookkeeping: the status write that reports a complete rollout also
+// records its revision, for opted-in Deployments only.
+func TestRecordCompleteRevision(t *testing.T) {
+	d, _, _ := failedDeployment(map[string]string{CompleteRevisionAnnotation: ""})
+	status := d.Status
+	status.Conditions = []appsv1.DeploymentCondition{newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, NewReplicaSetAvailable, "done", baseTime)}
+	if !recordCompleteRevision(d, &status) || d.Annotations[CompleteRevisionAnnotation] != "2" {
+		t.Errorf("complete: recorded %q, want 2", d.Annotations[CompleteRevisionAnnotation])
+	}
+	if recordCompleteRevision(d, &status) {
+		t.Errorf("recorded twice")
+	}
+	off, _, _ := failedDeployment(map[string]string{CompleteRevisionAnnotation: "", RollbackOnProgressDeadlineAnnotation: ""})
+	if recordCompleteRevision(off, &status) || off.Annotations[CompleteRevisionAnnotation] != "" {
+		t.Errorf("not opted in: recorded %q", off.Annotations[CompleteRevisionAnnotation])
+	}
+	failed, _, _ := failedDeployment(map[string]string{CompleteRevisionAnnotation: ""})
+	if recordCompleteRevision(failed, &failed.Status) {
+		t.Errorf("failed rollout recorded as complete")
+	}
+}

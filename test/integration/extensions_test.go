@@ -1,0 +1,200 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
+)
+
+// The tests in this file run the opt-in extensions of spec section
+// "Extensions" (issue 12) on the real controllers.
+
+// setAnnotation sets (or, with value "", removes) annotation key on
+// Deployment ns/name with a merge patch, as `kubectl annotate` does.
+func setAnnotation(ctx context.Context, t *testing.T, ns, name, key, value string) {
+	t.Helper()
+	v := "null"
+	if value != "" {
+		v = fmt.Sprintf("%q", value)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, key, v)
+	if _, err := env.Client.AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("annotating %s/%s %s=%q: %v", ns, name, key, value, err)
+	}
+}
+
+// heldAt waits for ns/name to be held by its partition with the new
+// ReplicaSet (the one with image) at n replicas, all available, and the old
+// ones at replicas − n; it returns the Deployment.
+func heldAt(ctx context.Context, t *testing.T, ns, name, image string, n, replicas int32) *appsv1.Deployment {
+	t.Helper()
+	return waitDeployment(t, ns, name, fmt.Sprintf("held at %d of %d on %s", n, replicas, image), func(d *appsv1.Deployment) bool {
+		if !observed(d) || !hasReason(d, appsv1.DeploymentProgressing, deployment.RolloutPartitioned) ||
+			d.Status.UpdatedReplicas != n || d.Status.AvailableReplicas != replicas {
+			return false
+		}
+		newN, oldN := splitSizes(ctx, t, d, image)
+		return newN == n && oldN == replicas-n
+	})
+}
+
+// splitSizes returns the spec.replicas of d's ReplicaSet with image and the
+// sum of the others'.
+func splitSizes(ctx context.Context, t *testing.T, d *appsv1.Deployment, image string) (newN, oldN int32) {
+	for _, rs := range harness.OwnedReplicaSets(ctx, t, env.Client, d) {
+		if rs.Spec.Template.Spec.Containers[0].Image == image {
+			newN += *rs.Spec.Replicas
+		} else {
+			oldN += *rs.Spec.Replicas
+		}
+	}
+	return newN, oldN
+}
+
+// Issue 12 Done-when, EX-1: partition 5 on the seed's 20-replica Deployment
+// (25%/25%): set image → the new ReplicaSet reaches 5 available and stays
+// there for more than 2 × progressDeadlineSeconds with reason
+// RolloutPartitioned, the bounds watched at every ReplicaSet change;
+// removing the annotation completes the rollout. Then partition "50%" holds
+// a new rollout at 10, and after a scale 20 → 40 at 20.
+func TestRolloutPartition(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := harness.Context(t, 4*time.Minute)
+	const name, deadline = "nginx-deployment", 4
+	d := harness.NewDeployment(ns, name, 20, "nginx:1.9")
+	d.Spec.ProgressDeadlineSeconds = new(int32(deadline))
+	d.Annotations = map[string]string{deployment.RolloutPartitionAnnotation: "5"}
+	d = createDeployment(ctx, t, d)
+	// A first rollout has no old template to keep pods on: it completes.
+	harness.WaitComplete(t, env.Client, ns, name, rolloutTimeout)
+
+	w := harness.WatchRollout(t, env.Client, ns, name, harness.Bounds{MaxTotal: 25, MinAvailable: 15})
+	setImage(ctx, t, ns, name, name, "nginx:1.9.3")
+	held := heldAt(ctx, t, ns, name, "nginx:1.9.3", 5, 20)
+	if c := condition(held, appsv1.DeploymentProgressing); c.Message != fmt.Sprintf(`ReplicaSet %q has 5 of 20 pods updated, held by kubedeploy.io/rollout-partition.`, newReplicaSetName(ctx, t, held, "nginx:1.9.3")) {
+		t.Errorf("Progressing message %q", c.Message)
+	}
+	// Held for more than twice the deadline: nothing moves, nothing fails.
+	until := time.Now().Add(2*deadline*time.Second + 2*time.Second)
+	for time.Now().Before(until) {
+		cur, err := env.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !hasReason(cur, appsv1.DeploymentProgressing, deployment.RolloutPartitioned) || cur.Status.UpdatedReplicas != 5 {
+			t.Fatalf("not held any more after %v: %+v", time.Since(until.Add(-2*deadline*time.Second-2*time.Second)), cur.Status)
+		}
+		if newN, oldN := splitSizes(ctx, t, cur, "nginx:1.9.3"); newN != 5 || oldN != 15 {
+			t.Fatalf("held sizes moved: new %d, old %d", newN, oldN)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	setAnnotation(ctx, t, ns, name, deployment.RolloutPartitionAnnotation, "")
+	waitRevision(t, ns, name, "2")
+	w.Stop()
+	w.Check(4)
+
+	// "50%": a new rollout holds at 10; scaled to 40 it holds at 20.
+	setAnnotation(ctx, t, ns, name, deployment.RolloutPartitionAnnotation, "50%")
+	w = harness.WatchRollout(t, env.Client, ns, name, harness.Bounds{MaxTotal: 25, MinAvailable: 15})
+	setImage(ctx, t, ns, name, name, "nginx:1.9.4")
+	heldAt(ctx, t, ns, name, "nginx:1.9.4", 10, 20)
+	w.Stop()
+	w.Check(2)
+	scaleDeployment(ctx, t, ns, name, 40)
+	heldAt(ctx, t, ns, name, "nginx:1.9.4", 20, 40)
+}
+
+// newReplicaSetName returns the name of d's ReplicaSet with image.
+func newReplicaSetName(ctx context.Context, t *testing.T, d *appsv1.Deployment, image string) string {
+	for _, rs := range harness.OwnedReplicaSets(ctx, t, env.Client, d) {
+		if rs.Spec.Template.Spec.Containers[0].Image == image {
+			return rs.Name
+		}
+	}
+	t.Fatalf("no ReplicaSet of %s runs %s", d.Name, image)
+	return ""
+}
+
+// Issue 12 Done-when, EX-2: progressDeadlineSeconds 10 and the annotation
+// on, set image nginx:broken → within 30 s the template is back on the
+// previous image, the revision has advanced, the Warning event is there, all
+// pods are available again and kubedeploy.io/failed-revision names the
+// broken revision. With the annotation off: upstream behaviour, it stays
+// failed.
+func TestAutoRollbackOnProgressDeadline(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprintf("annotation %v", on), func(t *testing.T) {
+			ns := env.Namespace(t)
+			ctx := harness.Context(t, 3*time.Minute)
+			const name = "web"
+			d := harness.NewDeployment(ns, name, 10, "nginx:1.9")
+			d.Spec.ProgressDeadlineSeconds = new(int32(10))
+			if on {
+				d.Annotations = map[string]string{deployment.RollbackOnProgressDeadlineAnnotation: "true"}
+			}
+			createDeployment(ctx, t, d)
+			waitRevision(t, ns, name, "1")
+			if on {
+				waitDeployment(t, ns, name, "revision 1 recorded complete", func(d *appsv1.Deployment) bool {
+					return d.Annotations[deployment.CompleteRevisionAnnotation] == "1"
+				})
+			}
+			start := time.Now()
+			setImage(ctx, t, ns, name, name, brokenImage)
+			if !on {
+				failed := waitDeployment(t, ns, name, "progress deadline exceeded", func(d *appsv1.Deployment) bool {
+					return hasReason(d, appsv1.DeploymentProgressing, deployment.ProgressDeadlineExceeded)
+				})
+				time.Sleep(5 * time.Second)
+				cur, err := env.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if img := cur.Spec.Template.Spec.Containers[0].Image; img != brokenImage || cur.Annotations[revisionAnnotation] != "2" ||
+					!hasReason(cur, appsv1.DeploymentProgressing, deployment.ProgressDeadlineExceeded) || cur.Generation != failed.Generation {
+					t.Errorf("annotation off: image %s, revision %s, conditions %+v; want it left failed on %s at revision 2",
+						img, cur.Annotations[revisionAnnotation], cur.Status.Conditions, brokenImage)
+				}
+				if msgs := eventMessages(ctx, t, ns, name, deployment.AutoRolledBack); len(msgs) != 0 {
+					t.Errorf("annotation off: events %q", msgs)
+				}
+				return
+			}
+			back := waitDeployment(t, ns, name, "rolled back", func(d *appsv1.Deployment) bool {
+				return d.Spec.Template.Spec.Containers[0].Image == "nginx:1.9"
+			})
+			if took := time.Since(start); took > 30*time.Second {
+				t.Errorf("rolled back %v after set image, want within 30 s", took)
+			}
+			if back.Annotations[deployment.FailedRevisionAnnotation] != "2" {
+				t.Errorf("%s = %q, want 2", deployment.FailedRevisionAnnotation, back.Annotations[deployment.FailedRevisionAnnotation])
+			}
+			done := waitRevision(t, ns, name, "3")
+			if done.Status.AvailableReplicas != 10 || done.Annotations[deployment.RollbackOnProgressDeadlineAnnotation] != "true" {
+				t.Errorf("after the rollback: %d available, annotations %v", done.Status.AvailableReplicas, done.Annotations)
+			}
+			waitEvent(t, ns, name, deployment.AutoRolledBack, fmt.Sprintf(
+				`Rolled back deployment %q from revision 2, which exceeded its progress deadline, to revision 1 (ReplicaSet %q)`,
+				name, newReplicaSetName(ctx, t, done, "nginx:1.9")))
+			// Never loops: the broken revision is not rolled forward to, and the template stays put.
+			time.Sleep(3 * time.Second)
+			cur, err := env.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cur.Spec.Template.Spec.Containers[0].Image != "nginx:1.9" || cur.Generation != done.Generation {
+				t.Errorf("template moved after the rollback completed: %s, generation %d → %d",
+					cur.Spec.Template.Spec.Containers[0].Image, done.Generation, cur.Generation)
+			}
+		})
+	}
+}
