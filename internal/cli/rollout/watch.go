@@ -166,6 +166,10 @@ func outcome(v *view) (done bool, err error) {
 		return true, nil
 	case stateDeadline:
 		return true, fmt.Errorf("deployment %s/%s %w", v.d.Namespace, v.d.Name, errDeadline)
+	case stateRolledBack:
+		failed, _ := deployment.AutoRolledBackFrom(v.d)
+		return true, fmt.Errorf("deployment %s/%s: revision %d %w and was rolled back automatically (%s)",
+			v.d.Namespace, v.d.Name, failed, errDeadline, deployment.RollbackOnProgressDeadlineAnnotation)
 	}
 	return false, nil
 }
@@ -225,6 +229,9 @@ const (
 	// statePartitioned: held by kubedeploy.io/rollout-partition (EX-1), a
 	// state the rollout stays in until the partition changes.
 	statePartitioned
+	// stateRolledBack: complete on the template an automatic rollback
+	// restored after the previous revision exceeded its deadline (EX-2).
+	stateRolledBack
 )
 
 // view is what one look at the watched objects shows.
@@ -242,11 +249,11 @@ type view struct {
 // does not control are skipped), the pods of its selector and its events
 // (the latest nEvents are kept), judged at now.
 func buildView(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*v1.Pod, events []*v1.Event, nEvents int, now time.Time) *view {
-	v := &view{d: d, state: state(d), replicas: 1}
+	owned := controlledBy(rss, d.UID)
+	v := &view{d: d, state: state(d, owned), replicas: 1}
 	if d.Spec.Replicas != nil {
 		v.replicas = *d.Spec.Replicas
 	}
-	owned := controlledBy(rss, d.UID)
 	v.newRS = deployment.FindNewReplicaSet(d, owned)
 	for _, rs := range owned {
 		if rs != v.newRS && rs.Spec.Replicas != nil && (*rs.Spec.Replicas > 0 || rs.Status.Replicas > 0) {
@@ -254,7 +261,7 @@ func buildView(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*v1.Pod, e
 		}
 	}
 	slices.SortFunc(v.oldRSs, func(a, b *appsv1.ReplicaSet) int { return strings.Compare(a.Name, b.Name) })
-	if v.newRS != nil && v.state != stateComplete {
+	if v.newRS != nil && v.state != stateComplete && v.state != stateRolledBack {
 		v.stuck = unavailable.Groups(controlledBy(pods, v.newRS.UID), d.Spec.MinReadySeconds, now)
 	}
 	if nEvents > 0 {
@@ -299,13 +306,19 @@ func eventTime(e v1.Event) time.Time {
 
 // state judges d's rollout as kubectl rollout status does: complete when the
 // controller observed the current generation and every replica is updated
-// and available with no old one left; failed on ProgressDeadlineExceeded.
-func state(d *appsv1.Deployment) rolloutState {
+// and available with no old one left; failed on ProgressDeadlineExceeded,
+// unless the controller is about to roll it back (EX-2, owned are d's
+// ReplicaSets), in which case the watch follows the rollback; held at a
+// partition (EX-1); rolled back once an automatic rollback completed.
+func state(d *appsv1.Deployment, owned []*appsv1.ReplicaSet) rolloutState {
 	if d.Status.ObservedGeneration < d.Generation {
 		return stateProgressing
 	}
 	for _, c := range d.Status.Conditions {
 		if c.Type == appsv1.DeploymentProgressing && c.Reason == deployment.ProgressDeadlineExceeded {
+			if deployment.AutoRollbackPending(d, owned) {
+				return stateProgressing
+			}
 			return stateDeadline
 		}
 		if c.Type == appsv1.DeploymentProgressing && c.Reason == deployment.RolloutPartitioned {
@@ -318,6 +331,9 @@ func state(d *appsv1.Deployment) rolloutState {
 	}
 	s := d.Status
 	if s.UpdatedReplicas == replicas && s.Replicas == replicas && s.AvailableReplicas == replicas {
+		if _, ok := deployment.AutoRolledBackFrom(d); ok {
+			return stateRolledBack
+		}
 		return stateComplete
 	}
 	return stateProgressing

@@ -176,6 +176,35 @@ func TestWatchEndsHeldAtPartition(t *testing.T) {
 	}
 }
 
+// EX-2: at the deadline of an opted-in Deployment whose last complete
+// revision's ReplicaSet is there, watch keeps following (the controller is
+// about to roll back) instead of failing; once the rollback completed it
+// ends with an error naming the failed revision.
+func TestWatchFollowsAutoRollback(t *testing.T) {
+	objs := rolloutObjects(deadlineCondition)
+	d := objs[0].(*appsv1.Deployment)
+	d.Spec.ProgressDeadlineSeconds = ptr.To[int32](10)
+	d.Annotations = map[string]string{deployment.RevisionAnnotation: "2",
+		deployment.RollbackOnProgressDeadlineAnnotation: "true", deployment.CompleteRevisionAnnotation: "1"}
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	var out bytes.Buffer
+	err := watchRollout(ctx, fake.NewClientset(objs...), "ns", "web", &watchOptions{}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "timed out waiting") {
+		t.Errorf("rollback pending: error %v, want the watch still following at its timeout\n%s", err, out.String())
+	}
+
+	objs = rolloutObjects(progressingCondition)
+	d = objs[0].(*appsv1.Deployment)
+	d.Annotations = map[string]string{deployment.RevisionAnnotation: "3", deployment.FailedRevisionAnnotation: "2"}
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 4, UpdatedReplicas: 4, AvailableReplicas: 4}
+	out.Reset()
+	err = watchRollout(context.Background(), fake.NewClientset(objs...), "ns", "web", &watchOptions{}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "revision 2 exceeded its progress deadline and was rolled back automatically") {
+		t.Errorf("rolled back: error %v\n%s", err, out.String())
+	}
+}
+
 // A bad --timeline is refused before anything is watched.
 func TestWatchRejectsBadTimelinePath(t *testing.T) {
 	for path, want := range map[string]string{

@@ -184,3 +184,36 @@ func (sc *syncContext) autoRollbackSkippedEvent(prev, status *appsv1.DeploymentS
 		sc.c.recorder.Eventf(sc.d, v1.EventTypeWarning, AutoRollbackSkipped, "Not rolling back automatically: %s", p.skipped)
 	}
 }
+
+// AutoRollbackPending reports whether the controller is about to roll d
+// back under EX-2: d is opted in, not paused, its status says
+// ProgressDeadlineExceeded for the current generation, and a ReplicaSet of
+// its last complete revision is among rss (d's ReplicaSets, any order; the
+// new one is skipped). `rollout watch` keeps following such a Deployment
+// instead of ending at the deadline.
+func AutoRollbackPending(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) bool {
+	if !rollsBackOnDeadline(d) || d.Spec.Paused || !hasProgressDeadline(d) ||
+		d.Status.ObservedGeneration < d.Generation || !deadlineExceeded(&d.Status) {
+		return false
+	}
+	newRS := findNewReplicaSet(d, rss)
+	var old []*appsv1.ReplicaSet
+	for _, rs := range rss {
+		if newRS == nil || rs.UID != newRS.UID {
+			old = append(old, rs)
+		}
+	}
+	return planAutoRollback(d, old).target != nil
+}
+
+// AutoRolledBackFrom returns the revision an automatic rollback (EX-2) left
+// when d's current revision is that rollback's rollout, i.e. the revision
+// after FailedRevisionAnnotation; ok is false otherwise.
+func AutoRolledBackFrom(d *appsv1.Deployment) (failed int64, ok bool) {
+	failed, err := strconv.ParseInt(d.Annotations[FailedRevisionAnnotation], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	cur, err := strconv.ParseInt(d.Annotations[RevisionAnnotation], 10, 64)
+	return failed, err == nil && cur == failed+1
+}
