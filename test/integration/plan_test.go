@@ -26,24 +26,11 @@ import (
 // then take exactly the planned steps is checked on a cluster timed as `up`
 // is, in test/integration/upplan.
 
-// plan runs `rollout plan deploy/NAME --image IMAGE -o json` against the
-// shared cluster, with the harness's pod startup delay.
+// plan runs `rollout plan deploy/NAME -o json ARGS…` against the shared
+// cluster, with the harness's pod startup delay.
 func plan(ctx context.Context, t *testing.T, ns, name string, args ...string) deployment.Plan {
 	t.Helper()
-	cmd := rollout.NewCommand(rollout.Options{})
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs(append([]string{"plan", "deploy/" + name, "-n", ns, "-o", "json",
-		"--kubeconfig", env.ControlPlane.KubeconfigPath(), "--pod-startup", "0.2"}, args...))
-	if err := cmd.ExecuteContext(ctx); err != nil {
-		t.Fatalf("rollout plan: %v\n%s", err, errOut.String())
-	}
-	var p deployment.Plan
-	if err := json.Unmarshal(out.Bytes(), &p); err != nil {
-		t.Fatalf("rollout plan -o json: %v\n%s", err, out.String())
-	}
-	return p
+	return harness.RolloutPlan(ctx, t, env.ControlPlane.KubeconfigPath(), ns, name, append([]string{"--pod-startup", "0.2"}, args...)...)
 }
 
 // A plan never writes: the Deployment and its ReplicaSets keep their

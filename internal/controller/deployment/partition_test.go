@@ -1,7 +1,6 @@
 package deployment
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -63,18 +62,7 @@ func TestParsePartition(t *testing.T) {
 // nginx:1.9.3 with partition value v.
 func partitionedPlan(t *testing.T, d *appsv1.Deployment, v string) *Plan {
 	t.Helper()
-	rs, err := SteadyReplicaSet(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := d.DeepCopy()
-	next.Annotations = map[string]string{RolloutPartitionAnnotation: v}
-	next.Spec.Template.Spec.Containers[0].Image = "nginx:1.9.3"
-	p, err := Simulate(context.Background(), next, []*appsv1.ReplicaSet{rs}, SimulationConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return simulateImageChange(t, d, map[string]string{RolloutPartitionAnnotation: v}, SimulationConfig{})
 }
 
 // EX-1 on the seed Deployment (20 replicas, 25%/25%): partition 5 creates

@@ -10,20 +10,30 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// planFor simulates rolling d (fully rolled out on nginx:1.14.2) to image
-// nginx:1.9.3.
-func planFor(t *testing.T, d *appsv1.Deployment, cfg SimulationConfig) *Plan {
+// simulateImageChange simulates rolling d (fully rolled out on its
+// template) to image nginx:1.9.3 with annotations set on the changed
+// Deployment.
+func simulateImageChange(t *testing.T, d *appsv1.Deployment, annotations map[string]string, cfg SimulationConfig) *Plan {
 	t.Helper()
 	rs, err := SteadyReplicaSet(d)
 	if err != nil {
 		t.Fatal(err)
 	}
 	next := d.DeepCopy()
+	next.Annotations = annotations
 	next.Spec.Template.Spec.Containers[0].Image = "nginx:1.9.3"
 	p, err := Simulate(context.Background(), next, []*appsv1.ReplicaSet{rs}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// planFor simulates rolling d (fully rolled out on nginx:1.14.2) to image
+// nginx:1.9.3 and requires the plan to complete.
+func planFor(t *testing.T, d *appsv1.Deployment, cfg SimulationConfig) *Plan {
+	t.Helper()
+	p := simulateImageChange(t, d, d.Annotations, cfg)
 	if !p.Complete {
 		t.Fatalf("plan not complete: %s (%+v)", p.Stopped, p.Steps)
 	}

@@ -13,7 +13,6 @@ package upplan
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"slices"
 	"sync"
@@ -28,7 +27,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubedeploy/kubedeploy/internal/cli/rollout"
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
@@ -56,24 +54,11 @@ func seed(t *testing.T, ns string) *appsv1.Deployment {
 	return &d
 }
 
-// plan runs `rollout plan deploy/NAME --image CONTAINER=IMAGE -o json` as a
+// plan runs `rollout plan deploy/NAME --image NAME=IMAGE -o json` as a
 // user would, with the default --pod-startup (1 s, up's pod startup delay).
 func plan(ctx context.Context, t *testing.T, ns, name, image string) deployment.Plan {
 	t.Helper()
-	cmd := rollout.NewCommand(rollout.Options{})
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs([]string{"plan", "deploy/" + name, "-n", ns, "-o", "json",
-		"--kubeconfig", env.ControlPlane.KubeconfigPath(), "--image", name + "=" + image})
-	if err := cmd.ExecuteContext(ctx); err != nil {
-		t.Fatalf("rollout plan: %v\n%s", err, errOut.String())
-	}
-	var p deployment.Plan
-	if err := json.Unmarshal(out.Bytes(), &p); err != nil {
-		t.Fatalf("rollout plan -o json: %v\n%s", err, out.String())
-	}
-	return p
+	return harness.RolloutPlan(ctx, t, env.ControlPlane.KubeconfigPath(), ns, name, "--image", name+"="+image)
 }
 
 // readyLog records when each pod of a namespace turns Ready, as its
