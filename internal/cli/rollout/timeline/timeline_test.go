@@ -64,8 +64,11 @@ func rollout() *Recording {
 	return r
 }
 
-func TestWritePNG(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "x.png")
+// written writes rollout() to a file named name in a temporary directory
+// and opens it for reading (closed when t ends).
+func written(t *testing.T, name string) *os.File {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
 	if err := Write(path, rollout()); err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +76,12 @@ func TestWritePNG(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	img, err := png.Decode(f)
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func TestWritePNG(t *testing.T) {
+	img, err := png.Decode(written(t, "x.png"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,17 +133,8 @@ func (b band) top(img image.Image, c color.Color) int {
 }
 
 func TestWriteSVG(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "x.SVG")
-	if err := Write(path, rollout()); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var texts strings.Builder
-	dec := xml.NewDecoder(f)
+	dec := xml.NewDecoder(written(t, "x.SVG"))
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
