@@ -128,7 +128,8 @@ func unhealthyScaleDowns(activeOld []*appsv1.ReplicaSet, budget int32) plan {
 // healthyScaleDowns returns the plan that removes replicas of active old
 // ReplicaSets, oldest first, while availability over allRSs stays at or
 // above f.minAvailable() (RU-11 step B), and no more than most in total (the
-// partition's budget, EX-1; math.MaxInt32 for none).
+// partition's budget, EX-1; without a partition reconcileOldReplicaSets
+// passes the old ReplicaSets' total, which never binds).
 //
 // Unlike upstream, availability is counted per ReplicaSet as at most its
 // size (sumAvailableWithinSize): right after a scale-down, a ReplicaSet's
