@@ -33,6 +33,7 @@ type upOptions struct {
 	podStartupDelay     time.Duration
 	podTerminationDelay time.Duration
 	controllers         string
+	kubeControllers     string
 	qps                 float32
 	burst               int
 	verbosity           int
@@ -44,12 +45,17 @@ func newUpCommand() *cobra.Command {
 		Use:   "up",
 		Short: "Start a local control plane with the kubedeploy controllers and run until interrupted",
 		Long: `Starts, in this process: embedded etcd, kube-apiserver on 127.0.0.1, kube-scheduler,
-the generic controllers of kube-controller-manager (garbage collector, namespace, service
-accounts; never its deployment or replicaset controllers), KWOK-simulated nodes and pods,
-and kubedeploy's own Deployment and ReplicaSet controllers. State lives in --data-dir;
-starting again on the same data dir resumes with every object intact.
+kube-controller-manager with its default controllers (endpoints and endpointslices, job,
+cronjob, daemonset, statefulset, resourcequota, disruption, garbage collector, namespace,
+service accounts, node lifecycle, persistent volumes, ...; never its deployment or
+replicaset controllers), KWOK-simulated nodes and pods, and kubedeploy's own Deployment and
+ReplicaSet controllers. State lives in --data-dir; starting again on the same data dir
+resumes with every object intact.
 
-Pods whose image tag starts with "broken" (e.g. nginx:broken) never become ready.`,
+Simulated pods get an IP and become Ready after --pod-startup-delay; they run no process and
+serve no traffic. A Job's pods succeed one startup delay after they become Ready. Pods with
+an image tag starting with "broken" (nginx:broken) or the tag "404" (webserver:404) are
+never pulled: they stay in ImagePullBackOff.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runUp(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -67,6 +73,7 @@ func (o *upOptions) addFlags(f *pflag.FlagSet) {
 	f.DurationVar(&o.podStartupDelay, "pod-startup-delay", controlplane.DefaultPodStartupDelay, "time from a pod being scheduled to it being Running and Ready")
 	f.DurationVar(&o.podTerminationDelay, "pod-termination-delay", controlplane.DefaultPodTerminationDelay, "time a deleted pod stays Terminating before it is gone")
 	f.StringVar(&o.controllers, "controllers", "deployment,replicaset", "kubedeploy controllers to run ('*' for all, '' for none)")
+	f.StringVar(&o.kubeControllers, "kube-controllers", "*", "kube-controller-manager controllers to run, in its --controllers syntax: '*' is all of its default ones but deployment and replicaset, 'name' adds one, '-name' removes one (e.g. '*,-job-controller,-cronjob-controller')")
 	// Like the embedded scheduler and controller manager, kubedeploy's
 	// controllers talk to this kube-apiserver over loopback in one process:
 	// `kubedeploy controllers`' 20/30 (kube-controller-manager's, CM-6) would
@@ -155,7 +162,12 @@ func (o upOptions) configs() (manager.Config, controlplane.Config, error) {
 		LeaderElection: manager.LeaderElection{Enabled: true, Identity: upIdentity(o.dataDir)},
 	}
 	mcfg.Default()
+	kubeControllers, err := controlplane.ParseKubeControllers(o.kubeControllers)
+	if err != nil {
+		return mcfg, controlplane.Config{}, fmt.Errorf("--kube-controllers: %w", err)
+	}
 	cfg := controlplane.Config{
+		KubeControllers:     kubeControllers,
 		DataDir:             o.dataDir,
 		APIPort:             o.apiPort,
 		Nodes:               o.nodes,
@@ -254,6 +266,7 @@ func controllersIdentity(ctx context.Context, cp *controlplane.ControlPlane) (*r
 
 func printReady(w io.Writer, cp *controlplane.ControlPlane, controllers []string, took time.Duration) {
 	fmt.Fprintf(w, "kubedeploy is up (%.1fs): API server %s, controllers %v\n", took.Seconds(), cp.Server(), controllers)
+	fmt.Fprintf(w, "  cluster:    %d simulated nodes; kube-controller-manager runs %d controllers (--kube-controllers)\n", cp.Nodes(), len(cp.KubeControllers()))
 	fmt.Fprintf(w, "  kubeconfig: %s\n", cp.KubeconfigPath())
 	fmt.Fprintf(w, "  try:        kubedeploy kubectl apply -f examples/nginx-deployment.yaml\n")
 	fmt.Fprintf(w, "              (or any kubectl with KUBECONFIG=%s)\n", cp.KubeconfigPath())

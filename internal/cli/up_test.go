@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,5 +95,40 @@ func TestUpOptionsTimeTheClusterAsUp(t *testing.T) {
 		t.Errorf("up: %d nodes, pods %v/%v, client %g/%d; harness.UpOptions: %d nodes, pods %v/%v, client %g/%d",
 			cfg.Nodes, cfg.PodStartupDelay, cfg.PodTerminationDelay, mcfg.QPS, mcfg.Burst,
 			h.Nodes, h.PodStartupDelay, h.PodTerminationDelay, h.Manager.QPS, h.Manager.Burst)
+	}
+}
+
+// TestUpKubeControllers: up runs kube-controller-manager's default controllers but deployment and replicaset
+// unless --kube-controllers trims them, and refuses a list naming KCM's workload controllers or leaving out what up
+// needs, naming the flag (issue 22).
+func TestUpKubeControllers(t *testing.T) {
+	for _, tc := range []struct {
+		args      []string
+		want      []string
+		wantError string
+	}{
+		{args: nil, want: controlplane.DefaultKubeControllers()},
+		{args: []string{"--kube-controllers=*,-job,-cronjob"}, want: slices.DeleteFunc(controlplane.DefaultKubeControllers(),
+			func(c string) bool { return c == "job-controller" || c == "cronjob-controller" })},
+		{args: []string{"--kube-controllers=*,deployment"}, wantError: `--kube-controllers: kube controller "deployment-controller" is never run`},
+		{args: []string{"--kube-controllers=*,-serviceaccount"}, wantError: `--kube-controllers: kube controller "serviceaccount-controller" cannot be left out`},
+	} {
+		var o upOptions
+		fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
+		o.addFlags(fs)
+		if err := fs.Parse(append([]string{"--data-dir", t.TempDir()}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+		_, cfg, err := o.configs()
+		switch {
+		case tc.wantError != "":
+			if err == nil || !strings.Contains(err.Error(), tc.wantError) {
+				t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.wantError)
+			}
+		case err != nil:
+			t.Errorf("%v: %v", tc.args, err)
+		case !slices.Equal(cfg.KubeControllers, tc.want):
+			t.Errorf("%v: kube controllers %v, want %v", tc.args, cfg.KubeControllers, tc.want)
+		}
 	}
 }

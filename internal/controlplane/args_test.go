@@ -65,31 +65,14 @@ func TestAPIServerArgs(t *testing.T) {
 	}
 }
 
-func TestControllerManagerControllers(t *testing.T) {
-	got := controllerManagerControllers()
-	for _, forbidden := range []string{"deployment", "deployment-controller", "replicaset", "replicaset-controller", "*"} {
-		if slices.Contains(got, forbidden) {
-			t.Errorf("controllers %v contain forbidden %q", got, forbidden)
-		}
-	}
-	for _, c := range got {
-		if strings.Contains(c, "deployment") || strings.Contains(c, "replicaset") || strings.HasPrefix(c, "-") {
-			t.Errorf("controller %q must not be started or be a negation", c)
-		}
-	}
-	for _, want := range []string{"garbage-collector-controller", "namespace-controller", "serviceaccount-controller",
-		"serviceaccount-token-controller", "root-ca-certificate-publisher-controller", "pod-garbage-collector-controller", "statefulset-controller"} {
-		if !slices.Contains(got, want) {
-			t.Errorf("controllers %v lack %q", got, want)
-		}
-	}
-}
-
 func TestControllerManagerArgs(t *testing.T) {
-	args := controllerManagerArgs(controllerManagerParams{kubeconfig: "/d/pki/kcm.kubeconfig", caFile: "/d/pki/ca.crt", saKeyFile: "/d/pki/sa.key"})
+	args := controllerManagerArgs(controllerManagerParams{kubeconfig: "/d/pki/kcm.kubeconfig", caFile: "/d/pki/ca.crt",
+		caKeyFile: "/d/pki/ca.key", saKeyFile: "/d/pki/sa.key", controllers: DefaultKubeControllers()})
 	assertFlags(t, args, map[string]string{
 		"kubeconfig":                       "/d/pki/kcm.kubeconfig",
-		"controllers":                      strings.Join(controllerManagerControllers(), ","),
+		"controllers":                      strings.Join(DefaultKubeControllers(), ","),
+		"cluster-signing-cert-file":        "/d/pki/ca.crt",
+		"cluster-signing-key-file":         "/d/pki/ca.key",
 		"leader-elect":                     "false",
 		"use-service-account-credentials":  "true",
 		"service-account-private-key-file": "/d/pki/sa.key",
@@ -113,15 +96,15 @@ func TestControllerManagerArgsRateLimit(t *testing.T) {
 // TestControllerManagerArgsUpstreamWorkload: the default controller list never names KCM's deployment or
 // replicaset controllers; only the differential-test option adds exactly those two, on top of the generic ones.
 func TestControllerManagerArgsUpstreamWorkload(t *testing.T) {
-	base := controllerManagerParams{kubeconfig: "/d/k", caFile: "/d/ca", saKeyFile: "/d/sa"}
+	base := controllerManagerParams{kubeconfig: "/d/k", caFile: "/d/ca", saKeyFile: "/d/sa", controllers: DefaultKubeControllers()}
 	tests := []struct {
 		name             string
 		upstreamWorkload bool
 		want             []string
 	}{
-		{name: "default", want: controllerManagerControllers()},
+		{name: "default", want: DefaultKubeControllers()},
 		{name: "upstream workload controllers", upstreamWorkload: true,
-			want: append(controllerManagerControllers(), "deployment-controller", "replicaset-controller")},
+			want: append(DefaultKubeControllers(), "deployment-controller", "replicaset-controller")},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -153,7 +136,7 @@ func TestCheckControllers(t *testing.T) {
 		upstreamWorkload bool
 		wantErr          string
 	}{
-		{name: "generic", controllers: controllerManagerControllers()},
+		{name: "default set", controllers: DefaultKubeControllers()},
 		{name: "deployment-controller refused", controllers: []string{"namespace-controller", "deployment-controller"}, wantErr: `"deployment-controller"`},
 		{name: "replicaset alias refused", controllers: []string{"replicaset"}, wantErr: `"replicaset"`},
 		{name: "star refused", controllers: []string{"*"}, wantErr: `"*"`},

@@ -46,6 +46,11 @@ type Config struct {
 	ControllerManagerQPS   float32
 	ControllerManagerBurst int
 
+	// KubeControllers are the kube-controller-manager controllers the cluster runs, by canonical name (as
+	// ParseKubeControllers returns them); nil means DefaultKubeControllers(). KCM's deployment and replicaset
+	// controllers are refused here: see UpstreamWorkloadControllers.
+	KubeControllers []string
+
 	// UpstreamWorkloadControllers is for differential tests only (test/differential): it makes
 	// kube-controller-manager also run its own deployment and replicaset controllers, the reference
 	// implementation kubedeploy's controllers are compared against. The cluster must then run none of
@@ -54,8 +59,12 @@ type Config struct {
 }
 
 // Default fills zero values: Nodes DefaultNodes (3), both pod delays 1s, the controller-manager's client rate
-// limit LoopbackQPS and LoopbackBurst. APIPort 0 stays 0 (any free port).
+// limit LoopbackQPS and LoopbackBurst, KubeControllers DefaultKubeControllers(). APIPort 0 stays 0 (any free
+// port).
 func (c *Config) Default() {
+	if c.KubeControllers == nil {
+		c.KubeControllers = DefaultKubeControllers()
+	}
 	if c.ControllerManagerQPS == 0 {
 		c.ControllerManagerQPS = LoopbackQPS
 	}
@@ -74,8 +83,12 @@ func (c *Config) Default() {
 }
 
 // Validate returns an error naming the first invalid field: an empty data dir, a port outside 0–65535, a
-// negative or zero node count, a negative delay, QPS or burst. It does not touch the file system.
+// negative or zero node count, a negative delay, QPS or burst, a kube controller that must never run (KCM's
+// deployment or replicaset controller, any alias, or "*"). It does not touch the file system.
 func (c Config) Validate() error {
+	if err := checkControllers(c.KubeControllers, false); err != nil {
+		return fmt.Errorf("kube controllers: %w", err)
+	}
 	switch {
 	case c.DataDir == "":
 		return errors.New("data dir must not be empty")

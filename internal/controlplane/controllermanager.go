@@ -13,33 +13,14 @@ import (
 	kcmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
 )
 
-// upstreamWorkloadControllers are KCM's own deployment and replicaset controllers (their v1.36 names in
-// cmd/kube-controller-manager/names). kubedeploy replaces them; only Config.UpstreamWorkloadControllers, a
-// differential-test option, starts them.
-var upstreamWorkloadControllers = []string{"deployment-controller", "replicaset-controller"}
-
-// controllerManagerControllers lists the only kube-controller-manager controllers the embedded cluster runs: the
-// generic ones a cluster needs around Deployments, plus the statefulset controller, which runs kubedeploy's own
-// install (deploy/) on a cluster whose deployment controller is off. KCM's deployment and replicaset controllers
-// are kubedeploy's job and must never appear here. It is pure.
-func controllerManagerControllers() []string {
-	return []string{
-		"garbage-collector-controller",
-		"namespace-controller",
-		"serviceaccount-controller",
-		"serviceaccount-token-controller",
-		"root-ca-certificate-publisher-controller",
-		"pod-garbage-collector-controller",
-		"clusterrole-aggregation-controller",
-		"statefulset-controller",
-	}
-}
-
 // controllerManagerParams is everything controllerManagerArgs needs; all paths are absolute.
 type controllerManagerParams struct {
 	kubeconfig string
 	caFile     string
+	caKeyFile  string
 	saKeyFile  string
+	// controllers are the KCM controllers to run (canonical names, Config.KubeControllers resolved).
+	controllers []string
 	// upstreamWorkload adds upstreamWorkloadControllers (Config.UpstreamWorkloadControllers, tests only).
 	upstreamWorkload bool
 	// qps and burst, when > 0, set --kube-api-qps and --kube-api-burst.
@@ -47,12 +28,12 @@ type controllerManagerParams struct {
 	burst int
 }
 
-// controllerManagerArgs returns kube-controller-manager's flags: only controllerManagerControllers (plus
+// controllerManagerArgs returns kube-controller-manager's flags: only p.controllers (plus
 // upstreamWorkloadControllers when p.upstreamWorkload is set), no leader election, per-controller service-account
-// credentials, our service-account key and CA, no serving port, and the client rate limit when p sets one. It is
-// pure.
+// credentials, our service-account key and CA, the cluster CA as the signer of CertificateSigningRequests, no
+// serving port, and the client rate limit when p sets one. It is pure.
 func controllerManagerArgs(p controllerManagerParams) []string {
-	controllers := controllerManagerControllers()
+	controllers := slices.Clone(p.controllers)
 	if p.upstreamWorkload {
 		controllers = append(controllers, upstreamWorkloadControllers...)
 	}
@@ -63,6 +44,8 @@ func controllerManagerArgs(p controllerManagerParams) []string {
 		"--use-service-account-credentials=true",
 		"--service-account-private-key-file=" + p.saKeyFile,
 		"--root-ca-file=" + p.caFile,
+		"--cluster-signing-cert-file=" + p.caFile,
+		"--cluster-signing-key-file=" + p.caKeyFile,
 		"--secure-port=0",
 		"--profiling=false",
 	}

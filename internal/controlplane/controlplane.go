@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -256,7 +257,9 @@ func (cp *ControlPlane) startControllerManager() error {
 	args := controllerManagerArgs(controllerManagerParams{
 		kubeconfig:       cp.componentKubeconfig("controller-manager"),
 		caFile:           cp.pki.caFile(),
+		caKeyFile:        cp.pki.keyFile("ca"),
 		saKeyFile:        cp.pki.saKeyFile(),
+		controllers:      cp.cfg.KubeControllers,
 		upstreamWorkload: cp.cfg.UpstreamWorkloadControllers,
 		qps:              cp.cfg.ControllerManagerQPS,
 		burst:            cp.cfg.ControllerManagerBurst,
@@ -366,4 +369,15 @@ func (cp *ControlPlane) Server() string {
 
 func (cp *ControlPlane) server() string {
 	return "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(cp.port))
+}
+
+// Nodes returns the number of simulated nodes the control plane runs (Config.Nodes after Default).
+func (cp *ControlPlane) Nodes() int {
+	return cp.cfg.Nodes
+}
+
+// KubeControllers returns a copy of the kube-controller-manager controllers the control plane runs, by canonical
+// name (Config.KubeControllers after Default), without the differential tests' upstream workload controllers.
+func (cp *ControlPlane) KubeControllers() []string {
+	return slices.Clone(cp.cfg.KubeControllers)
 }

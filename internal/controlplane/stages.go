@@ -20,8 +20,11 @@ var stageFiles embed.FS
 const (
 	// StagePodReady is the stage that makes a scheduled pod Running and Ready.
 	StagePodReady = "pod-ready"
-	// StagePodImagePullBackOff is the stage that keeps a pod with a "broken*" image tag Pending in ImagePullBackOff.
+	// StagePodImagePullBackOff is the stage that keeps a pod with an image tag "broken*" or "404" Pending in
+	// ImagePullBackOff.
 	StagePodImagePullBackOff = "pod-image-pull-backoff"
+	// StagePodComplete is the stage that makes a Ready pod owned by a Job succeed (phase Succeeded).
+	StagePodComplete = "pod-complete"
 	// StagePodDelete is the stage that removes a pod with a deletionTimestamp.
 	StagePodDelete = "pod-delete"
 	// StageNodeInitialize makes a fake node Ready.
@@ -35,8 +38,8 @@ var (
 	podStageRef  = internalversion.StageResourceRef{APIGroup: "v1", Kind: "Pod"}
 )
 
-// stages decodes the embedded stage files and sets the pod stages' delays: PodStartupDelay for pod-ready and
-// pod-image-pull-backoff, PodTerminationDelay for pod-delete (milliseconds, no jitter). It returns them grouped
+// stages decodes the embedded stage files and sets the pod stages' delays: PodStartupDelay for pod-ready,
+// pod-image-pull-backoff and pod-complete, PodTerminationDelay for pod-delete (milliseconds, no jitter). It returns them grouped
 // by resource, as KWOK's controller expects, each group sorted by name.
 func stages(podStartupDelay, podTerminationDelay time.Duration) (map[internalversion.StageResourceRef][]*internalversion.Stage, error) {
 	entries, err := stageFiles.ReadDir("stages")
@@ -46,6 +49,7 @@ func stages(podStartupDelay, podTerminationDelay time.Duration) (map[internalver
 	delays := map[string]time.Duration{
 		StagePodReady:            podStartupDelay,
 		StagePodImagePullBackOff: podStartupDelay,
+		StagePodComplete:         podStartupDelay,
 		StagePodDelete:           podTerminationDelay,
 	}
 	out := map[internalversion.StageResourceRef][]*internalversion.Stage{}

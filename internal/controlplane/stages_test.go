@@ -33,15 +33,17 @@ func TestStagesGolden(t *testing.T) {
 	if names := stageNames(got[nodeStageRef]); !slices.Equal(names, []string{StageNodeHeartbeat, StageNodeInitialize}) {
 		t.Errorf("node stages = %v", names)
 	}
-	if names := stageNames(got[podStageRef]); !slices.Equal(names, []string{StagePodDelete, StagePodImagePullBackOff, StagePodReady}) {
+	if names := stageNames(got[podStageRef]); !slices.Equal(names, []string{StagePodComplete, StagePodDelete, StagePodImagePullBackOff, StagePodReady}) {
 		t.Errorf("pod stages = %v", names)
 	}
-	wantDelay := map[string]int64{StagePodReady: 3000, StagePodImagePullBackOff: 3000, StagePodDelete: 2500}
+	wantDelay := map[string]int64{StagePodReady: 3000, StagePodImagePullBackOff: 3000, StagePodComplete: 3000, StagePodDelete: 2500}
 	wantKeys := map[string][]string{
 		StagePodReady: {".metadata.deletionTimestamp", ".spec.nodeName", brokenImageQuery, ".status.phase",
 			`.status.conditions[] | select(.type == "Ready") | .status`},
 		StagePodImagePullBackOff: {".metadata.deletionTimestamp", ".spec.nodeName", brokenImageQuery, ".status.podIP"},
 		StagePodDelete:           {".metadata.deletionTimestamp"},
+		StagePodComplete: {".metadata.deletionTimestamp", `.metadata.ownerReferences[]? | select(.controller == true) | .kind`,
+			".status.phase", `.status.conditions[] | select(.type == "Ready") | .status`},
 	}
 	for _, s := range got[podStageRef] {
 		if s.Spec.Delay == nil || s.Spec.Delay.DurationMilliseconds == nil || *s.Spec.Delay.DurationMilliseconds != wantDelay[s.Name] {
@@ -60,14 +62,14 @@ func TestStagesGolden(t *testing.T) {
 			t.Errorf("stage %s selector keys = %q, want %q", s.Name, keys, wantKeys[s.Name])
 		}
 	}
-	del := got[podStageRef][0]
+	del := got[podStageRef][1]
 	if len(del.Spec.Steps) == 0 || !del.Spec.Steps[len(del.Spec.Steps)-1].Delete {
 		t.Errorf("pod-delete must end with a delete step: %+v", del.Spec.Steps)
 	}
 }
 
 // brokenImageQuery is the jq selector both pod-ready (DoesNotExist) and pod-image-pull-backoff (Exists) use.
-const brokenImageQuery = `.spec.containers[].image | select(test(":broken[^:/@]*(@.*)?$"))`
+const brokenImageQuery = `.spec.containers[].image | select(test(":(broken[^:/@]*|404)(@.*)?$"))`
 
 func testPod(images ...string) *corev1.Pod {
 	pod := &corev1.Pod{
@@ -78,6 +80,17 @@ func testPod(images ...string) *corev1.Pod {
 	}
 	for i, image := range images {
 		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "c" + string(rune('0'+i)), Image: image})
+	}
+	return pod
+}
+
+// readyPod makes pod Running and Ready on its node and, when ownerKind is set, controlled by an owner of that kind.
+func readyPod(pod *corev1.Pod, ownerKind string) *corev1.Pod {
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.PodIP = "10.244.0.5"
+	pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue})
+	if ownerKind != "" {
+		pod.OwnerReferences = []metav1.OwnerReference{{Kind: ownerKind, Name: "owner", Controller: new(true)}}
 	}
 	return pod
 }
@@ -106,6 +119,23 @@ func TestPodStagesMatch(t *testing.T) {
 		{name: "broken tag", pod: func() *corev1.Pod { return testPod("nginx:broken") }, stages: []string{StagePodImagePullBackOff}},
 		{name: "broken- tag", pod: func() *corev1.Pod { return testPod("nginx:broken-1") }, stages: []string{StagePodImagePullBackOff}},
 		{name: "broken tag with digest", pod: func() *corev1.Pod { return testPod("nginx:broken@sha256:abc") }, stages: []string{StagePodImagePullBackOff}},
+		{name: "404 tag (upstream e2e's non-existent image)", pod: func() *corev1.Pod { return testPod("webserver:404") }, stages: []string{StagePodImagePullBackOff}},
+		{name: "404 tag with digest", pod: func() *corev1.Pod { return testPod("webserver:404@sha256:abc") }, stages: []string{StagePodImagePullBackOff}},
+		{name: "registry port 404 is fine", pod: func() *corev1.Pod { return testPod("registry:404/webserver:1.0") }, stages: []string{StagePodReady}},
+		{name: "tag 4040 is fine", pod: func() *corev1.Pod { return testPod("webserver:4040") }, stages: []string{StagePodReady}},
+		{name: "running Job pod completes", pod: func() *corev1.Pod { return readyPod(testPod("busybox"), "Job") }, stages: []string{StagePodComplete}},
+		{name: "running ReplicaSet pod keeps running", pod: func() *corev1.Pod { return readyPod(testPod("nginx"), "ReplicaSet") }},
+		{name: "Job pod becomes ready first", pod: func() *corev1.Pod {
+			p := testPod("busybox")
+			p.OwnerReferences = []metav1.OwnerReference{{Kind: "Job", Name: "j", Controller: new(true)}}
+			return p
+		}, stages: []string{StagePodReady}},
+		{name: "succeeded Job pod stays put", pod: func() *corev1.Pod {
+			p := readyPod(testPod("busybox"), "Job")
+			p.Status.Phase = corev1.PodSucceeded
+			p.Status.Conditions[1].Status = corev1.ConditionFalse
+			return p
+		}},
 		{name: "one broken container of two", pod: func() *corev1.Pod { return testPod("busybox:1", "nginx:broken") }, stages: []string{StagePodImagePullBackOff}},
 		{name: "broken pod in backoff stays put", pod: func() *corev1.Pod {
 			p := testPod("nginx:broken")

@@ -34,6 +34,9 @@ type Options struct {
 	// non-nil slice runs none, for tests that run their own with
 	// RunControllers).
 	Controllers []string
+	// KubeControllers are the kube-controller-manager controllers of the cluster (controlplane.Config's; nil is
+	// up's default set, controlplane.DefaultKubeControllers).
+	KubeControllers []string
 	// Manager is the template of the controllers' manager.Config; Start
 	// fills RESTConfig, Controllers and Version.
 	Manager manager.Config
@@ -127,6 +130,7 @@ func Start(opts Options) (*Env, error) {
 	cp, err := controlplane.New(controlplane.Config{
 		DataDir: dir, APIPort: 0, Nodes: opts.Nodes,
 		PodStartupDelay: opts.PodStartupDelay, PodTerminationDelay: opts.PodTerminationDelay,
+		KubeControllers: opts.KubeControllers,
 	})
 	if err != nil {
 		return nil, err
