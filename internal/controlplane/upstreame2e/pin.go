@@ -1,0 +1,47 @@
+//go:build conformance
+
+// Package upstreame2e keeps in go.mod and go.sum every module that upstream's end-to-end test binary needs, so that
+// test/conformance can build it with `go test -c k8s.io/kubernetes/test/e2e` from the k8s.io/kubernetes version
+// kubedeploy embeds, and `go mod tidy` does not drop them: tidy reads every build tag, while the conformance tag
+// keeps this file, and the suite behind it, out of every ordinary build. It imports what upstream's
+// test/e2e/e2e_test.go imports. It lives under internal/controlplane because only that tree may import
+// k8s.io/kubernetes; nothing links it.
+package upstreame2e
+
+import (
+	_ "github.com/onsi/ginkgo/v2"
+	_ "go.yaml.in/yaml/v2"
+	_ "k8s.io/kubernetes/test/conformance/testdata"
+	_ "k8s.io/kubernetes/test/e2e"
+	_ "k8s.io/kubernetes/test/e2e/apimachinery"
+	_ "k8s.io/kubernetes/test/e2e/apps"
+	_ "k8s.io/kubernetes/test/e2e/architecture"
+	_ "k8s.io/kubernetes/test/e2e/auth"
+	_ "k8s.io/kubernetes/test/e2e/autoscaling"
+	_ "k8s.io/kubernetes/test/e2e/cloud"
+	_ "k8s.io/kubernetes/test/e2e/common"
+	_ "k8s.io/kubernetes/test/e2e/dra"
+	_ "k8s.io/kubernetes/test/e2e/feature"
+	_ "k8s.io/kubernetes/test/e2e/framework"
+	_ "k8s.io/kubernetes/test/e2e/framework/config"
+	_ "k8s.io/kubernetes/test/e2e/framework/debug/init"
+	_ "k8s.io/kubernetes/test/e2e/framework/metrics/init"
+	_ "k8s.io/kubernetes/test/e2e/framework/node/init"
+	_ "k8s.io/kubernetes/test/e2e/framework/testfiles"
+	_ "k8s.io/kubernetes/test/e2e/instrumentation"
+	_ "k8s.io/kubernetes/test/e2e/invariants"
+	_ "k8s.io/kubernetes/test/e2e/invariants/logcheck"
+	_ "k8s.io/kubernetes/test/e2e/kubectl"
+	_ "k8s.io/kubernetes/test/e2e/lifecycle"
+	_ "k8s.io/kubernetes/test/e2e/lifecycle/bootstrap"
+	_ "k8s.io/kubernetes/test/e2e/network"
+	_ "k8s.io/kubernetes/test/e2e/node"
+	_ "k8s.io/kubernetes/test/e2e/scheduling"
+	_ "k8s.io/kubernetes/test/e2e/storage"
+	_ "k8s.io/kubernetes/test/e2e/storage/csimock"
+	_ "k8s.io/kubernetes/test/e2e/storage/external"
+	_ "k8s.io/kubernetes/test/e2e/testing-manifests"
+	_ "k8s.io/kubernetes/test/e2e/windows"
+	_ "k8s.io/kubernetes/test/fixtures"
+	_ "k8s.io/kubernetes/test/utils/format"
+)
