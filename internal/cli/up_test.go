@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kubedeploy/kubedeploy/internal/controlplane"
+	"github.com/kubedeploy/kubedeploy/internal/manager"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
 
@@ -56,13 +57,7 @@ func TestUpClientRateLimit(t *testing.T) {
 		{args: []string{"--kube-api-qps=0"}, wantError: "--kube-api-qps must be > 0"},
 		{args: []string{"--kube-api-burst=0"}, wantError: "--kube-api-burst >= 1"},
 	} {
-		var o upOptions
-		fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
-		o.addFlags(fs)
-		if err := fs.Parse(append([]string{"--data-dir", t.TempDir()}, tc.args...)); err != nil {
-			t.Fatal(err)
-		}
-		mcfg, _, err := o.configs()
+		mcfg, _, err := upConfigs(t, tc.args...)
 		switch {
 		case tc.wantError != "":
 			if err == nil || !strings.Contains(err.Error(), tc.wantError) {
@@ -79,13 +74,7 @@ func TestUpClientRateLimit(t *testing.T) {
 // TestUpOptionsTimeTheClusterAsUp: harness.UpOptions, used by the tests whose
 // claim is about `up` (test/integration/upplan), are up's defaults.
 func TestUpOptionsTimeTheClusterAsUp(t *testing.T) {
-	var o upOptions
-	fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
-	o.addFlags(fs)
-	if err := fs.Parse([]string{"--data-dir", t.TempDir()}); err != nil {
-		t.Fatal(err)
-	}
-	mcfg, cfg, err := o.configs()
+	mcfg, cfg, err := upConfigs(t)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,13 +102,7 @@ func TestUpKubeControllers(t *testing.T) {
 		{args: []string{"--kube-controllers=*,deployment"}, wantError: `--kube-controllers: kube controller "deployment-controller" is never run`},
 		{args: []string{"--kube-controllers=*,-serviceaccount"}, wantError: `--kube-controllers: kube controller "serviceaccount-controller" cannot be left out`},
 	} {
-		var o upOptions
-		fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
-		o.addFlags(fs)
-		if err := fs.Parse(append([]string{"--data-dir", t.TempDir()}, tc.args...)); err != nil {
-			t.Fatal(err)
-		}
-		_, cfg, err := o.configs()
+		_, cfg, err := upConfigs(t, tc.args...)
 		switch {
 		case tc.wantError != "":
 			if err == nil || !strings.Contains(err.Error(), tc.wantError) {
@@ -131,4 +114,16 @@ func TestUpKubeControllers(t *testing.T) {
 			t.Errorf("%v: kube controllers %v, want %v", tc.args, cfg.KubeControllers, tc.want)
 		}
 	}
+}
+
+// upConfigs parses up's flags from args (with a fresh --data-dir) and returns upOptions.configs' result.
+func upConfigs(t *testing.T, args ...string) (manager.Config, controlplane.Config, error) {
+	t.Helper()
+	var o upOptions
+	fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
+	o.addFlags(fs)
+	if err := fs.Parse(append([]string{"--data-dir", t.TempDir()}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	return o.configs()
 }

@@ -1,6 +1,7 @@
 // Package controlplane owns the embedded Kubernetes control plane that `kubedeploy up` runs in one process:
-// embedded etcd, kube-apiserver, kube-controller-manager (generic controllers only), kube-scheduler and KWOK
-// (simulated nodes and pod lifecycle), plus the certificates, keys and kubeconfigs under the data dir.
+// embedded etcd, kube-apiserver, kube-controller-manager (its default controllers but deployment and replicaset:
+// DefaultKubeControllers, or Config.KubeControllers), kube-scheduler and KWOK (simulated nodes and pod lifecycle),
+// plus the certificates, keys and kubeconfigs under the data dir.
 //
 // It is the only package of kubedeploy that imports k8s.io/kubernetes.
 //
@@ -16,8 +17,9 @@
 // new one started in the same process (tests do this), but never two at once.
 //
 // KWOK drives pods through their lifecycle with stages (see stages/*.yaml): a scheduled pod becomes Running and
-// Ready after Config.PodStartupDelay; a pod with a deletionTimestamp is removed after Config.PodTerminationDelay; a
-// pod any of whose container images has a tag starting with "broken" (for example "nginx:broken" or
-// "nginx:broken-2") never becomes Ready and reports ImagePullBackOff, so failed rollouts can be shown without a
+// Ready after Config.PodStartupDelay; a Ready pod owned by a Job succeeds one Config.PodStartupDelay later; a pod
+// with a deletionTimestamp is removed after Config.PodTerminationDelay; a pod any of whose container images has a
+// tag starting with "broken" (for example "nginx:broken" or "nginx:broken-2") or the tag "404" (upstream e2e's
+// "webserver:404") never becomes Ready and reports ImagePullBackOff, so failed rollouts can be shown without a
 // registry.
 package controlplane
