@@ -130,7 +130,7 @@ func (sc *syncContext) autoRollbackDue() bool {
 // the target ReplicaSet's template (without pod-template-hash) and
 // annotations into d as `kubectl rollout undo` does (RB-5, RB-6), except
 // that d keeps its own kubedeploy.io/ annotations, records the failed
-// revision in FailedRevisionAnnotation, Updates d, emits the Warning event
+// revision in FailedRevisionAnnotation, patches d, emits the Warning event
 // AutoRolledBack and starts the rollback's progress deadline afresh (so
 // `kubectl rollout status` follows the new rollout instead of reporting the
 // old failure). It reports whether it rolled back; a skipped rollback
@@ -142,24 +142,26 @@ func (sc *syncContext) autoRollback(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	target, _ := revision(p.target)
-	template := p.target.Spec.Template.DeepCopy()
-	delete(template.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-	annotations := rollbackAnnotations(sc.d, p.target)
-	for k := range annotations {
-		if strings.HasPrefix(k, kubedeployAnnotationPrefix) {
-			delete(annotations, k)
+	err := sc.patchDeployment(ctx, func(d *appsv1.Deployment) {
+		template := p.target.Spec.Template.DeepCopy()
+		delete(template.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
+		annotations := rollbackAnnotations(d, p.target)
+		for k := range annotations {
+			if strings.HasPrefix(k, kubedeployAnnotationPrefix) {
+				delete(annotations, k)
+			}
 		}
-	}
-	for k, v := range sc.d.Annotations {
-		if strings.HasPrefix(k, kubedeployAnnotationPrefix) {
-			annotations[k] = v
+		for k, v := range d.Annotations {
+			if strings.HasPrefix(k, kubedeployAnnotationPrefix) {
+				annotations[k] = v
+			}
 		}
-	}
-	annotations[FailedRevisionAnnotation] = strconv.FormatInt(p.failed, 10)
-	sc.d.Spec.Template.ObjectMeta = template.ObjectMeta
-	sc.d.Spec.Template.Spec = template.Spec
-	sc.d.Annotations = annotations
-	if err := sc.updateDeployment(ctx); err != nil {
+		annotations[FailedRevisionAnnotation] = strconv.FormatInt(p.failed, 10)
+		d.Spec.Template.ObjectMeta = template.ObjectMeta
+		d.Spec.Template.Spec = template.Spec
+		d.Annotations = annotations
+	})
+	if err != nil {
 		return false, fmt.Errorf("rolling back to revision %d: %w", target, err)
 	}
 	msg := fmt.Sprintf("Rolled back deployment %q from revision %d, which exceeded its progress deadline, to revision %d (ReplicaSet %q)",

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 )
 
 // jsonPatchOp is one RFC 6902 operation. A nil Value in a "test" means the
@@ -97,4 +98,28 @@ func annotationOps(from, to map[string]string) []jsonPatchOp {
 // escapePointer escapes a JSON pointer token (RFC 6901): "~" as "~0", "/" as "~1".
 func escapePointer(s string) string {
 	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+}
+
+// deploymentPatch returns the JSON patch (RFC 6902) that gives orig
+// modified's annotations and, when it differs, modified's pod template
+// (rollback, RB-5/RB-6 and EX-2: the only Deployment fields outside status the
+// controller writes). It first tests that the stored object is still orig's
+// (UID) with orig's spec (metadata.generation), so a rollback decided on a
+// template the user has changed since is refused (422) rather than written
+// over it. Fields the patch does not name stay as stored, fields unknown to
+// kubedeploy's compiled API included (IM-8). It returns nil when nothing
+// differs.
+func deploymentPatch(orig, modified *appsv1.Deployment) ([]byte, error) {
+	ops := annotationOps(orig.Annotations, modified.Annotations)
+	if !equality.Semantic.DeepEqual(orig.Spec.Template, modified.Spec.Template) {
+		ops = append(ops, jsonPatchOp{Op: "add", Path: "/spec/template", Value: modified.Spec.Template})
+	}
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	tests := []jsonPatchOp{
+		testString("/metadata/uid", string(orig.UID)),
+		testInt("/metadata/generation", orig.Generation),
+	}
+	return json.Marshal(append(tests, ops...))
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -122,4 +123,100 @@ func TestScaleSurvivesStatusWritesButNotSpecChanges(t *testing.T) {
 	if got := *f.rs(rs.Name).Spec.Replicas; got != 1 {
 		t.Fatalf("the concurrent spec change was overwritten: size %d", got)
 	}
+}
+
+// storedDeployment is a Deployment as a newer API server might store it: fields kubedeploy's compiled API does not
+// know at the top of spec, in the pod spec and in a container (IM-8).
+const storedDeployment = `{"apiVersion":"apps/v1","kind":"Deployment",
+ "metadata":{"name":"nginx","namespace":"ns","uid":"d-uid","generation":3,"resourceVersion":"7",
+  "annotations":{"deprecated.deployment.rollback.to":"1","keep":"x"}},
+ "spec":{"replicas":3,"someFutureField":{"mode":"new"},
+  "selector":{"matchLabels":{"app":"nginx"}},
+  "template":{"metadata":{"labels":{"app":"nginx"}},
+   "spec":{"futurePodField":true,"containers":[{"name":"nginx","image":"nginx:2","futureContainerField":"on"}]}}}}`
+
+// applyJSONPatch applies patch to doc as kube-apiserver does for application/json-patch+json.
+func applyJSONPatch(t *testing.T, doc string, patch []byte) (map[string]any, error) {
+	t.Helper()
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		t.Fatalf("decode patch %s: %v", patch, err)
+	}
+	out, err := p.Apply([]byte(doc))
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m, nil
+}
+
+// TestDeploymentPatchKeepsUnknownFields: the rollback's patch, decided on the typed Deployment (which lost the
+// unknown fields when it was decoded), names only what it changes, so applied to the stored JSON it keeps
+// spec.someFutureField and, when the template is not replaced, the template's unknown fields too; it is refused when
+// the stored spec changed since (IM-8, issue 23).
+func TestDeploymentPatchKeepsUnknownFields(t *testing.T) {
+	var orig appsv1.Deployment
+	if err := json.Unmarshal([]byte(storedDeployment), &orig); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("annotation cleared, template kept", func(t *testing.T) {
+		modified := orig.DeepCopy()
+		delete(modified.Annotations, RollbackToAnnotation)
+		patch, err := deploymentPatch(&orig, modified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := applyJSONPatch(t, storedDeployment, patch)
+		if err != nil {
+			t.Fatalf("apply %s: %v", patch, err)
+		}
+		spec := got["spec"].(map[string]any)
+		podSpec := spec["template"].(map[string]any)["spec"].(map[string]any)
+		container := podSpec["containers"].([]any)[0].(map[string]any)
+		if spec["someFutureField"] == nil || podSpec["futurePodField"] != true || container["futureContainerField"] != "on" {
+			t.Errorf("unknown fields lost by %s: %v", patch, spec)
+		}
+		annotations := got["metadata"].(map[string]any)["annotations"].(map[string]any)
+		if _, ok := annotations[RollbackToAnnotation]; ok || annotations["keep"] != "x" {
+			t.Errorf("annotations = %v", annotations)
+		}
+	})
+	t.Run("template replaced", func(t *testing.T) {
+		modified := orig.DeepCopy()
+		delete(modified.Annotations, RollbackToAnnotation)
+		modified.Spec.Template.Spec.Containers[0].Image = "nginx:1"
+		patch, err := deploymentPatch(&orig, modified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := applyJSONPatch(t, storedDeployment, patch)
+		if err != nil {
+			t.Fatalf("apply %s: %v", patch, err)
+		}
+		spec := got["spec"].(map[string]any)
+		image := spec["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["image"]
+		if spec["someFutureField"] == nil || image != "nginx:1" || spec["replicas"] != float64(3) {
+			t.Errorf("after %s: spec = %v", patch, spec)
+		}
+	})
+	t.Run("refused after a spec change", func(t *testing.T) {
+		modified := orig.DeepCopy()
+		delete(modified.Annotations, RollbackToAnnotation)
+		patch, err := deploymentPatch(&orig, modified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed := strings.Replace(storedDeployment, `"generation":3`, `"generation":4`, 1)
+		if _, err := applyJSONPatch(t, changed, patch); err == nil {
+			t.Errorf("patch %s applied to a Deployment whose generation moved on", patch)
+		}
+	})
+	t.Run("nothing to write", func(t *testing.T) {
+		if patch, err := deploymentPatch(&orig, orig.DeepCopy()); patch != nil || err != nil {
+			t.Errorf("deploymentPatch of an unchanged Deployment = %s, %v; want nil", patch, err)
+		}
+	})
 }

@@ -10,8 +10,8 @@ import (
 
 // rollback rolls d back to the revision in RollbackToAnnotation (section 6,
 // RB-2..RB-8): it ensures the new ReplicaSet exists, finds the target
-// ReplicaSet, copies its template and annotations into d, clears the
-// annotation and Updates d. It writes no status.
+// ReplicaSet, copies its template and annotations into d and clears the
+// annotation, in one patch of d. It writes no status.
 func (sc *syncContext) rollback(ctx context.Context) error {
 	if err := sc.ensureNewReplicaSet(ctx); err != nil {
 		return err
@@ -38,30 +38,33 @@ func (sc *syncContext) rollback(ctx context.Context) error {
 
 // rollbackToReplicaSet copies rs's template (without pod-template-hash) and
 // annotations into d when they differ (RB-5, RB-6), or reports an unchanged
-// template (RB-7); then clears the annotation with Update.
+// template (RB-7); the same patch clears the annotation.
 func (sc *syncContext) rollbackToReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet, target int64) error {
 	if templatesEqualIgnoringHash(&rs.Spec.Template, &sc.d.Spec.Template) {
 		sc.c.recorder.Eventf(sc.d, v1.EventTypeWarning, RollbackTemplateUnchanged,
 			"The rollback revision contains the same template as current deployment %q", sc.d.Name)
 		return sc.clearRollbackTo(ctx)
 	}
-	template := rs.Spec.Template.DeepCopy()
-	delete(template.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-	sc.d.Spec.Template.ObjectMeta = template.ObjectMeta
-	sc.d.Spec.Template.Spec = template.Spec
-	sc.d.Annotations = rollbackAnnotations(sc.d, rs)
-	if err := sc.clearRollbackTo(ctx); err != nil {
-		return err
+	err := sc.patchDeployment(ctx, func(d *appsv1.Deployment) {
+		template := rs.Spec.Template.DeepCopy()
+		delete(template.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
+		d.Spec.Template.ObjectMeta = template.ObjectMeta
+		d.Spec.Template.Spec = template.Spec
+		d.Annotations = rollbackAnnotations(d, rs)
+		delete(d.Annotations, RollbackToAnnotation)
+	})
+	if err != nil {
+		return fmt.Errorf("rolling back to revision %d: %w", target, err)
 	}
 	sc.c.recorder.Eventf(sc.d, v1.EventTypeNormal, RollbackDone, "Rolled back deployment %q to revision %d", sc.d.Name, target)
 	return nil
 }
 
-// clearRollbackTo removes RollbackToAnnotation and Updates d (RB-3..RB-7),
-// continuing from the returned object (IM-2).
+// clearRollbackTo removes RollbackToAnnotation from d with a patch (RB-3,
+// RB-4, RB-7), continuing from the returned object (IM-2).
 func (sc *syncContext) clearRollbackTo(ctx context.Context) error {
-	delete(sc.d.Annotations, RollbackToAnnotation)
-	if err := sc.updateDeployment(ctx); err != nil {
+	err := sc.patchDeployment(ctx, func(d *appsv1.Deployment) { delete(d.Annotations, RollbackToAnnotation) })
+	if err != nil {
 		return fmt.Errorf("clearing rollback annotation: %w", err)
 	}
 	return nil

@@ -18,8 +18,8 @@ func TestSyncRollback(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	// RV-2 copies the "note" annotation to the new RS first; then the rollback Update.
-	f.ExpectWrites(map[string]int{"update deployments": 1, "patch replicasets": 1})
+	// RV-2 copies the "note" annotation to the new RS first; then the rollback patch.
+	f.ExpectWrites(map[string]int{"patch deployments": 1, "patch replicasets": 1})
 	got := f.deployment()
 	if got.Spec.Template.Spec.Containers[0].Image != "nginx:1" {
 		t.Errorf("template image = %s", got.Spec.Template.Spec.Containers[0].Image)
@@ -60,7 +60,7 @@ func TestSyncRollbackBranches(t *testing.T) {
 			if _, err := f.sync(); err != nil {
 				t.Fatal(err)
 			}
-			f.ExpectWrites(map[string]int{"update deployments": 1})
+			f.ExpectWrites(map[string]int{"patch deployments": 1})
 			got := f.deployment()
 			if _, ok := got.Annotations[RollbackToAnnotation]; ok {
 				t.Errorf("rollback annotation not cleared: %v", got.Annotations)

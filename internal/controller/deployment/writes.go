@@ -71,16 +71,42 @@ func (sc *syncContext) create(ctx context.Context, rs *appsv1.ReplicaSet) (*apps
 	return created, nil
 }
 
-// updateDeployment writes sc.d (Update) and continues from the returned
-// Deployment (IM-2). It returns the API error.
-func (sc *syncContext) updateDeployment(ctx context.Context) error {
-	updated, err := sc.c.client.AppsV1().Deployments(sc.d.Namespace).Update(ctx, sc.d, metav1.UpdateOptions{})
+// patchDeployment applies change to a copy of sc.d and writes what it
+// changed as a conditioned JSON patch (deploymentPatch): it names only those
+// fields and keeps every other field as stored, fields kubedeploy's compiled
+// API does not know included (IM-8: a Deployment is never written whole). It
+// continues from the returned Deployment (IM-2); a change that changes
+// nothing writes nothing. A refused precondition (the Deployment was
+// recreated or its spec changed since it was read) is returned as a
+// runner.ErrConflict, so the sync is retried on fresh data; other API
+// errors as they are.
+func (sc *syncContext) patchDeployment(ctx context.Context, change func(d *appsv1.Deployment)) error {
+	modified := sc.d.DeepCopy()
+	change(modified)
+	patch, err := deploymentPatch(sc.d, modified)
+	if err != nil || patch == nil {
+		return err
+	}
+	updated, err := sc.c.client.AppsV1().Deployments(sc.d.Namespace).Patch(ctx, sc.d.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
 	if err != nil {
+		if preconditionFailed(err) {
+			return fmt.Errorf("deployment %s was recreated or its spec changed since it was read, so the conditioned patch was refused; retrying on fresh data: %w: %w",
+				klog.KObj(sc.d), runner.ErrConflict, err)
+		}
 		return err
 	}
 	sc.written(resourceDeployments, updated)
 	sc.d = updated
 	return nil
+}
+
+// preconditionFailed reports whether err is kube-apiserver's answer to a JSON
+// patch whose test failed: a bare 422 Invalid without causes (a validation
+// error lists its causes).
+func preconditionFailed(err error) bool {
+	var status apierrors.APIStatus
+	return apierrors.IsInvalid(err) && errors.As(err, &status) &&
+		(status.Status().Details == nil || len(status.Status().Details.Causes) == 0)
 }
 
 // deleteReplicaSet deletes rs (history cleanup, CL-1) and remembers the
@@ -175,9 +201,7 @@ func (sc *syncContext) patchReplicaSet(ctx context.Context, orig, modified *apps
 // changed. Other errors, validation errors with causes included, are
 // returned as they are.
 func (sc *syncContext) explainPatchError(ctx context.Context, orig *appsv1.ReplicaSet, err error) error {
-	var status apierrors.APIStatus
-	if !apierrors.IsInvalid(err) || !errors.As(err, &status) ||
-		(status.Status().Details != nil && len(status.Status().Details.Causes) > 0) {
+	if !preconditionFailed(err) {
 		return err
 	}
 	what := "it could not be read again"

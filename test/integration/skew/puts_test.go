@@ -1,0 +1,147 @@
+// Package skew checks, on the embedded control plane with kubedeploy's controllers, what issue 23 (IM-8, version
+// skew loses no data) asks of the controllers' writes: a Deployment is never written whole. Its tests write only
+// with patches themselves, so that every PUT of a Deployment that kube-apiserver counts is a controller's.
+package skew
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
+)
+
+var env *harness.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(harness.Main(m, harness.Options{}, &env))
+}
+
+// deploymentWrites reads kube-apiserver's /metrics and returns apiserver_request_total for Deployments (group apps,
+// no subresource), by verb.
+func deploymentWrites(ctx context.Context, t *testing.T) map[string]float64 {
+	t.Helper()
+	body, err := env.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("reading kube-apiserver /metrics: %v", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	out := map[string]float64{}
+	for _, m := range families["apiserver_request_total"].GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		if l["group"] == "apps" && l["resource"] == "deployments" && l["subresource"] == "" {
+			out[l["verb"]] += m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+// patch applies a JSON merge patch to Deployment ns/name, failing t on error.
+func patch(ctx context.Context, t *testing.T, ns, name, body string) {
+	t.Helper()
+	if _, err := env.Client.AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("patching %s/%s with %s: %v", ns, name, body, err)
+	}
+}
+
+// waitFor polls Deployment ns/name until cond holds.
+func waitFor(t *testing.T, ns, name, what string, cond func(d *appsv1.Deployment) bool) *appsv1.Deployment {
+	t.Helper()
+	var last *appsv1.Deployment
+	harness.Eventually(t, 90*time.Second, fmt.Sprintf("deployment %s/%s: %s", ns, name, what), func(ctx context.Context) (bool, error) {
+		d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		last = d
+		return cond(d), nil
+	})
+	return last
+}
+
+func image(d *appsv1.Deployment) string { return d.Spec.Template.Spec.Containers[0].Image }
+
+func progressingReason(d *appsv1.Deployment) string {
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing {
+			return c.Reason
+		}
+	}
+	return ""
+}
+
+// TestNoDeploymentPUTs: over a rolling update, a rollback by annotation (RB-5), a rollout held and released by a
+// partition (EX-1) and an automatic rollback on the progress deadline (EX-2), kube-apiserver counts no PUT of a
+// Deployment (subresource ""): kubedeploy writes a Deployment only with patches naming what it changes, and its
+// status with /status (IM-8, issue 23).
+func TestNoDeploymentPUTs(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := harness.Context(t, 5*time.Minute)
+	before := deploymentWrites(ctx, t)
+
+	d := harness.NewDeployment(ns, "web", 4, "nginx:1")
+	d.Spec.ProgressDeadlineSeconds = new(int32(5))
+	if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.WaitComplete(t, env.Client, ns, "web", time.Minute)
+
+	// A rolling update, then a rollback by annotation to revision 1.
+	harness.SetImage(ctx, t, env.Client, ns, "web", "web", "nginx:2")
+	harness.WaitComplete(t, env.Client, ns, "web", time.Minute)
+	patch(ctx, t, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:"1"}}}`, deployment.RollbackToAnnotation))
+	waitFor(t, ns, "web", "rolled back to nginx:1 by annotation", func(d *appsv1.Deployment) bool {
+		_, pending := d.Annotations[deployment.RollbackToAnnotation]
+		return !pending && image(d) == "nginx:1"
+	})
+	harness.WaitComplete(t, env.Client, ns, "web", time.Minute)
+
+	// A rollout held at a partition, raised, then released.
+	patch(ctx, t, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:"1"}}}`, deployment.RolloutPartitionAnnotation))
+	harness.SetImage(ctx, t, env.Client, ns, "web", "web", "nginx:3")
+	waitFor(t, ns, "web", "held by the partition", func(d *appsv1.Deployment) bool {
+		return progressingReason(d) == deployment.RolloutPartitioned && d.Status.UpdatedReplicas == 1
+	})
+	patch(ctx, t, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:"3"}}}`, deployment.RolloutPartitionAnnotation))
+	waitFor(t, ns, "web", "held at the raised partition", func(d *appsv1.Deployment) bool {
+		return progressingReason(d) == deployment.RolloutPartitioned && d.Status.UpdatedReplicas == 3
+	})
+	patch(ctx, t, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, deployment.RolloutPartitionAnnotation))
+	harness.WaitComplete(t, env.Client, ns, "web", time.Minute)
+
+	// An automatic rollback when a broken image exceeds the progress deadline.
+	patch(ctx, t, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, deployment.RollbackOnProgressDeadlineAnnotation))
+	// The rollback's target is the last complete revision, which the controller records once the Deployment opted in.
+	waitFor(t, ns, "web", "its complete revision recorded", func(d *appsv1.Deployment) bool {
+		return d.Annotations[deployment.CompleteRevisionAnnotation] != ""
+	})
+	harness.SetImage(ctx, t, env.Client, ns, "web", "web", "nginx:broken")
+	waitFor(t, ns, "web", "rolled back automatically to nginx:3", func(d *appsv1.Deployment) bool {
+		return d.Annotations[deployment.FailedRevisionAnnotation] != "" && image(d) == "nginx:3"
+	})
+	harness.WaitComplete(t, env.Client, ns, "web", time.Minute)
+
+	after := deploymentWrites(ctx, t)
+	t.Logf("Deployment requests during the scenarios (subresource \"\"): PUT %v, PATCH %v (the test's own patches included)",
+		after["PUT"]-before["PUT"], after["PATCH"]-before["PATCH"])
+	if puts := after["PUT"] - before["PUT"]; puts != 0 {
+		t.Errorf("kube-apiserver counted %v PUT deployments during the scenarios, want 0", puts)
+	}
+}
