@@ -1,6 +1,8 @@
 // Package skew checks, on the embedded control plane with kubedeploy's controllers, what issue 23 (IM-8, version
 // skew loses no data) asks of the controllers' writes: a Deployment is never written whole. Its tests write only
-// with patches themselves, so that every PUT of a Deployment that kube-apiserver counts is a controller's.
+// with patches themselves, so that every PUT of a Deployment that kube-apiserver counts is a controller's. The
+// controllers run as `up` and the deploy/ manifests run them, as the deploy/ ServiceAccount's user with only its
+// ClusterRoles, so a write those roles do not allow fails here too.
 package skew
 
 import (
@@ -17,14 +19,37 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kubedeploy/kubedeploy/deploy"
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/manager"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
 
 var env *harness.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(harness.Main(m, harness.Options{}, &env))
+	// No controllers with the admin identity: runAsDeployIdentity starts them.
+	os.Exit(harness.Main(m, harness.Options{Controllers: []string{}}, &env))
+}
+
+// runAsDeployIdentity applies deploy/'s Namespace, ServiceAccount and RBAC and runs kubedeploy's controllers as that
+// ServiceAccount's user (a client certificate from the cluster CA, no groups) until t ends.
+func runAsDeployIdentity(t *testing.T) {
+	t.Helper()
+	harness.Skip(t, env)
+	if err := deploy.ApplyIdentity(context.Background(), env.Client); err != nil {
+		t.Fatalf("applying deploy/ RBAC: %v", err)
+	}
+	cfg, err := env.ControlPlane.ClientConfig(deploy.User)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := env.RunControllers(manager.Config{RESTConfig: cfg})
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("controllers: %v", err)
+		}
+	})
 }
 
 // deploymentWrites reads kube-apiserver's /metrics and returns apiserver_request_total for Deployments (group apps,
@@ -90,8 +115,9 @@ func progressingReason(d *appsv1.Deployment) string {
 // TestNoDeploymentPUTs: over a rolling update, a rollback by annotation (RB-5), a rollout held and released by a
 // partition (EX-1) and an automatic rollback on the progress deadline (EX-2), kube-apiserver counts no PUT of a
 // Deployment (subresource ""): kubedeploy writes a Deployment only with patches naming what it changes, and its
-// status with /status (IM-8, issue 23).
+// status with /status (IM-8, issue 23), and deploy/'s RBAC allows those patches.
 func TestNoDeploymentPUTs(t *testing.T) {
+	runAsDeployIdentity(t)
 	ns := env.Namespace(t)
 	ctx := harness.Context(t, 5*time.Minute)
 	before := deploymentWrites(ctx, t)
