@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // jsonPatchOp is one RFC 6902 operation. A nil Value in a "test" means the
@@ -63,11 +64,7 @@ func replicaSetPatch(orig, modified *appsv1.ReplicaSet, extra ...jsonPatchOp) ([
 	if len(ops) == 0 {
 		return nil, nil
 	}
-	tests := []jsonPatchOp{
-		testString("/metadata/uid", string(orig.UID)),
-		testInt("/metadata/generation", orig.Generation),
-	}
-	return json.Marshal(append(append(tests, extra...), ops...))
+	return json.Marshal(append(append(sameSpecTests(&orig.ObjectMeta), extra...), ops...))
 }
 
 // annotationOps returns the operations that turn annotations from into to:
@@ -117,9 +114,15 @@ func deploymentPatch(orig, modified *appsv1.Deployment) ([]byte, error) {
 	if len(ops) == 0 {
 		return nil, nil
 	}
-	tests := []jsonPatchOp{
-		testString("/metadata/uid", string(orig.UID)),
-		testInt("/metadata/generation", orig.Generation),
+	return json.Marshal(append(sameSpecTests(&orig.ObjectMeta), ops...))
+}
+
+// sameSpecTests returns the preconditions every conditioned patch starts
+// with: the stored object is still the one read (metadata.uid), with the spec
+// read (metadata.generation).
+func sameSpecTests(read *metav1.ObjectMeta) []jsonPatchOp {
+	return []jsonPatchOp{
+		testString("/metadata/uid", string(read.UID)),
+		testInt("/metadata/generation", read.Generation),
 	}
-	return json.Marshal(append(tests, ops...))
 }
