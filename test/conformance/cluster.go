@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kubedeploy/kubedeploy/internal/controlplane/upstreame2e"
 )
 
 // binaries are the programs a run needs.
@@ -29,7 +31,7 @@ func build(ctx context.Context, work, e2e string, upstream bool) (binaries, erro
 	}
 	if e2e == "" {
 		b.e2e = filepath.Join(bin, "e2e.test")
-		steps = append(steps, []string{"test", "-c", "-o", b.e2e, "k8s.io/kubernetes/test/e2e"})
+		steps = append(steps, []string{"test", "-c", "-o", b.e2e, upstreame2e.Package})
 	}
 	for _, args := range steps {
 		started := time.Now()

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -120,26 +118,12 @@ func conflictRun(ctx context.Context, t *testing.T, client kubernetes.Interface,
 // "code VERB resource/subresource".
 func requestCodes(ctx context.Context, t *testing.T, client kubernetes.Interface) map[string]float64 {
 	t.Helper()
-	body, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		t.Fatalf("reading kube-apiserver /metrics: %v", err)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
-	if err != nil {
-		t.Fatalf("parsing /metrics: %v", err)
-	}
-	out := map[string]float64{}
-	for _, m := range families["apiserver_request_total"].GetMetric() {
-		l := map[string]string{}
-		for _, p := range m.GetLabel() {
-			l[p.GetName()] = p.GetValue()
+	return harness.APIServerRequests(ctx, t, client, func(l map[string]string) string {
+		if l["code"] != "409" && l["code"] != "422" {
+			return ""
 		}
-		if l["code"] == "409" || l["code"] == "422" {
-			out[l["code"]+" "+l["verb"]+" "+l["resource"]+"/"+l["subresource"]] += m.GetCounter().GetValue()
-		}
-	}
-	return out
+		return l["code"] + " " + l["verb"] + " " + l["resource"] + "/" + l["subresource"]
+	})
 }
 
 func median(xs []int) int {

@@ -19,9 +19,11 @@
 // continues from the object the API server returned (IM-2).
 //
 // It must never create, delete or patch pods (SD-14): pods belong to the
-// ReplicaSet controller. It writes ReplicaSets (create, update, adopt/release
-// patch, delete during cleanup) and Deployments (status subresource; a full
-// Update only for rollback). It must never import k8s.io/kubernetes, and it
+// ReplicaSet controller. It writes ReplicaSets (create, conditioned JSON
+// patches of sizes and annotations, adopt/release patch, delete during
+// cleanup) and Deployments (status subresource; a conditioned JSON patch of
+// annotations and template for rollback, never a whole object, IM-8). It
+// must never import k8s.io/kubernetes, and it
 // must never act on a ReplicaSet cache older than its own last write for a
 // Deployment (IM-4): such syncs return an error and are retried with backoff.
 package deployment

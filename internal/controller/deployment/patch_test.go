@@ -153,6 +153,22 @@ func applyJSONPatch(t *testing.T, doc string, patch []byte) (map[string]any, err
 	return m, nil
 }
 
+// rollbackPatch returns deploymentPatch from orig to a copy of it with the rollback annotation removed and change
+// (if any) applied.
+func rollbackPatch(t *testing.T, orig *appsv1.Deployment, change func(d *appsv1.Deployment)) []byte {
+	t.Helper()
+	modified := orig.DeepCopy()
+	delete(modified.Annotations, RollbackToAnnotation)
+	if change != nil {
+		change(modified)
+	}
+	patch, err := deploymentPatch(orig, modified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return patch
+}
+
 // TestDeploymentPatchKeepsUnknownFields: the rollback's patch, decided on the typed Deployment (which lost the
 // unknown fields when it was decoded), names only what it changes, so applied to the stored JSON it keeps
 // spec.someFutureField and, when the template is not replaced, the template's unknown fields too; it is refused when
@@ -163,12 +179,7 @@ func TestDeploymentPatchKeepsUnknownFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("annotation cleared, template kept", func(t *testing.T) {
-		modified := orig.DeepCopy()
-		delete(modified.Annotations, RollbackToAnnotation)
-		patch, err := deploymentPatch(&orig, modified)
-		if err != nil {
-			t.Fatal(err)
-		}
+		patch := rollbackPatch(t, &orig, nil)
 		got, err := applyJSONPatch(t, storedDeployment, patch)
 		if err != nil {
 			t.Fatalf("apply %s: %v", patch, err)
@@ -185,13 +196,7 @@ func TestDeploymentPatchKeepsUnknownFields(t *testing.T) {
 		}
 	})
 	t.Run("template replaced", func(t *testing.T) {
-		modified := orig.DeepCopy()
-		delete(modified.Annotations, RollbackToAnnotation)
-		modified.Spec.Template.Spec.Containers[0].Image = "nginx:1"
-		patch, err := deploymentPatch(&orig, modified)
-		if err != nil {
-			t.Fatal(err)
-		}
+		patch := rollbackPatch(t, &orig, func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "nginx:1" })
 		got, err := applyJSONPatch(t, storedDeployment, patch)
 		if err != nil {
 			t.Fatalf("apply %s: %v", patch, err)
@@ -203,12 +208,7 @@ func TestDeploymentPatchKeepsUnknownFields(t *testing.T) {
 		}
 	})
 	t.Run("refused after a spec change", func(t *testing.T) {
-		modified := orig.DeepCopy()
-		delete(modified.Annotations, RollbackToAnnotation)
-		patch, err := deploymentPatch(&orig, modified)
-		if err != nil {
-			t.Fatal(err)
-		}
+		patch := rollbackPatch(t, &orig, nil)
 		changed := strings.Replace(storedDeployment, `"generation":3`, `"generation":4`, 1)
 		if _, err := applyJSONPatch(t, changed, patch); err == nil {
 			t.Errorf("patch %s applied to a Deployment whose generation moved on", patch)

@@ -1,11 +1,8 @@
 //go:build conformance
 
-// Package upstreame2e keeps in go.mod and go.sum every module that upstream's end-to-end test binary needs, so that
-// test/conformance can build it with `go test -c k8s.io/kubernetes/test/e2e` from the k8s.io/kubernetes version
-// kubedeploy embeds, and `go mod tidy` does not drop them: tidy reads every build tag, while the conformance tag
-// keeps this file, and the suite behind it, out of every ordinary build. It imports what upstream's
-// test/e2e/e2e_test.go imports. It lives under internal/controlplane because only that tree may import
-// k8s.io/kubernetes; nothing links it.
+// This file keeps in go.mod and go.sum every module that upstream's end-to-end test binary needs, so that `go mod
+// tidy` does not drop them: tidy reads every build tag, while the conformance tag keeps this file, and the suite
+// behind it, out of every ordinary build. It imports what upstream's test/e2e/e2e_test.go imports.
 package upstreame2e
 
 import (

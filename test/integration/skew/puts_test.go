@@ -9,12 +9,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -56,26 +53,12 @@ func runAsDeployIdentity(t *testing.T) {
 // no subresource), by verb.
 func deploymentWrites(ctx context.Context, t *testing.T) map[string]float64 {
 	t.Helper()
-	body, err := env.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		t.Fatalf("reading kube-apiserver /metrics: %v", err)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
-	if err != nil {
-		t.Fatalf("parsing /metrics: %v", err)
-	}
-	out := map[string]float64{}
-	for _, m := range families["apiserver_request_total"].GetMetric() {
-		l := map[string]string{}
-		for _, p := range m.GetLabel() {
-			l[p.GetName()] = p.GetValue()
+	return harness.APIServerRequests(ctx, t, env.Client, func(l map[string]string) string {
+		if l["group"] != "apps" || l["resource"] != "deployments" || l["subresource"] != "" {
+			return ""
 		}
-		if l["group"] == "apps" && l["resource"] == "deployments" && l["subresource"] == "" {
-			out[l["verb"]] += m.GetCounter().GetValue()
-		}
-	}
-	return out
+		return l["verb"]
+	})
 }
 
 // patch applies a JSON merge patch to Deployment ns/name, failing t on error.
