@@ -97,3 +97,14 @@ func Summary(program string) string {
 	parts = append(parts, runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH)
 	return fmt.Sprintf("%s %s (%s)", program, Version(), strings.Join(parts, ", "))
 }
+
+// The Kubernetes release whose API kubedeploy is compiled against: k8s.io/api v0.<APIMinor>.x is Kubernetes
+// v<APIMajor>.<APIMinor>. TestAPIVersionMatchesGoMod keeps it equal to go.mod's k8s.io/api.
+const (
+	APIMajor = 1
+	APIMinor = 36
+)
+
+// KubernetesVersion returns the Kubernetes release kubedeploy's compiled API is, as "v1.36": the newest whose
+// fields it knows (IM-8).
+func KubernetesVersion() string { return fmt.Sprintf("v%d.%d", APIMajor, APIMinor) }

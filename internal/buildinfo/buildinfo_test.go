@@ -1,6 +1,9 @@
 package buildinfo
 
 import (
+	"fmt"
+	"os"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -72,5 +75,21 @@ func TestSummary(t *testing.T) {
 	}
 	if strings.Contains(got, "Kubernetes") || strings.Contains(got, "client-go") {
 		t.Errorf("Summary(prog) = %q names modules this test binary does not link", got)
+	}
+}
+
+// TestAPIVersionMatchesGoMod: APIMinor is the minor of the k8s.io/api that go.mod requires (v0.36.x is 1.36), so
+// that the version skew report and UnsupportedDeploymentField name the API kubedeploy really knows.
+func TestAPIVersionMatchesGoMod(t *testing.T) {
+	data, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s+k8s\.io/api v0\.(\d+)\.\d+`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("go.mod requires no k8s.io/api")
+	}
+	if want := fmt.Sprintf("v1.%s", m[1]); KubernetesVersion() != want || APIMajor != 1 {
+		t.Errorf("KubernetesVersion() = %s; go.mod's k8s.io/api is Kubernetes %s", KubernetesVersion(), want)
 	}
 }

@@ -75,6 +75,9 @@ type apiServerConnection struct {
 	clock clock.Clock
 	// interval is the time from the end of one probe to the start of the next; logEvery see Connectivity.
 	interval, logEvery time.Duration
+	// skew, if set, reports the server's version when a probe first succeeds and whenever the server is
+	// reachable again (it may have been upgraded meanwhile: IM-8).
+	skew *skewReporter
 
 	mu sync.Mutex
 	// probed is set once a probe has finished.
@@ -89,6 +92,7 @@ type apiServerConnection struct {
 // server at URL server through rc with probeAPIServer, on the real clock.
 func newAPIServerConnection(server string, rc rest.Interface, c Connectivity) *apiServerConnection {
 	return &apiServerConnection{
+		skew:     &skewReporter{serverVersion: serverVersionOf(rc, c.ProbeTimeout)},
 		server:   server,
 		probe:    probeAPIServer(rc, c.ProbeTimeout),
 		clock:    clock.RealClock{},
@@ -121,7 +125,7 @@ func (c *apiServerConnection) observe(ctx context.Context, err error) {
 	logger := klog.FromContext(ctx)
 	now := c.clock.Now()
 	c.mu.Lock()
-	wasDown := c.cause != nil
+	wasDown, wasProbed := c.cause != nil, c.probed
 	c.probed, c.cause = true, err
 	logError := false
 	switch {
@@ -139,6 +143,11 @@ func (c *apiServerConnection) observe(ctx context.Context, err error) {
 		logger.Error(err, "API server is unreachable", "server", c.server, "since", roundDuration(now.Sub(since)))
 	case err == nil && wasDown:
 		logger.Info("API server is reachable again", "server", c.server, "unreachableFor", roundDuration(now.Sub(since)))
+	}
+	if err == nil && (wasDown || !wasProbed) && c.skew != nil {
+		if _, readErr := c.skew.check(ctx); readErr != nil {
+			logger.Info("Could not read the API server's version", "server", c.server, "err", readErr)
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -20,10 +21,11 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
-	"github.com/kubedeploy/kubedeploy/internal/controller/podcache"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/replicaset"
 )
 
@@ -182,19 +184,46 @@ func UserAgent(controller, version string) string {
 // EventSource returns the event source component of the named controller, as upstream names it (CM-8).
 func EventSource(controller string) string { return controller + "-controller" }
 
-// clientFor builds the named controller's client.
-func (c Config) clientFor(controller string) (kubernetes.Interface, error) {
+// restConfigFor is the named controller's client configuration: its user
+// agent (so its field manager), the configured QPS and burst.
+func (c Config) restConfigFor(controller string) *rest.Config {
 	cfg := rest.CopyConfig(c.RESTConfig)
 	cfg.UserAgent = UserAgent(controller, c.Version)
 	cfg.QPS = c.QPS
 	cfg.Burst = c.Burst
+	return cfg
+}
+
+// clientFor builds the named controller's client, which speaks protobuf.
+func (c Config) clientFor(controller string) (kubernetes.Interface, error) {
+	client, _, err := c.clientsFor(controller, false)
+	return client, err
+}
+
+// clientsFor builds the named controller's protobuf client and, when
+// withDynamic, its JSON client for the Deployments and ReplicaSets whose
+// pod template has fields kubedeploy's API does not know (IM-8,
+// rawtemplate). Both share one rate limiter, so that QPS and Burst limit the
+// controller as a whole.
+func (c Config) clientsFor(controller string, withDynamic bool) (kubernetes.Interface, dynamic.Interface, error) {
+	cfg := c.restConfigFor(controller)
+	if withDynamic && cfg.RateLimiter == nil && cfg.QPS > 0 {
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	}
+	var dyn dynamic.Interface
+	if withDynamic {
+		var err error
+		if dyn, err = dynamic.NewForConfig(cfg); err != nil {
+			return nil, nil, fmt.Errorf("building the JSON client for the %s controller: %w", controller, err)
+		}
+	}
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("building client for the %s controller: %w", controller, err)
+		return nil, nil, fmt.Errorf("building client for the %s controller: %w", controller, err)
 	}
-	return cs, nil
+	return cs, dyn, nil
 }
 
 // runnable is what both controllers offer.
@@ -231,6 +260,12 @@ func Run(ctx context.Context, cfg Config) error {
 	conn, err := cfg.newAPIServerConnection()
 	if err != nil {
 		return err
+	}
+	// IM-8: refuse a server older than this build supports; one that cannot be asked now is checked when it answers.
+	if refused, readErr := conn.skew.check(ctx); refused != nil {
+		return refused
+	} else if readErr != nil {
+		logger.Info("Could not read the API server's version; it is checked when the server answers", "err", readErr)
 	}
 	probeCtx, stopProbing := context.WithCancel(context.WithoutCancel(ctx))
 	probing := make(chan struct{})
@@ -303,13 +338,18 @@ func (c Config) newAPIServerConnection() (*apiServerConnection, error) {
 // error only when the controllers cannot be built.
 func runControllers(ctx context.Context, cfg Config, syncCheck *informerSyncCheck) error {
 	logger := klog.FromContext(ctx)
-	infClient, err := cfg.clientFor("shared-informers")
+	infClient, infDynamic, err := cfg.clientsFor("shared-informers", true)
 	if err != nil {
 		return err
 	}
 	resync := time.Duration(float64(minResyncPeriod) * (1 + rand.Float64()))
-	// Caches hold no managedFields (CM-5), and pods only the fields the controllers read (issue 10).
-	factory := informers.NewSharedInformerFactoryWithOptions(infClient, resync, informers.WithTransform(podcache.Transform))
+	// Caches hold no managedFields (CM-5), and pods only the fields the controllers read (issue 10). Deployments
+	// and ReplicaSets are read as JSON, their pod templates kept where they have fields we do not know (IM-8).
+	templates := rawtemplate.NewStore()
+	factory := informers.NewSharedInformerFactoryWithOptions(infClient, resync, informers.WithTransform(templateTransform(templates)))
+	if err := rawTemplateInformers(factory, infDynamic, templates); err != nil {
+		return err
+	}
 
 	var (
 		ctrls       []runnable
@@ -323,7 +363,7 @@ func runControllers(ctx context.Context, cfg Config, syncCheck *informerSyncChec
 		}
 	}()
 	for _, name := range cfg.Controllers {
-		client, err := cfg.clientFor(name)
+		client, dyn, err := cfg.clientsFor(name, true)
 		if err != nil {
 			return err
 		}
@@ -332,7 +372,7 @@ func runControllers(ctx context.Context, cfg Config, syncCheck *informerSyncChec
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 		broadcaster = append(broadcaster, b)
 		recorder := b.NewRecorder(scheme.Scheme, v1.EventSource{Component: EventSource(name)})
-		ctrl, n, err := newController(ctx, cfg, name, client, factory, recorder)
+		ctrl, n, err := newController(ctx, cfg, name, controllerClients{client, dyn, templates}, factory, recorder)
 		if err != nil {
 			return err
 		}
@@ -342,6 +382,8 @@ func runControllers(ctx context.Context, cfg Config, syncCheck *informerSyncChec
 		// kubedeploy_deployment_unavailable_pods (issue 11) reads the Deployment controller's caches.
 		stop := unavailablePods.use(sharedPodCaches(factory, logger))
 		defer stop()
+		stopUnsupported := unsupportedFields.use(templates)
+		defer stopUnsupported()
 	}
 	synced := func() bool {
 		return !slices.ContainsFunc(ctrls, func(c runnable) bool { return !c.HasSynced() })
@@ -367,13 +409,23 @@ func runControllers(ctx context.Context, cfg Config, syncCheck *informerSyncChec
 	return nil
 }
 
-func newController(ctx context.Context, cfg Config, name string, client kubernetes.Interface,
+// controllerClients are what one controller writes with: its typed client,
+// its JSON client and the template store of the shared informers.
+type controllerClients struct {
+	client    kubernetes.Interface
+	dynamic   dynamic.Interface
+	templates *rawtemplate.Store
+}
+
+func newController(ctx context.Context, cfg Config, name string, cc controllerClients,
 	factory informers.SharedInformerFactory, recorder record.EventRecorder) (runnable, int, error) {
 	ctx = klog.NewContext(ctx, klog.LoggerWithName(klog.FromContext(ctx), EventSource(name)))
 	switch name {
 	case DeploymentController:
 		c, err := deployment.New(ctx, deployment.Config{
-			Client:       client,
+			Client:       cc.client,
+			Templates:    cc.templates,
+			Dynamic:      cc.dynamic,
 			Deployments:  factory.Apps().V1().Deployments(),
 			ReplicaSets:  factory.Apps().V1().ReplicaSets(),
 			Pods:         factory.Core().V1().Pods(),
@@ -386,7 +438,9 @@ func newController(ctx context.Context, cfg Config, name string, client kubernet
 		return c, cfg.ConcurrentDeploymentSyncs, err
 	case ReplicaSetController:
 		c, err := replicaset.New(ctx, replicaset.Config{
-			Client:              client,
+			Client:              cc.client,
+			Templates:           cc.templates,
+			Dynamic:             cc.dynamic,
 			ReplicaSets:         factory.Apps().V1().ReplicaSets(),
 			Pods:                factory.Core().V1().Pods(),
 			Recorder:            recorder,

@@ -51,6 +51,7 @@ func (syncObserver) SyncDone(controller string, d time.Duration, err error) {
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(syncDuration)
-		legacyregistry.CustomMustRegister(unavailablePods)
+		legacyregistry.CustomMustRegister(unavailablePods, unsupportedFields)
+		legacyregistry.MustRegister(serverVersionSkew)
 	})
 }

@@ -142,9 +142,7 @@ func (sc *syncContext) autoRollback(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	target, _ := revision(p.target)
-	err := sc.patchDeployment(ctx, func(d *appsv1.Deployment) {
-		template := p.target.Spec.Template.DeepCopy()
-		delete(template.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
+	err := sc.patchDeploymentToTemplateOf(ctx, p.target, func(d *appsv1.Deployment) {
 		annotations := rollbackAnnotations(d, p.target)
 		for k := range annotations {
 			if strings.HasPrefix(k, kubedeployAnnotationPrefix) {
@@ -157,8 +155,6 @@ func (sc *syncContext) autoRollback(ctx context.Context) (bool, error) {
 			}
 		}
 		annotations[FailedRevisionAnnotation] = strconv.FormatInt(p.failed, 10)
-		d.Spec.Template.ObjectMeta = template.ObjectMeta
-		d.Spec.Template.Spec = template.Spec
 		d.Annotations = annotations
 	})
 	if err != nil {
@@ -198,7 +194,7 @@ func AutoRollbackPending(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) bool {
 		d.Status.ObservedGeneration < d.Generation || !deadlineExceeded(&d.Status) {
 		return false
 	}
-	newRS := findNewReplicaSet(d, rss)
+	newRS := findNewReplicaSet(nil, d, rss)
 	var old []*appsv1.ReplicaSet
 	for _, rs := range rss {
 		if newRS == nil || rs.UID != newRS.UID {

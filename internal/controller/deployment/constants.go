@@ -33,6 +33,10 @@ const (
 const (
 	// SelectingAll is the Warning event reason for an empty selector (SD-2).
 	SelectingAll = "SelectingAll"
+	// UnsupportedDeploymentField is the Warning event reason for a Deployment
+	// with spec fields kubedeploy's API does not know, which it does not
+	// manage (IM-8).
+	UnsupportedDeploymentField = "UnsupportedDeploymentField"
 	// ScalingReplicaSet is the Normal event reason for every ReplicaSet size
 	// change (RU-15, RV-13).
 	ScalingReplicaSet = "ScalingReplicaSet"

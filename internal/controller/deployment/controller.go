@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/expectations"
 	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
@@ -54,6 +56,14 @@ type Config struct {
 	// (IM-4): 0 means 1 minute (expectations.DefaultMaxCacheWait), < 0 is
 	// invalid.
 	MaxCacheWait time.Duration
+	// Templates, if set, is what the informers' transform noted of each Deployment's and ReplicaSet's stored
+	// JSON (IM-8): ReplicaSets are created with the Deployment's pod template as stored, rollbacks patch a
+	// ReplicaSet's stored template back, and a Deployment with unknown fields outside its template is not
+	// managed. Nil: templates are the typed ones (the simulator, tests of typed objects).
+	Templates *rawtemplate.Store
+	// Dynamic creates the ReplicaSets whose template has fields kubedeploy's API does not know; required with
+	// Templates.
+	Dynamic dynamic.Interface
 	// StatusSyncWindow coalesces the syncs a ReplicaSet's status-only
 	// updates cause to at most one per Deployment per window
 	// (runner.EnqueueCoalesced); 0 syncs on every update, as upstream.
@@ -71,6 +81,9 @@ func (c Config) Validate() error {
 	if c.StatusSyncWindow < 0 {
 		invalid = append(invalid, fmt.Errorf("StatusSyncWindow must not be negative, got %v", c.StatusSyncWindow))
 	}
+	if c.Templates != nil && c.Dynamic == nil {
+		invalid = append(invalid, errors.New("Dynamic is required with Templates"))
+	}
 	required := runner.RequiredFields(map[string]any{
 		"Client": c.Client, "Recorder": c.Recorder,
 		"Deployments informer": c.Deployments, "ReplicaSets informer": c.ReplicaSets, "Pods informer": c.Pods,
@@ -86,6 +99,10 @@ type Controller struct {
 	rsLister   appslisters.ReplicaSetLister
 	rsIndexer  cache.Indexer
 	podIndexer cache.Indexer
+
+	// templates and dynamic are Config.Templates and Config.Dynamic.
+	templates *rawtemplate.Store
+	dynamic   dynamic.Interface
 
 	recorder record.EventRecorder
 	clock    clock.Clock
@@ -122,6 +139,8 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		rsLister:         cfg.ReplicaSets.Lister(),
 		rsIndexer:        rsInformer.GetIndexer(),
 		podIndexer:       podInformer.GetIndexer(),
+		templates:        cfg.Templates,
+		dynamic:          cfg.Dynamic,
 		recorder:         cfg.Recorder,
 		clock:            cfg.Clock,
 		statusSyncWindow: cfg.StatusSyncWindow,

@@ -22,7 +22,12 @@
 // ReplicaSet controller. It writes ReplicaSets (create, conditioned JSON
 // patches of sizes and annotations, adopt/release patch, delete during
 // cleanup) and Deployments (status subresource; a conditioned JSON patch of
-// annotations and template for rollback, never a whole object, IM-8). It
+// annotations and template for rollback, never a whole object, IM-8).
+// Decisions are made on typed objects; where a pod template has fields
+// kubedeploy's API does not know, Config.Templates (rawtemplate) supplies
+// the template as stored, which the ReplicaSet create and the rollback
+// patch carry, and a Deployment with unknown spec fields outside its
+// template is not managed (UnsupportedDeploymentField, IM-8). It
 // must never import k8s.io/kubernetes, and it
 // must never act on a ReplicaSet cache older than its own last write for a
 // Deployment (IM-4): such syncs return an error and are retried with backoff.

@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/dump"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
 )
 
 // hashAlphabet maps decimal digits of the hash sum to characters (OM-18).
@@ -23,9 +25,19 @@ const maxNameLength = 253
 // the little-endian uint32 count and four zero bytes; the decimal Sum32 is
 // then mapped digit by digit through hashAlphabet.
 func computeHash(template *v1.PodTemplateSpec, collisionCount *int32) string {
+	return hashTemplate(template, "", collisionCount)
+}
+
+// hashTemplate is computeHash with unknown, the rawtemplate fingerprint of
+// the template's fields kubedeploy's API does not know, written after the
+// template (IM-8): templates that differ only there get different hashes,
+// and for every template without such fields (unknown "") the hash is
+// upstream's.
+func hashTemplate(template *v1.PodTemplateSpec, unknown string, collisionCount *int32) string {
 	h := fnv.New32a()
 	// hash.Hash.Write never returns an error.
 	_, _ = h.Write([]byte(dump.ForHash(*template)))
+	_, _ = h.Write([]byte(unknown))
 	if collisionCount != nil {
 		var buf [8]byte
 		binary.LittleEndian.PutUint32(buf[:4], uint32(*collisionCount))
@@ -51,6 +63,15 @@ func replicaSetName(deploymentName, hash string) string {
 		deploymentName = deploymentName[:limit]
 	}
 	return deploymentName + "-" + hash
+}
+
+// sameTemplate reports whether rs's pod template is d's (RV-1): equal as
+// typed templates ignoring pod-template-hash, and with equal values of the
+// fields kubedeploy's API does not know, as templates records them (IM-8; a
+// nil templates knows of none).
+func sameTemplate(templates *rawtemplate.Store, rs *appsv1.ReplicaSet, d *appsv1.Deployment) bool {
+	return templatesEqualIgnoringHash(&rs.Spec.Template, &d.Spec.Template) &&
+		templates.Fingerprint(rs) == templates.Fingerprint(d)
 }
 
 // templatesEqualIgnoringHash reports whether two pod templates are

@@ -7,7 +7,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
 )
 
 // TestComputeHashOM19 checks the OM-19 vectors (and OM-17: nil ≠ 0).
@@ -98,5 +101,67 @@ func TestTemplatesEqualIgnoringHashRV1(t *testing.T) {
 	}
 	if b.Labels[appsv1.DefaultDeploymentUniqueLabelKey] != "abc" {
 		t.Error("inputs must not be modified")
+	}
+}
+
+// fromJSON runs the JSON of an apps/v1 object through templates' transform, as the informers do, and returns the
+// typed object.
+func fromJSON[T any](t *testing.T, templates *rawtemplate.Store, raw string) T {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON([]byte(raw)); err != nil {
+		t.Fatal(err)
+	}
+	out, err := templates.Transform(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.(T)
+}
+
+// templateJSON is an apps/v1 kind's JSON with uid, pod template labels app=web plus extraLabels and, when future is
+// not "", the pod-level field someFutureField that kubedeploy's API does not know.
+func templateJSON(kind, uid, future, extraLabels string) string {
+	field := ""
+	if future != "" {
+		field = `"someFutureField": "` + future + `",`
+	}
+	return `{"apiVersion": "apps/v1", "kind": "` + kind + `", "metadata": {"name": "` + uid + `", "namespace": "ns", "uid": "` + uid + `", "generation": 1},
+	  "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"` + extraLabels + `}},
+	    "spec": {` + field + `"containers": [{"name": "web", "image": "nginx:1"}]}}}}`
+}
+
+// TestUnknownTemplateFieldsCount (IM-8, RV-1, OM-14): a ReplicaSet is a Deployment's new one only when the values of
+// their unknown template fields are equal too, and those values change the pod-template-hash; without unknown
+// fields the hash is upstream's (computeHash).
+func TestUnknownTemplateFieldsCount(t *testing.T) {
+	templates := rawtemplate.NewStore()
+	hashLabel := `, "` + appsv1.DefaultDeploymentUniqueLabelKey + `": "x"`
+	d := fromJSON[*appsv1.Deployment](t, templates, templateJSON("Deployment", "d", "Strict", ""))
+	same := fromJSON[*appsv1.ReplicaSet](t, templates, templateJSON("ReplicaSet", "same", "Strict", hashLabel))
+	other := fromJSON[*appsv1.ReplicaSet](t, templates, templateJSON("ReplicaSet", "other", "Loose", hashLabel))
+	none := fromJSON[*appsv1.ReplicaSet](t, templates, templateJSON("ReplicaSet", "none", "", hashLabel))
+	for _, rs := range []*appsv1.ReplicaSet{same, other, none} {
+		if !templatesEqualIgnoringHash(&rs.Spec.Template, &d.Spec.Template) {
+			t.Fatalf("%s: typed templates differ; the test needs them equal", rs.Name)
+		}
+	}
+	if !sameTemplate(templates, same, d) || sameTemplate(templates, other, d) || sameTemplate(templates, none, d) {
+		t.Errorf("sameTemplate: same %v, other value %v, no unknown field %v; want true, false, false",
+			sameTemplate(templates, same, d), sameTemplate(templates, other, d), sameTemplate(templates, none, d))
+	}
+	if got := findNewReplicaSet(templates, d, []*appsv1.ReplicaSet{none, other, same}); got != same {
+		t.Errorf("findNewReplicaSet = %v, want %s", got, same.Name)
+	}
+	if got := findNewReplicaSet(nil, d, []*appsv1.ReplicaSet{none, other, same}); got == nil {
+		t.Error("findNewReplicaSet without a store (typed equality only) found nothing")
+	}
+	plain := hashTemplate(&d.Spec.Template, "", nil)
+	if plain != computeHash(&d.Spec.Template, nil) {
+		t.Errorf("hashTemplate without unknown fields = %s, computeHash = %s", plain, computeHash(&d.Spec.Template, nil))
+	}
+	strict, loose := hashTemplate(&d.Spec.Template, templates.Fingerprint(d), nil), hashTemplate(&other.Spec.Template, templates.Fingerprint(other), nil)
+	if strict == plain || loose == plain || strict == loose {
+		t.Errorf("hashes: none %s, Strict %s, Loose %s; want three different", plain, strict, loose)
 	}
 }

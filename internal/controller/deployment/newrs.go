@@ -20,7 +20,7 @@ import (
 // minReadySeconds up to date (RV-2). If the ReplicaSet needed no write, d's
 // revision annotation and FoundNewReplicaSet condition follow it (RV-3).
 func (sc *syncContext) resolveReplicaSets(ctx context.Context) error {
-	sc.newRS = findNewReplicaSet(sc.d, sc.rsList)
+	sc.newRS = findNewReplicaSet(sc.c.templates, sc.d, sc.rsList)
 	sc.oldRSs = oldReplicaSets(sc.rsList, sc.newRS)
 	if sc.newRS == nil {
 		return nil
@@ -77,8 +77,13 @@ func (sc *syncContext) ensureNewReplicaSet(ctx context.Context) error {
 	if isRollingUpdate(sc.d) {
 		size = min(size, sc.newReplicaSetLimit()) // EX-1
 	}
-	rs := newReplicaSet(sc.d, sc.f, newRevision, size)
-	created, existed, err := sc.createReplicaSet(ctx, rs)
+	// IM-8: the template as stored, when it has fields kubedeploy's API does not know.
+	stored, err := sc.c.templates.Template(sc.d)
+	if err != nil {
+		return err
+	}
+	rs := newReplicaSet(sc.d, sc.f, newRevision, size, sc.c.templates.Fingerprint(sc.d))
+	created, existed, err := sc.createReplicaSet(ctx, rs, stored)
 	if err != nil {
 		return err
 	}
@@ -101,10 +106,12 @@ func (sc *syncContext) ensureNewReplicaSet(ctx context.Context) error {
 
 // newReplicaSet builds the new ReplicaSet for d (RV-9, OM-10..OM-12, OM-21,
 // OM-24): d's template plus the pod-template-hash label in labels, selector
-// and template; name "<d>-<hash>"; copied annotations plus revision and
-// desired/max from f; size replicas.
-func newReplicaSet(d *appsv1.Deployment, f fenceposts, revision int64, size int32) *appsv1.ReplicaSet {
-	hash := computeHash(&d.Spec.Template, d.Status.CollisionCount)
+// and template; name "<d>-<hash>", the hash folding in unknown (the
+// fingerprint of the template's fields kubedeploy's API does not know, ""
+// when none: IM-8); copied annotations plus revision and desired/max from f;
+// size replicas.
+func newReplicaSet(d *appsv1.Deployment, f fenceposts, revision int64, size int32, unknown string) *appsv1.ReplicaSet {
+	hash := hashTemplate(&d.Spec.Template, unknown, d.Status.CollisionCount)
 	template := *d.Spec.Template.DeepCopy()
 	template.Labels = withLabel(template.Labels, appsv1.DefaultDeploymentUniqueLabelKey, hash)
 	selector := d.Spec.Selector.DeepCopy()
@@ -140,12 +147,13 @@ func withLabel(m map[string]string, key, value string) map[string]string {
 	return out
 }
 
-// createReplicaSet creates rs (RV-9). On AlreadyExists it returns the cached
+// createReplicaSet creates rs (RV-9), with d's pod template as stored when
+// stored is not nil (IM-8). On AlreadyExists it returns the cached
 // ReplicaSet of that name with existed=true when it is d's and has d's
 // template; otherwise it records a hash collision (RV-10) and returns the
 // error. Other failures set ReplicaSetCreateError (RV-11, RV-12).
-func (sc *syncContext) createReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet) (created *appsv1.ReplicaSet, existed bool, err error) {
-	created, err = sc.create(ctx, rs)
+func (sc *syncContext) createReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet, stored map[string]any) (created *appsv1.ReplicaSet, existed bool, err error) {
+	created, err = sc.create(ctx, rs, stored)
 	switch {
 	case err == nil:
 		sc.logger.V(2).Info("Created new replica set", "replicaSet", klog.KObj(created))
@@ -172,8 +180,7 @@ func (sc *syncContext) resolveExistingReplicaSet(ctx context.Context, rs *appsv1
 	if err != nil {
 		return nil, false, err
 	}
-	if ref := metav1.GetControllerOf(existing); ref != nil && ref.UID == sc.d.UID &&
-		templatesEqualIgnoringHash(&existing.Spec.Template, &sc.d.Spec.Template) {
+	if ref := metav1.GetControllerOf(existing); ref != nil && ref.UID == sc.d.UID && sameTemplate(sc.c.templates, existing, sc.d) {
 		return existing, true, nil
 	}
 	count := int32(0)

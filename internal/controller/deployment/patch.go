@@ -100,15 +100,20 @@ func escapePointer(s string) string {
 // deploymentPatch returns the JSON patch (RFC 6902) that gives orig
 // modified's annotations and, when it differs, modified's pod template
 // (rollback, RB-5/RB-6 and EX-2: the only Deployment fields outside status the
-// controller writes). It first tests that the stored object is still orig's
+// controller writes); template, when not nil, is written as the pod template
+// instead, whatever modified's is (a ReplicaSet's template as stored, IM-8).
+// It first tests that the stored object is still orig's
 // (UID) with orig's spec (metadata.generation), so a rollback decided on a
 // template the user has changed since is refused (422) rather than written
 // over it. Fields the patch does not name stay as stored, fields unknown to
 // kubedeploy's compiled API included (IM-8). It returns nil when nothing
 // differs.
-func deploymentPatch(orig, modified *appsv1.Deployment) ([]byte, error) {
+func deploymentPatch(orig, modified *appsv1.Deployment, template any) ([]byte, error) {
 	ops := annotationOps(orig.Annotations, modified.Annotations)
-	if !equality.Semantic.DeepEqual(orig.Spec.Template, modified.Spec.Template) {
+	switch {
+	case template != nil:
+		ops = append(ops, jsonPatchOp{Op: "add", Path: "/spec/template", Value: template})
+	case !equality.Semantic.DeepEqual(orig.Spec.Template, modified.Spec.Template):
 		ops = append(ops, jsonPatchOp{Op: "add", Path: "/spec/template", Value: modified.Spec.Template})
 	}
 	if len(ops) == 0 {

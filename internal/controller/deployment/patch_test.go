@@ -162,7 +162,7 @@ func rollbackPatch(t *testing.T, orig *appsv1.Deployment, change func(d *appsv1.
 	if change != nil {
 		change(modified)
 	}
-	patch, err := deploymentPatch(orig, modified)
+	patch, err := deploymentPatch(orig, modified, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestDeploymentPatchKeepsUnknownFields(t *testing.T) {
 		}
 	})
 	t.Run("nothing to write", func(t *testing.T) {
-		if patch, err := deploymentPatch(&orig, orig.DeepCopy()); patch != nil || err != nil {
+		if patch, err := deploymentPatch(&orig, orig.DeepCopy(), nil); patch != nil || err != nil {
 			t.Errorf("deploymentPatch of an unchanged Deployment = %s, %v; want nil", patch, err)
 		}
 	})

@@ -5,6 +5,8 @@ import (
 	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
 )
 
 // unexpectedStrategyError is returned for an unknown strategy type (SD-10).
@@ -111,12 +113,13 @@ func sortByRevision(rss []*appsv1.ReplicaSet) {
 }
 
 // findNewReplicaSet returns the oldest ReplicaSet whose template equals d's
-// template ignoring pod-template-hash, or nil (RV-1). rsList is not modified.
-func findNewReplicaSet(d *appsv1.Deployment, rsList []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
+// template ignoring pod-template-hash (sameTemplate: unknown fields, as
+// templates records them, count), or nil (RV-1). rsList is not modified.
+func findNewReplicaSet(templates *rawtemplate.Store, d *appsv1.Deployment, rsList []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
 	sorted := append([]*appsv1.ReplicaSet(nil), rsList...)
 	sortOldestFirst(sorted)
 	for _, rs := range sorted {
-		if templatesEqualIgnoringHash(&rs.Spec.Template, &d.Spec.Template) {
+		if sameTemplate(templates, rs, d) {
 			return rs
 		}
 	}
@@ -126,9 +129,10 @@ func findNewReplicaSet(d *appsv1.Deployment, rsList []*appsv1.ReplicaSet) *appsv
 // FindNewReplicaSet returns d's new ReplicaSet among rss, as the controller
 // finds it (RV-1: the oldest whose pod template equals d's, ignoring
 // pod-template-hash), or nil. For tools that show a rollout
-// (`kubedeploy rollout watch`); rss is not modified.
+// (`kubedeploy rollout watch`), whose typed informers see no fields
+// kubedeploy's API does not know; rss is not modified.
 func FindNewReplicaSet(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
-	return findNewReplicaSet(d, rss)
+	return findNewReplicaSet(nil, d, rss)
 }
 
 // oldReplicaSets returns every ReplicaSet in rsList except newRS, oldest

@@ -40,16 +40,12 @@ func (sc *syncContext) rollback(ctx context.Context) error {
 // annotations into d when they differ (RB-5, RB-6), or reports an unchanged
 // template (RB-7); the same patch clears the annotation.
 func (sc *syncContext) rollbackToReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet, target int64) error {
-	if templatesEqualIgnoringHash(&rs.Spec.Template, &sc.d.Spec.Template) {
+	if sameTemplate(sc.c.templates, rs, sc.d) {
 		sc.c.recorder.Eventf(sc.d, v1.EventTypeWarning, RollbackTemplateUnchanged,
 			"The rollback revision contains the same template as current deployment %q", sc.d.Name)
 		return sc.clearRollbackTo(ctx)
 	}
-	err := sc.patchDeployment(ctx, func(d *appsv1.Deployment) {
-		template := rs.Spec.Template.DeepCopy()
-		delete(template.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-		d.Spec.Template.ObjectMeta = template.ObjectMeta
-		d.Spec.Template.Spec = template.Spec
+	err := sc.patchDeploymentToTemplateOf(ctx, rs, func(d *appsv1.Deployment) {
 		d.Annotations = rollbackAnnotations(d, rs)
 		delete(d.Annotations, RollbackToAnnotation)
 	})

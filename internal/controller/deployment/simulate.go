@@ -405,7 +405,7 @@ func (s *simulation) sizes() (replicaSetSizes, error) {
 		return replicaSetSizes{}, err
 	}
 	out := replicaSetSizes{old: map[string]int32{}}
-	newRS := findNewReplicaSet(d, rss)
+	newRS := findNewReplicaSet(nil, d, rss)
 	for _, rs := range rss {
 		if newRS != nil && rs.UID == newRS.UID {
 			out.newName, out.newSize = rs.Name, specReplicas(rs)
@@ -486,7 +486,7 @@ func (s *simulation) complete() (bool, error) {
 	if d.Status.ObservedGeneration < d.Generation || !deploymentComplete(d, &d.Status) {
 		return false, nil
 	}
-	newRS := findNewReplicaSet(d, rss)
+	newRS := findNewReplicaSet(nil, d, rss)
 	for _, rs := range rss {
 		if newRS != nil && rs.UID == newRS.UID {
 			continue
@@ -505,7 +505,7 @@ func (s *simulation) held() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	newRS := findNewReplicaSet(d, rss)
+	newRS := findNewReplicaSet(nil, d, rss)
 	limit, _ := newReplicaSetLimit(d, newRS, rss)
 	if d.Status.ObservedGeneration < d.Generation || !heldAtPartition(d, &d.Status, newRS, limit) {
 		return "", nil
@@ -690,7 +690,7 @@ func SteadyReplicaSet(d *appsv1.Deployment) (*appsv1.ReplicaSet, error) {
 		revision = r
 	}
 	size := desiredReplicas(d)
-	rs := newReplicaSet(d, f, revision, size)
+	rs := newReplicaSet(d, f, revision, size, "")
 	rs.CreationTimestamp = metav1.NewTime(simulationStart.Add(-time.Hour))
 	rs.Generation = 1
 	rs.Status = appsv1.ReplicaSetStatus{

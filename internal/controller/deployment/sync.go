@@ -3,6 +3,7 @@ package deployment
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/kubedeploy/kubedeploy/internal/buildinfo"
 	"github.com/kubedeploy/kubedeploy/internal/controller/expectations"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
@@ -40,6 +42,9 @@ func (c *Controller) syncDeployment(ctx context.Context, key cache.ObjectName) (
 		return runner.Result{}, err
 	}
 	d := stored.DeepCopy()
+	if unsupported, err := c.templates.UnsupportedFields(d); len(unsupported) > 0 || err != nil {
+		return runner.Result{}, c.refuseUnsupported(ctx, d, unsupported, err)
+	}
 	if selectsAll(d.Spec.Selector) {
 		return runner.Result{}, c.syncSelectingAll(ctx, key, d)
 	}
@@ -115,6 +120,23 @@ func (c *Controller) syncSelectingAll(ctx context.Context, key cache.ObjectName,
 	if _, err := c.updateStatus(ctx, key, d); err != nil {
 		klog.FromContext(ctx).Info("Failed to update observedGeneration of a deployment selecting all pods", "err", err)
 	}
+	return nil
+}
+
+// refuseUnsupported is the sync of a Deployment with spec fields outside its pod template that kubedeploy's API
+// does not know (IM-8): it writes nothing to d or its ReplicaSets, since it cannot tell what they ask for, and
+// emits the Warning event UnsupportedDeploymentField naming them on every sync (as SD-2's SelectingAll; the
+// recorder aggregates repeats). err (from the lookup: the generation in hand is not the one last seen) is returned
+// as it is, to retry.
+func (c *Controller) refuseUnsupported(ctx context.Context, d *appsv1.Deployment, fields []string, err error) error {
+	if err != nil {
+		return err
+	}
+	c.recorder.Eventf(d, v1.EventTypeWarning, UnsupportedDeploymentField,
+		"Not managing this deployment: kubedeploy %s, built against Kubernetes %s, does not know %s; remove the field or run a kubedeploy built against the cluster's Kubernetes version",
+		buildinfo.Version(), buildinfo.KubernetesVersion(), strings.Join(fields, ", "))
+	klog.FromContext(ctx).V(2).Info("Not managing a deployment with fields this kubedeploy does not know", "fields", fields,
+		"builtAgainst", buildinfo.KubernetesVersion())
 	return nil
 }
 

@@ -7,13 +7,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/expectations"
-	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
-
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/expectations"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
+	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
 // syncedOnce returns a fixture over a new Deployment of 3 replicas (maxSurge
@@ -361,4 +364,45 @@ func TestSyncAdoptionFailureStopsSD3(t *testing.T) {
 		t.Fatalf("err = %v, want the adoption error", err)
 	}
 	f.ExpectWrites(map[string]int{"patch replicasets": 1})
+}
+
+// TestSyncRefusesUnsupportedDeploymentField (IM-8): a Deployment whose stored JSON has a spec field kubedeploy's API
+// does not know (outside the pod template) gets the Warning event UnsupportedDeploymentField naming it and no write
+// at all, not even observedGeneration; once its generation changes and the store has not seen it yet, the sync is
+// retried (ErrStale), never run on what it cannot know.
+func TestSyncRefusesUnsupportedDeploymentField(t *testing.T) {
+	s, u := pct25()
+	d := newDeployment(3, s, u)
+	f := newFixture(t, d)
+	templates := rawtemplate.NewStore()
+	f.c.templates = templates
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := &unstructured.Unstructured{Object: obj}
+	raw.SetAPIVersion("apps/v1")
+	raw.SetKind("Deployment")
+	if err := unstructured.SetNestedField(raw.Object, "Exact", "spec", "podReplacementPolicyV2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := templates.Transform(raw); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.ExpectWrites(map[string]int{})
+	if ev := f.Events(); len(ev) != 1 || !strings.Contains(ev[0], "Warning "+UnsupportedDeploymentField) || !strings.Contains(ev[0], "spec.podReplacementPolicyV2") {
+		t.Errorf("events = %q", ev)
+	}
+
+	raw.SetGeneration(d.Generation + 1)
+	if _, err := templates.Transform(raw); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.sync(); !errors.Is(err, rawtemplate.ErrStale) {
+		t.Errorf("sync of a generation older than the store's: err %v, want ErrStale", err)
+	}
+	f.ExpectWrites(map[string]int{})
 }

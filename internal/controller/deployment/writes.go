@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
@@ -59,11 +60,19 @@ func (sc *syncContext) updateStatus(ctx context.Context) error {
 	return nil
 }
 
-// create creates rs (RV-9) and remembers the write for the IM-4 guard. It
-// returns the ReplicaSet the API server stored or the API error
+// create creates rs (RV-9), with stored, d's pod template as stored, in
+// place of rs's when it is not nil (IM-8: through the dynamic client, so that
+// fields kubedeploy's API does not know reach the ReplicaSet; stored is
+// changed), and remembers the write for the IM-4 guard. It returns the ReplicaSet the API server stored or the API error
 // (AlreadyExists included, which createReplicaSet resolves).
-func (sc *syncContext) create(ctx context.Context, rs *appsv1.ReplicaSet) (*appsv1.ReplicaSet, error) {
-	created, err := sc.c.client.AppsV1().ReplicaSets(rs.Namespace).Create(ctx, rs, metav1.CreateOptions{})
+func (sc *syncContext) create(ctx context.Context, rs *appsv1.ReplicaSet, stored map[string]any) (*appsv1.ReplicaSet, error) {
+	var created *appsv1.ReplicaSet
+	var err error
+	if stored != nil {
+		created, err = sc.c.templates.CreateReplicaSet(ctx, sc.c.dynamic, rs, stored)
+	} else {
+		created, err = sc.c.client.AppsV1().ReplicaSets(rs.Namespace).Create(ctx, rs, metav1.CreateOptions{})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -81,9 +90,34 @@ func (sc *syncContext) create(ctx context.Context, rs *appsv1.ReplicaSet) (*apps
 // runner.ErrConflict, so the sync is retried on fresh data; other API
 // errors as they are.
 func (sc *syncContext) patchDeployment(ctx context.Context, change func(d *appsv1.Deployment)) error {
+	return sc.writeDeploymentPatch(ctx, change, nil)
+}
+
+// patchDeploymentToTemplateOf is patchDeployment that also gives d rs's pod
+// template without pod-template-hash (RB-5, EX-2): the template as the API
+// server stored it when it has fields kubedeploy's API does not know (IM-8),
+// so that a rollback restores them. change must leave the template alone.
+// Besides patchDeployment's errors it returns rawtemplate.ErrStale (wrapped)
+// when rs is not the generation last seen.
+func (sc *syncContext) patchDeploymentToTemplateOf(ctx context.Context, rs *appsv1.ReplicaSet, change func(d *appsv1.Deployment)) error {
+	stored, err := sc.c.templates.Template(rs)
+	if err != nil {
+		return err
+	}
+	if stored != nil {
+		return sc.writeDeploymentPatch(ctx, change, rawtemplate.WithoutLabel(stored, appsv1.DefaultDeploymentUniqueLabelKey))
+	}
+	template := rs.Spec.Template.DeepCopy()
+	delete(template.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
+	return sc.writeDeploymentPatch(ctx, change, template)
+}
+
+// writeDeploymentPatch is patchDeployment writing template (when not nil) as
+// the pod template (deploymentPatch).
+func (sc *syncContext) writeDeploymentPatch(ctx context.Context, change func(d *appsv1.Deployment), template any) error {
 	modified := sc.d.DeepCopy()
 	change(modified)
-	patch, err := deploymentPatch(sc.d, modified)
+	patch, err := deploymentPatch(sc.d, modified, template)
 	if err != nil || patch == nil {
 		return err
 	}

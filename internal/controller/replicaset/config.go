@@ -3,12 +3,14 @@ package replicaset
 import (
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
@@ -38,6 +40,12 @@ type Config struct {
 	MaxCacheWait time.Duration
 	// Observer, if set, is told the duration and error of every sync (metrics).
 	Observer runner.Observer
+	// Templates, if set, is what the informers' transform noted of each ReplicaSet's stored JSON (IM-8): pods of
+	// a ReplicaSet whose pod template has fields kubedeploy's API does not know are created from the template as
+	// stored, through Dynamic. Nil: pods are built from the typed template (tests of typed objects).
+	Templates *rawtemplate.Store
+	// Dynamic creates those pods; required with Templates.
+	Dynamic dynamic.Interface
 	// StatusSyncWindow coalesces the syncs that pod events can only make
 	// rewrite status (a pod becoming ready, a creation or deletion observed
 	// while more are expected) to at most one per ReplicaSet per window

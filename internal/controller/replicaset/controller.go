@@ -37,6 +37,9 @@ func (c Config) Validate() error {
 	if c.StatusSyncWindow < 0 {
 		errs = append(errs, fmt.Errorf("StatusSyncWindow must not be negative, got %v", c.StatusSyncWindow))
 	}
+	if c.Templates != nil && c.Dynamic == nil {
+		errs = append(errs, errors.New("Dynamic is required with Templates"))
+	}
 	return errors.Join(errs...)
 }
 

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
@@ -46,9 +47,14 @@ func (c *Controller) manageReplicas(ctx context.Context, sc *syncContext) error 
 	switch {
 	case diff < 0:
 		n := -diff
+		// IM-8: the template as stored, when it has fields kubedeploy's API does not know.
+		stored, err := c.cfg.Templates.Template(sc.rs)
+		if err != nil {
+			return err
+		}
 		c.expectations.ExpectCreations(logger, sc.key, n)
 		logger.V(2).Info("Too few replicas", "replicaSet", klog.KObj(sc.rs), "need", replicas(sc.rs), "creating", n)
-		created, err := c.createPods(ctx, sc.rs, n)
+		created, err := c.createPods(ctx, sc.rs, n, stored)
 		if skipped := n - created; skipped > 0 {
 			// RS-9: pods never attempted (or failed) will produce no add event.
 			logger.V(2).Info("Slow-start failure; skipping remaining pod creations", "replicaSet", klog.KObj(sc.rs), "skipped", skipped)
@@ -110,8 +116,11 @@ func slowStartBatch(count, initial int, fn func() error) (int, error) {
 // createPods creates n pods from rs's template with slow start (RS-13),
 // recording an event per pod and each returned resourceVersion for IM-4. A
 // create refused because the namespace is terminating counts as a success.
+// When stored (rs's template as the API server stored it) is not nil, each
+// pod's spec is stored's, sent through the dynamic client, so that fields
+// kubedeploy's API does not know reach the pods (IM-8).
 // It returns the number of successes and the first error.
-func (c *Controller) createPods(ctx context.Context, rs *appsv1.ReplicaSet, n int) (int, error) {
+func (c *Controller) createPods(ctx context.Context, rs *appsv1.ReplicaSet, n int, stored map[string]any) (int, error) {
 	key := keyOf(rs)
 	return slowStartBatch(n, slowStartInitialBatchSize, func() error {
 		pod, err := podFromTemplate(rs)
@@ -119,7 +128,12 @@ func (c *Controller) createPods(ctx context.Context, rs *appsv1.ReplicaSet, n in
 			c.cfg.Recorder.Eventf(rs, v1.EventTypeWarning, FailedCreate, "Error creating: %v", err)
 			return err
 		}
-		created, err := c.cfg.Client.CoreV1().Pods(rs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+		var created *v1.Pod
+		if stored != nil {
+			created, err = rawtemplate.CreatePod(ctx, c.cfg.Dynamic, pod, stored)
+		} else {
+			created, err = c.cfg.Client.CoreV1().Pods(rs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+		}
 		if err != nil {
 			if runner.IsNamespaceTerminating(err) {
 				return nil

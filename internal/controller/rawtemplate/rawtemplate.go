@@ -1,0 +1,318 @@
+// Package rawtemplate carries pod templates through kubedeploy exactly as the API server stored them, fields
+// kubedeploy's compiled API does not know included, and finds the Deployment fields it must refuse (IM-8).
+//
+// kubedeploy is built against one k8s.io/api and runs against API servers that may be newer. A typed informer
+// decodes each Deployment and ReplicaSet into kubedeploy's Go structs and so drops every field those structs lack;
+// a ReplicaSet or pod built from such a template would silently lose it (kubernetes#129511). Here the Deployment
+// and ReplicaSet informers list and watch JSON through the dynamic client instead (NewInformer), and Store.Transform
+// turns each object into the typed one the controllers decide on, noting on the way, per object UID and
+// generation:
+//
+//   - the pod template as stored (a map[string]any), kept only when it has unknown fields; ReplicaSets and pods are
+//     then created from it (CreateReplicaSet, CreatePod) and a rollback patches it back;
+//   - a fingerprint of those unknown fields' values, folded into template equality (RV-1) and into the
+//     pod-template-hash, both of which stay upstream's for every template without unknown fields;
+//   - a Deployment's unknown fields outside the pod template (say a future spec.podReplacementPolicy): kubedeploy
+//     does not know what they ask for, so it does not manage that Deployment.
+//
+// Objects without unknown fields, all of them on a cluster of kubedeploy's own version, cost one small entry and
+// are created through the typed, protobuf clients as before. A nil *Store is valid: it knows of no unknown fields
+// (the simulator and unit tests that build typed objects use it).
+package rawtemplate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+)
+
+// The resources whose pod templates are carried.
+var (
+	Deployments = appsv1.SchemeGroupVersion.WithResource("deployments")
+	ReplicaSets = appsv1.SchemeGroupVersion.WithResource("replicasets")
+)
+
+var (
+	deploymentKind = appsv1.SchemeGroupVersion.WithKind("Deployment")
+	replicaSetKind = appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
+)
+
+// ErrStale is returned when the Store has seen another generation of an object than the one asked about: the
+// informer's transform has run for a newer version that is not in the cache yet. The caller retries (the sync is
+// requeued); copying the older typed template instead could drop fields.
+var ErrStale = errors.New("the stored pod template of this generation is not known yet")
+
+// templatePrefix is where a workload's pod template sits in the unknown-field paths that
+// runtime.DefaultUnstructuredConverter reports ("spec.template.spec.containers[0].someField").
+const templatePrefix = "spec.template."
+
+// Store holds what Transform noted about each Deployment and ReplicaSet, by UID. Its methods are safe for
+// concurrent use; a nil *Store knows of no unknown fields.
+type Store struct {
+	mu      sync.RWMutex
+	entries map[types.UID]*entry
+}
+
+// entry is what is known of one object at one generation. For objects without unknown fields (the usual case) all
+// but generation are zero.
+type entry struct {
+	generation int64
+	// template is the pod template as stored, when it has unknown fields.
+	template map[string]any
+	// fingerprint is "path=value" lines of the template's unknown fields, sorted; "" when there are none.
+	fingerprint string
+	// unsupported are a Deployment's unknown fields outside the pod template, paths from the object root.
+	unsupported []string
+	// namespace and name are kept with unsupported fields, for Unsupported's listing.
+	namespace, name string
+}
+
+// NewStore returns an empty Store.
+func NewStore() *Store { return &Store{entries: map[types.UID]*entry{}} }
+
+// Transform is a client-go cache.TransformFunc for the informers NewInformer builds: an
+// *unstructured.Unstructured apps/v1 Deployment or ReplicaSet becomes the typed object (managedFields kept as
+// sent; chain a transform that drops them), and what it holds beyond the typed object is noted. Any other object
+// (typed objects coming back on a resync, tombstones) is returned as it is. It errors when the object does not
+// convert to the typed kind (a field of the wrong JSON type), which client-go reports and skips.
+func (s *Store) Transform(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	typed, e, err := decode(u)
+	if err != nil {
+		return nil, err
+	}
+	s.put(typed.(metav1.Object).GetUID(), e)
+	return typed, nil
+}
+
+// decode converts u to its typed kind and reads its unknown fields into an entry.
+func decode(u *unstructured.Unstructured) (runtime.Object, *entry, error) {
+	var typed runtime.Object
+	switch gvk := u.GroupVersionKind(); gvk {
+	case deploymentKind:
+		typed = &appsv1.Deployment{}
+	case replicaSetKind:
+		typed = &appsv1.ReplicaSet{}
+	default:
+		return nil, nil, fmt.Errorf("rawtemplate: unexpected kind %v of %s/%s", gvk, u.GetNamespace(), u.GetName())
+	}
+	unknown, err := UnknownFields(u.Object, typed)
+	if err != nil {
+		return nil, nil, fmt.Errorf("decoding %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+	}
+	// A typed informer's objects carry no apiVersion and kind; keep the cache the same.
+	typed.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+	e := &entry{generation: u.GetGeneration()}
+	var templateFields []string
+	for _, path := range unknown {
+		switch {
+		case strings.HasPrefix(path, templatePrefix):
+			templateFields = append(templateFields, path)
+		case strings.HasPrefix(path, "spec.") && u.GroupVersionKind() == deploymentKind:
+			e.unsupported = append(e.unsupported, path)
+		}
+		// Unknown status fields are the controller's own, written by a newer one: there is none but us.
+		// Unknown metadata fields do not occur (ObjectMeta is shared by every kind); a ReplicaSet's unknown
+		// spec fields are kept by the patches that write it.
+	}
+	if len(e.unsupported) > 0 {
+		e.namespace, e.name = u.GetNamespace(), u.GetName()
+	}
+	if len(templateFields) > 0 {
+		template, _, _ := unstructured.NestedMap(u.Object, "spec", "template")
+		e.template = template
+		e.fingerprint = fingerprint(u.Object, templateFields)
+	}
+	return typed, e, nil
+}
+
+// UnknownFields fills typed (a pointer to a typed API struct) from obj (runtime.DefaultUnstructuredConverter) and returns the paths of obj's fields
+// that typed has no place for, sorted, from the object root ("spec.template.spec.containers[0].someField"), as
+// apimachinery's converter reports them; nil when there are none. The error is the converter's (a field of the
+// wrong JSON type).
+func UnknownFields(obj map[string]any, typed any) ([]string, error) {
+	err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj, typed, true)
+	if err == nil {
+		return nil, nil
+	}
+	strict, ok := runtime.AsStrictDecodingError(err)
+	if !ok {
+		return nil, err
+	}
+	var paths []string
+	for _, e := range strict.Errors() {
+		msg := e.Error()
+		path, ok := strings.CutPrefix(msg, `unknown field "`)
+		if !ok || !strings.HasSuffix(path, `"`) {
+			return nil, fmt.Errorf("unexpected strict decoding error %q", msg)
+		}
+		paths = append(paths, strings.TrimSuffix(path, `"`))
+	}
+	slices.Sort(paths)
+	return paths, nil
+}
+
+// fingerprint returns "path=<JSON value>" lines for paths (relative to the pod template) read from obj. A path
+// that cannot be followed (a map key with a dot in it) contributes the whole template instead, so unequal templates
+// never share a fingerprint.
+func fingerprint(obj map[string]any, paths []string) string {
+	var b strings.Builder
+	for _, p := range paths {
+		v, ok := Field(obj, p)
+		if !ok {
+			v, _, _ = unstructured.NestedFieldNoCopy(obj, "spec", "template")
+			p = "spec.template"
+		}
+		raw, err := json.Marshal(v) // maps marshal with sorted keys
+		if err != nil {
+			raw = []byte(fmt.Sprintf("%#v", v))
+		}
+		b.WriteString(strings.TrimPrefix(p, templatePrefix))
+		b.WriteByte('=')
+		b.Write(raw)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Field returns the value at path ("a.b[2].c", as UnknownFields gives it) in obj, following maps and slices; false
+// when the path does not lead to a value (or a map key on it has a dot).
+func Field(obj map[string]any, path string) (any, bool) {
+	var cur any = obj
+	for _, seg := range strings.Split(path, ".") {
+		key, rest, _ := strings.Cut(seg, "[")
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[key]; !ok {
+			return nil, false
+		}
+		for rest != "" {
+			idx, after, ok := strings.Cut(rest, "]")
+			if !ok {
+				return nil, false
+			}
+			i, err := strconv.Atoi(idx)
+			list, isList := cur.([]any)
+			if err != nil || !isList || i < 0 || i >= len(list) {
+				return nil, false
+			}
+			cur, rest = list[i], strings.TrimPrefix(after, "[")
+		}
+	}
+	return cur, true
+}
+
+func (s *Store) put(uid types.UID, e *entry) {
+	if s == nil || uid == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.entries[uid] = e
+}
+
+// Forget drops what is noted of a deleted object (or a cache.DeletedFinalStateUnknown holding one). NewInformer
+// calls it on every delete.
+func (s *Store) Forget(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	m, ok := obj.(metav1.Object)
+	if s == nil || !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.entries, m.GetUID())
+}
+
+// entryFor returns obj's entry at obj's generation: nil when nothing is noted of obj (an object that did not come
+// through Transform has no unknown fields), ErrStale when another generation is.
+func (s *Store) entryFor(obj metav1.Object) (*entry, error) {
+	if s == nil {
+		return nil, nil
+	}
+	s.mu.RLock()
+	e := s.entries[obj.GetUID()]
+	s.mu.RUnlock()
+	if e == nil {
+		return nil, nil
+	}
+	if e.generation != obj.GetGeneration() {
+		return nil, fmt.Errorf("%s/%s generation %d (noted: %d): %w", obj.GetNamespace(), obj.GetName(), obj.GetGeneration(), e.generation, ErrStale)
+	}
+	return e, nil
+}
+
+// Template returns obj's pod template as the API server stored it (a deep copy the caller may change) when it has
+// fields kubedeploy's API does not know, else nil. The error is ErrStale (wrapped) when the object in hand is not
+// the generation last seen.
+func (s *Store) Template(obj metav1.Object) (map[string]any, error) {
+	e, err := s.entryFor(obj)
+	if e == nil || e.template == nil {
+		return nil, err
+	}
+	return runtime.DeepCopyJSON(e.template), nil
+}
+
+// Fingerprint returns the values of obj's unknown pod-template fields as "path=<JSON>" lines, "" when there are
+// none or the generation is not the one noted (Template and the writes report that case). Two templates that are
+// equal as typed objects are equal as stored exactly when their fingerprints are.
+func (s *Store) Fingerprint(obj metav1.Object) string {
+	e, _ := s.entryFor(obj)
+	if e == nil {
+		return ""
+	}
+	return e.fingerprint
+}
+
+// UnsupportedFields returns the paths ("spec.podReplacementPolicy") of d's fields outside the pod template that
+// kubedeploy's API does not know, sorted; nil when there are none. The error is ErrStale (wrapped) when d is not
+// the generation last seen: its fields are not known then.
+func (s *Store) UnsupportedFields(d metav1.Object) ([]string, error) {
+	e, err := s.entryFor(d)
+	if e == nil {
+		return nil, err
+	}
+	return slices.Clone(e.unsupported), nil
+}
+
+// Unsupported is one Deployment kubedeploy refuses to manage, and why.
+type Unsupported struct {
+	Namespace, Name string
+	// Fields are the unknown fields' paths from the object root, sorted.
+	Fields []string
+}
+
+// Unsupported lists every Deployment with unknown fields outside its pod template, as last seen.
+func (s *Store) Unsupported() []Unsupported {
+	if s == nil {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []Unsupported
+	for _, e := range s.entries {
+		if len(e.unsupported) > 0 {
+			out = append(out, Unsupported{Namespace: e.namespace, Name: e.name, Fields: slices.Clone(e.unsupported)})
+		}
+	}
+	return out
+}

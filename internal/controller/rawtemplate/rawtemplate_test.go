@@ -1,0 +1,259 @@
+package rawtemplate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/tools/cache"
+)
+
+// deploymentJSON is a Deployment as a newer API server would send it: fields kubedeploy's API does not know in
+// the pod template (pod level, container level, nested in a known struct) and, when topLevel, in spec.
+func deploymentJSON(t *testing.T, generation int, futureValue string, topLevel bool) *unstructured.Unstructured {
+	t.Helper()
+	extra := ""
+	if topLevel {
+		extra = `"someFutureField": "Recreate",`
+	}
+	raw := `{"apiVersion": "apps/v1", "kind": "Deployment",
+	  "metadata": {"name": "web", "namespace": "ns", "uid": "u1", "generation": ` + itoa(generation) + `,
+	               "managedFields": [{"manager": "kubectl"}]},
+	  "spec": {` + extra + `"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+	    "template": {"metadata": {"labels": {"app": "web"}},
+	      "spec": {"someFutureField": {"mode": "` + futureValue + `"},
+	        "securityContext": {"futureProfile": {"type": "RuntimeDefault"}},
+	        "containers": [{"name": "web", "image": "nginx:1", "futureContainerField": true}]}}},
+	  "status": {"futureStatusField": 1}}`
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON([]byte(raw)); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// TestTransformNotesUnknownFields (IM-8): the JSON Deployment becomes the typed one (no apiVersion/kind, as a typed
+// informer's), its pod template is kept as stored, its fingerprint names the three unknown template fields with
+// their values, the top-level spec field is unsupported and the status field is neither.
+func TestTransformNotesUnknownFields(t *testing.T) {
+	s := NewStore()
+	out, err := s.Transform(deploymentJSON(t, 3, "strict", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok := out.(*appsv1.Deployment)
+	if !ok {
+		t.Fatalf("Transform returned %T, want *appsv1.Deployment", out)
+	}
+	if d.Kind != "" || d.APIVersion != "" || d.Spec.Template.Spec.Containers[0].Image != "nginx:1" || d.Generation != 3 {
+		t.Errorf("typed Deployment = %+v", d)
+	}
+	wantFP := "spec.containers[0].futureContainerField=true\n" +
+		"spec.securityContext.futureProfile={\"type\":\"RuntimeDefault\"}\n" +
+		"spec.someFutureField={\"mode\":\"strict\"}\n"
+	if got := s.Fingerprint(d); got != wantFP {
+		t.Errorf("Fingerprint = %q, want %q", got, wantFP)
+	}
+	tmpl, err := s.Template(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := Field(tmpl, "spec.someFutureField.mode"); v != "strict" {
+		t.Errorf("Template lost spec.someFutureField: %v", tmpl)
+	}
+	// Template returns a copy: changing it changes nothing noted.
+	tmpl["spec"] = nil
+	if again, _ := s.Template(d); again["spec"] == nil {
+		t.Error("Template returned the stored map, not a copy")
+	}
+	fields, err := s.UnsupportedFields(d)
+	if err != nil || !reflect.DeepEqual(fields, []string{"spec.someFutureField"}) {
+		t.Errorf("UnsupportedFields = %v, %v; want [spec.someFutureField]", fields, err)
+	}
+	if got := s.Unsupported(); len(got) != 1 || got[0].Namespace != "ns" || got[0].Name != "web" {
+		t.Errorf("Unsupported = %+v", got)
+	}
+}
+
+// TestKnownTemplateCostsNothing: an object without unknown fields has no template, fingerprint or unsupported
+// field, so the controllers take their typed path and the pod-template-hash stays upstream's.
+func TestKnownTemplateCostsNothing(t *testing.T) {
+	s := NewStore()
+	u := deploymentJSON(t, 1, "x", false)
+	spec := u.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	delete(spec, "someFutureField")
+	delete(spec, "securityContext")
+	delete(spec["containers"].([]any)[0].(map[string]any), "futureContainerField")
+	out, err := s.Transform(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := out.(*appsv1.Deployment)
+	tmpl, err := s.Template(d)
+	fields, err2 := s.UnsupportedFields(d)
+	if tmpl != nil || err != nil || s.Fingerprint(d) != "" || fields != nil || err2 != nil {
+		t.Errorf("a Deployment without unknown fields: Template %v, %v; Fingerprint %q; UnsupportedFields %v, %v",
+			tmpl, err, s.Fingerprint(d), fields, err2)
+	}
+}
+
+// TestStaleGeneration: once a newer generation went through Transform, questions about the older one are answered
+// with ErrStale, not with the newer object's template; an object never transformed (typed, from a create's
+// response) has nothing unknown; Forget drops the entry, tombstones included.
+func TestStaleGeneration(t *testing.T) {
+	s := NewStore()
+	out, err := s.Transform(deploymentJSON(t, 1, "a", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := out.(*appsv1.Deployment)
+	if _, err := s.Transform(deploymentJSON(t, 2, "b", false)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Template(old); !errors.Is(err, ErrStale) {
+		t.Errorf("Template of generation 1 after generation 2: err %v, want ErrStale", err)
+	}
+	if _, err := s.UnsupportedFields(old); !errors.Is(err, ErrStale) {
+		t.Errorf("UnsupportedFields of generation 1 after generation 2: err %v, want ErrStale", err)
+	}
+	other := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{UID: "u2", Generation: 1}}
+	if tmpl, err := s.Template(other); tmpl != nil || err != nil {
+		t.Errorf("Template of an object never seen = %v, %v; want nil, nil", tmpl, err)
+	}
+	s.Forget(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: old})
+	if _, err := s.Template(old); err != nil {
+		t.Errorf("after Forget: %v", err)
+	}
+	var nilStore *Store
+	if tmpl, err := nilStore.Template(old); tmpl != nil || err != nil || nilStore.Fingerprint(old) != "" || nilStore.Unsupported() != nil {
+		t.Error("a nil Store knows of unknown fields")
+	}
+}
+
+// TestTransformPassesOthers: typed objects (resyncs) and other kinds' tombstones pass through unchanged; a JSON
+// object of another kind is an error, as is one whose known field has the wrong JSON type.
+func TestTransformPassesOthers(t *testing.T) {
+	s := NewStore()
+	pod := &v1.Pod{}
+	if out, err := s.Transform(pod); err != nil || out != pod {
+		t.Errorf("Transform(pod) = %v, %v", out, err)
+	}
+	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+	if _, err := s.Transform(cm); err == nil {
+		t.Error("Transform of a JSON ConfigMap: no error")
+	}
+	bad := deploymentJSON(t, 1, "x", false)
+	bad.Object["spec"].(map[string]any)["replicas"] = "two"
+	if _, err := s.Transform(bad); err == nil || !strings.Contains(err.Error(), "ns/web") {
+		t.Errorf("Transform of a Deployment with replicas \"two\": err %v, want one naming ns/web", err)
+	}
+}
+
+// TestFieldPaths: Field follows the converter's paths through maps and list indexes and refuses what does not lead
+// anywhere.
+func TestFieldPaths(t *testing.T) {
+	obj := map[string]any{"a": map[string]any{"b": []any{map[string]any{"c": 1}, []any{"x", "y"}}}}
+	for path, want := range map[string]any{"a.b[0].c": 1, "a.b[1][1]": "y"} {
+		if got, ok := Field(obj, path); !ok || got != want {
+			t.Errorf("Field(%q) = %v, %v; want %v", path, got, ok, want)
+		}
+	}
+	for _, path := range []string{"a.b[2].c", "a.x", "a.b[0].c.d", "a.b[x]", "a.b[0"} {
+		if got, ok := Field(obj, path); ok {
+			t.Errorf("Field(%q) = %v, true; want false", path, got)
+		}
+	}
+}
+
+// TestCreatesCarryStoredTemplate (IM-8): CreateReplicaSet sends the Deployment's template as stored with the
+// ReplicaSet's labels (pod-template-hash included), and CreatePod the ReplicaSet's template spec as stored with the
+// pod's own metadata; the unknown fields reach the API server's objects.
+func TestCreatesCarryStoredTemplate(t *testing.T) {
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	client := dynamicfake.NewSimpleDynamicClient(scheme)
+	s := NewStore()
+	out, err := s.Transform(deploymentJSON(t, 1, "strict", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := out.(*appsv1.Deployment)
+	stored, err := s.Template(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": "web", appsv1.DefaultDeploymentUniqueLabelKey: "abc"}
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-abc", Namespace: "ns", UID: "rs1", Labels: labels},
+		Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: d.Spec.Template.Spec}},
+	}
+	created, err := s.CreateReplicaSet(ctx, client, rs, stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.Name != "web-abc" || created.Spec.Template.Labels[appsv1.DefaultDeploymentUniqueLabelKey] != "abc" {
+		t.Errorf("created ReplicaSet = %+v", created)
+	}
+	got, err := client.Resource(ReplicaSets).Namespace("ns").Get(ctx, "web-abc", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotTemplate, _, _ := unstructured.NestedMap(got.Object, "spec", "template")
+	want := deploymentJSON(t, 1, "strict", false)
+	wantTemplate, _, _ := unstructured.NestedMap(want.Object, "spec", "template")
+	_ = unstructured.SetNestedStringMap(wantTemplate, labels, "metadata", "labels")
+	if a, b := mustJSON(t, gotTemplate), mustJSON(t, wantTemplate); a != b {
+		t.Errorf("ReplicaSet template as sent:\n%s\nwant the Deployment's as stored plus pod-template-hash:\n%s", a, b)
+	}
+	if s.Fingerprint(created) != s.Fingerprint(d) {
+		t.Errorf("the created ReplicaSet's fingerprint %q differs from the Deployment's %q", s.Fingerprint(created), s.Fingerprint(d))
+	}
+
+	rsTemplate, err := s.Template(created)
+	if err != nil || rsTemplate == nil {
+		t.Fatalf("Template(created ReplicaSet) = %v, %v", rsTemplate, err)
+	}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-abc-1", Namespace: "ns", Labels: labels}, Spec: rs.Spec.Template.Spec}
+	if _, err := CreatePod(ctx, client, pod, rsTemplate); err != nil {
+		t.Fatal(err)
+	}
+	gotPod, err := client.Resource(pods).Namespace("ns").Get(ctx, "web-abc-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotSpec, _, _ := unstructured.NestedMap(gotPod.Object, "spec")
+	wantSpec, _, _ := unstructured.NestedMap(wantTemplate, "spec")
+	if a, b := mustJSON(t, gotSpec), mustJSON(t, wantSpec); a != b {
+		t.Errorf("pod spec as sent:\n%s\nwant the ReplicaSet template's as stored:\n%s", a, b)
+	}
+	if l := gotPod.GetLabels(); l[appsv1.DefaultDeploymentUniqueLabelKey] != "abc" {
+		t.Errorf("pod labels = %v", l)
+	}
+
+	back := WithoutLabel(rsTemplate, appsv1.DefaultDeploymentUniqueLabelKey)
+	wantBack, _, _ := unstructured.NestedMap(want.Object, "spec", "template")
+	if a, b := mustJSON(t, back), mustJSON(t, wantBack); a != b {
+		t.Errorf("WithoutLabel(ReplicaSet template) = %s, want the Deployment's as stored %s", a, b)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
