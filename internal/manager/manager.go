@@ -345,7 +345,7 @@ func runControllers(ctx context.Context, cfg Config, syncCheck *informerSyncChec
 	resync := time.Duration(float64(minResyncPeriod) * (1 + rand.Float64()))
 	// Caches hold no managedFields (CM-5), and pods only the fields the controllers read (issue 10). Deployments
 	// and ReplicaSets are read as JSON, their pod templates kept where they have fields we do not know (IM-8).
-	templates := rawtemplate.NewStore()
+	templates := rawtemplate.NewStore(logger)
 	factory := informers.NewSharedInformerFactoryWithOptions(infClient, resync, informers.WithTransform(templateTransform(templates)))
 	if err := rawTemplateInformers(factory, infDynamic, templates); err != nil {
 		return err

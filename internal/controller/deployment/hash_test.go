@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
@@ -135,7 +136,7 @@ func templateJSON(kind, uid, future, extraLabels string) string {
 // their unknown template fields are equal too, and those values change the pod-template-hash; without unknown
 // fields the hash is upstream's (computeHash).
 func TestUnknownTemplateFieldsCount(t *testing.T) {
-	templates := rawtemplate.NewStore()
+	templates := rawtemplate.NewStore(klog.Background())
 	hashLabel := `, "` + appsv1.DefaultDeploymentUniqueLabelKey + `": "x"`
 	d := fromJSON[*appsv1.Deployment](t, templates, templateJSON("Deployment", "d", "Strict", ""))
 	same := fromJSON[*appsv1.ReplicaSet](t, templates, templateJSON("ReplicaSet", "same", "Strict", hashLabel))

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/expectations"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
@@ -374,7 +375,7 @@ func TestSyncRefusesUnsupportedDeploymentField(t *testing.T) {
 	s, u := pct25()
 	d := newDeployment(3, s, u)
 	f := newFixture(t, d)
-	templates := rawtemplate.NewStore()
+	templates := rawtemplate.NewStore(klog.Background())
 	f.c.templates = templates
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
 	if err != nil {

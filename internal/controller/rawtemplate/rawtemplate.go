@@ -36,6 +36,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/kubedeploy/kubedeploy/internal/buildinfo"
 )
 
 // The resources whose pod templates are carried.
@@ -61,6 +64,8 @@ const templatePrefix = "spec.template."
 // Store holds what Transform noted about each Deployment and ReplicaSet, by UID. Its methods are safe for
 // concurrent use; a nil *Store knows of no unknown fields.
 type Store struct {
+	// logger logs each Deployment generation with unknown spec fields outside its template, once.
+	logger  klog.Logger
 	mu      sync.RWMutex
 	entries map[types.UID]*entry
 }
@@ -79,8 +84,10 @@ type entry struct {
 	namespace, name string
 }
 
-// NewStore returns an empty Store.
-func NewStore() *Store { return &Store{entries: map[types.UID]*entry{}} }
+// NewStore returns an empty Store that logs with logger.
+func NewStore(logger klog.Logger) *Store {
+	return &Store{logger: logger, entries: map[types.UID]*entry{}}
+}
 
 // Transform is a client-go cache.TransformFunc for the informers NewInformer builds: an
 // *unstructured.Unstructured apps/v1 Deployment or ReplicaSet becomes the typed object (managedFields kept as
@@ -224,8 +231,16 @@ func (s *Store) put(uid types.UID, e *entry) {
 		return
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	old := s.entries[uid]
 	s.entries[uid] = e
+	s.mu.Unlock()
+	if len(e.unsupported) > 0 && (old == nil || old.generation != e.generation) {
+		// Once per generation, by construction: resyncs and status updates keep the generation.
+		s.logger.Info("Deployment has spec fields outside its pod template that kubedeploy's API does not know; kubedeploy's "+
+			"Deployment controller does not manage it until they are removed or kubedeploy is built against the cluster's Kubernetes version",
+			"deployment", klog.KRef(e.namespace, e.name), "generation", e.generation, "fields", e.unsupported,
+			"compiledVersion", buildinfo.KubernetesVersion())
+	}
 }
 
 // Forget drops what is noted of a deleted object (or a cache.DeletedFinalStateUnknown holding one). NewInformer

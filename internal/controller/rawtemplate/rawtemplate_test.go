@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 )
 
 // deploymentJSON is a Deployment as a newer API server would send it: fields kubedeploy's API does not know in
@@ -47,7 +48,7 @@ func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 // informer's), its pod template is kept as stored, its fingerprint names the three unknown template fields with
 // their values, the top-level spec field is unsupported and the status field is neither.
 func TestTransformNotesUnknownFields(t *testing.T) {
-	s := NewStore()
+	s := NewStore(klog.Background())
 	out, err := s.Transform(deploymentJSON(t, 3, "strict", true))
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +90,7 @@ func TestTransformNotesUnknownFields(t *testing.T) {
 // TestKnownTemplateCostsNothing: an object without unknown fields has no template, fingerprint or unsupported
 // field, so the controllers take their typed path and the pod-template-hash stays upstream's.
 func TestKnownTemplateCostsNothing(t *testing.T) {
-	s := NewStore()
+	s := NewStore(klog.Background())
 	u := deploymentJSON(t, 1, "x", false)
 	spec := u.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
 	delete(spec, "someFutureField")
@@ -112,7 +113,7 @@ func TestKnownTemplateCostsNothing(t *testing.T) {
 // with ErrStale, not with the newer object's template; an object never transformed (typed, from a create's
 // response) has nothing unknown; Forget drops the entry, tombstones included.
 func TestStaleGeneration(t *testing.T) {
-	s := NewStore()
+	s := NewStore(klog.Background())
 	out, err := s.Transform(deploymentJSON(t, 1, "a", false))
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +145,7 @@ func TestStaleGeneration(t *testing.T) {
 // TestTransformPassesOthers: typed objects (resyncs) and other kinds' tombstones pass through unchanged; a JSON
 // object of another kind is an error, as is one whose known field has the wrong JSON type.
 func TestTransformPassesOthers(t *testing.T) {
-	s := NewStore()
+	s := NewStore(klog.Background())
 	pod := &v1.Pod{}
 	if out, err := s.Transform(pod); err != nil || out != pod {
 		t.Errorf("Transform(pod) = %v, %v", out, err)
@@ -183,7 +184,7 @@ func TestCreatesCarryStoredTemplate(t *testing.T) {
 	ctx := context.Background()
 	scheme := runtime.NewScheme()
 	client := dynamicfake.NewSimpleDynamicClient(scheme)
-	s := NewStore()
+	s := NewStore(klog.Background())
 	out, err := s.Transform(deploymentJSON(t, 1, "strict", false))
 	if err != nil {
 		t.Fatal(err)
