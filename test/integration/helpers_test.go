@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 
@@ -81,8 +82,14 @@ func scaleDeployment(ctx context.Context, t *testing.T, ns, name string, replica
 // waitDeployment polls ns/name until cond holds and returns it.
 func waitDeployment(t *testing.T, ns, name, what string, cond func(*appsv1.Deployment) bool) *appsv1.Deployment {
 	t.Helper()
+	return waitDeploymentWithin(t, rolloutTimeout, ns, name, what, cond)
+}
+
+// waitDeploymentWithin is waitDeployment with its own timeout, for a requirement that says "within".
+func waitDeploymentWithin(t *testing.T, timeout time.Duration, ns, name, what string, cond func(*appsv1.Deployment) bool) *appsv1.Deployment {
+	t.Helper()
 	var last *appsv1.Deployment
-	harness.Eventually(t, rolloutTimeout, fmt.Sprintf("deployment %s: %s", name, what), func(ctx context.Context) (bool, error) {
+	harness.Eventually(t, timeout, fmt.Sprintf("deployment %s: %s", name, what), func(ctx context.Context) (bool, error) {
 		d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -264,3 +271,26 @@ func forceDeletePods(ctx context.Context, t *testing.T, ns, node string) {
 
 // getenv is os.Getenv.
 func getenv(key string) string { return os.Getenv(key) }
+
+// pokeAndWaitSynced raises Deployment ns/name's spec.revisionHistoryLimit by one (a spec change that moves no pod
+// and deletes no ReplicaSet) and waits until its status observes that generation: proof that the controller has
+// synced it since, so what the test then reads is what a sync decided, without sleeping to see nothing happen.
+func pokeAndWaitSynced(ctx context.Context, t *testing.T, ns, name string) *appsv1.Deployment {
+	t.Helper()
+	d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := int32(10) // the API default
+	if d.Spec.RevisionHistoryLimit != nil {
+		limit = *d.Spec.RevisionHistoryLimit
+	}
+	patch := fmt.Sprintf(`{"spec":{"revisionHistoryLimit":%d}}`, limit+1)
+	poked, err := env.Client.AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return waitDeployment(t, ns, name, "synced after the poke", func(d *appsv1.Deployment) bool {
+		return d.Status.ObservedGeneration >= poked.Generation
+	})
+}

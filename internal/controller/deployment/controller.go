@@ -47,8 +47,9 @@ type Config struct {
 	// Recorder records events on Deployments; the manager builds it with
 	// component "deployment-controller" (CM-8).
 	Recorder record.EventRecorder
-	// Clock is the time source for conditions and deadlines; default real.
-	Clock clock.Clock
+	// Clock is the time source for conditions, deadlines and the work queue's
+	// delays (wake-ups, coalescing windows, backoff); default real.
+	Clock clock.WithTicker
 	// Observer, if set, is told the duration and error of every sync (metrics).
 	Observer runner.Observer
 	// MaxCacheWait is how long a Deployment's syncs wait for the caches to
@@ -149,7 +150,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 			resourceDeployments: expectations.InformerCache(dInformer),
 		}),
 	}
-	c.runner = runner.New(Name, c.syncDeployment, runner.WithObserver(cfg.Observer))
+	c.runner = runner.New(Name, c.syncDeployment, runner.WithObserver(cfg.Observer), runner.WithClock(cfg.Clock))
 	if err := c.registerHandlers(klog.FromContext(ctx), cfg); err != nil {
 		return nil, err
 	}

@@ -28,8 +28,9 @@ type Config struct {
 	// BurstReplicas caps pod creations/deletions per sync (RS-12); 0 means
 	// DefaultBurstReplicas (500, CM-4). Negative is invalid.
 	BurstReplicas int
-	// Clock is the controller's notion of now; nil means the real clock.
-	Clock clock.Clock
+	// Clock is the controller's notion of now, also for the work queue's delays
+	// (wake-ups, coalescing windows, backoff); nil means the real clock.
+	Clock clock.WithTicker
 	// ExpectationsTimeout is the expectations TTL (RS-8); 0 means
 	// expectations.DefaultTimeout, 5 minutes. Negative is invalid.
 	ExpectationsTimeout time.Duration

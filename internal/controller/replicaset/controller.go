@@ -86,7 +86,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 			resourceReplicaSets: expectations.InformerCache(rsInformer),
 		}),
 	}
-	c.runner = runner.New(Name, c.sync, runner.WithObserver(cfg.Observer))
+	c.runner = runner.New(Name, c.sync, runner.WithObserver(cfg.Observer), runner.WithClock(cfg.Clock))
 	return c, c.registerHandlers(klog.FromContext(ctx), cfg)
 }
 

@@ -62,14 +62,16 @@ func TestHandlers(t *testing.T) {
 			cur := newPod(name, ownedBy(rs), webLabels, rv("2"), readySince(testNow))
 			f.c.onPodUpdate(klogFor(f), old, cur)
 		}
+		f.Clock.Step(99 * time.Millisecond) // the fake clock times the queue: nothing is due yet
 		if n := f.c.runner.Len(); n != 0 {
-			t.Fatalf("queue = %d at once, want 0 (reported a window later)", n)
+			t.Fatalf("queue = %d within the window, want 0 (reported a window later)", n)
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for f.c.runner.Len() == 0 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
+		f.Clock.Step(time.Millisecond)
+		// One sync for the three pods (minReadySeconds' own wake-up is 5 s away). The delaying queue moves a due
+		// key on its own goroutine: wait for it (a bound, not a measurement).
+		for deadline := time.Now().Add(5 * time.Second); f.c.runner.Len() == 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
 		}
-		// One sync for the three pods (minReadySeconds' own wake-up is 5 s away).
 		if n := f.c.runner.Len(); n != 1 {
 			t.Errorf("queue = %d after the window, want 1", n)
 		}

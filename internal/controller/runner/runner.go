@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // Result is what a sync asks of the runner besides its error.
@@ -65,8 +66,10 @@ type Runner struct {
 	observer Observer
 	// synced are the informers' and handler registrations' HasSynced (WaitFor).
 	synced []cache.InformerSynced
-	// now is a test seam for sync durations.
-	now func() time.Time
+	// clock times the queue's delays (AddAfter, coalescing windows, backoff) and the syncs; limiter is the
+	// queue's rate limiter. Both are set by options before New builds the queue.
+	clock   clock.WithTicker
+	limiter workqueue.TypedRateLimiter[cache.ObjectName]
 
 	// mu guards lastStart: when each key's last sync began, for EnqueueCoalesced.
 	mu        sync.Mutex
@@ -83,9 +86,17 @@ type Option func(*Runner)
 
 // WithRateLimiter replaces the default rate limiter (tests use a fast one).
 func WithRateLimiter(rl workqueue.TypedRateLimiter[cache.ObjectName]) Option {
+	return func(r *Runner) { r.limiter = rl }
+}
+
+// WithClock makes the queue's delays (EnqueueAfter, EnqueueCoalesced windows, retry backoff) and the sync
+// durations given to the Observer follow c instead of the real clock: with a fake clock a test steps time
+// instead of sleeping through a window. A nil c keeps the real clock.
+func WithClock(c clock.WithTicker) Option {
 	return func(r *Runner) {
-		r.queue = workqueue.NewTypedRateLimitingQueueWithConfig(rl,
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: r.name})
+		if c != nil {
+			r.clock = c
+		}
 	}
 }
 
@@ -123,13 +134,14 @@ func (r *Runner) HasSynced() bool {
 // and uses DefaultTypedControllerRateLimiter: per-key exponential backoff from
 // 5ms doubling to 1000s, combined with a global 10 qps / burst 100 bucket (CM-2).
 func New(name string, sync SyncFunc, opts ...Option) *Runner {
-	r := &Runner{name: name, sync: sync, now: time.Now, lastStart: map[cache.ObjectName]time.Time{}, pruneAt: 1024}
-	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
-		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name})
+	r := &Runner{name: name, sync: sync, clock: clock.RealClock{},
+		limiter:   workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+		lastStart: map[cache.ObjectName]time.Time{}, pruneAt: 1024}
 	for _, o := range opts {
 		o(r)
 	}
+	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig(r.limiter,
+		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name, Clock: r.clock})
 	return r
 }
 
@@ -153,7 +165,7 @@ func (r *Runner) EnqueueCoalesced(key cache.ObjectName, window time.Duration) {
 	r.mu.Lock()
 	last, ok := r.lastStart[key]
 	r.mu.Unlock()
-	if wait := window - r.now().Sub(last); ok && wait > 0 {
+	if wait := window - r.clock.Since(last); ok && wait > 0 {
 		r.queue.AddAfter(key, wait)
 		return
 	}
@@ -240,11 +252,11 @@ func (r *Runner) ProcessNextItem(ctx context.Context) bool {
 		return false
 	}
 	defer r.queue.Done(key)
-	start := r.now()
+	start := r.clock.Now()
 	r.startedSync(key, start)
 	res, err := r.safeSync(ctx, key)
 	if r.observer != nil {
-		r.observer.SyncDone(r.name, r.now().Sub(start), err)
+		r.observer.SyncDone(r.name, r.clock.Since(start), err)
 	}
 	r.handleResult(ctx, key, res, err)
 	return true

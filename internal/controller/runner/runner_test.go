@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/klog/v2/textlogger"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 func nsTerminatingErr() error {
@@ -211,38 +212,46 @@ func TestEnqueueCoalesced(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	key := cache.ObjectName{Namespace: "ns", Name: "a"}
 	syncs := 0
-	r := New("test", func(context.Context, cache.ObjectName) (Result, error) { syncs++; return Result{}, nil })
-	now := time.Now()
-	r.now = func() time.Time { return now }
+	clk := testingclock.NewFakeClock(time.Now())
+	r := New("test", func(context.Context, cache.ObjectName) (Result, error) { syncs++; return Result{}, nil }, WithClock(clk))
+	defer r.queue.ShutDown()
 	window := 300 * time.Millisecond
 
 	r.EnqueueCoalesced(key, window)
 	if r.Len() != 1 {
 		t.Fatalf("a key never synced: queue length %d, want 1 at once", r.Len())
 	}
-	r.ProcessNextItem(ctx) // its sync begins at now
-	now = now.Add(100 * time.Millisecond)
+	r.ProcessNextItem(ctx) // its sync begins now
+	clk.Step(100 * time.Millisecond)
 	for range 5 {
 		r.EnqueueCoalesced(key, window)
 	}
+	clk.Step(199 * time.Millisecond) // 1ms before the window ends: the fake clock fires nothing yet
 	if r.Len() != 0 {
 		t.Fatalf("within the window: queue length %d, want 0 until the window ends", r.Len())
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for r.Len() == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if r.Len() != 1 {
-		t.Fatalf("after the window: queue length %d, want the key once", r.Len())
+	clk.Step(time.Millisecond)
+	if n := waitForLen(r, 1); n != 1 {
+		t.Fatalf("after the window: queue length %d, want the key once", n)
 	}
 	r.ProcessNextItem(ctx)
 	if syncs != 2 {
 		t.Fatalf("%d syncs, want 2: one, then one for the five coalesced events", syncs)
 	}
-	now = now.Add(time.Second)
+	clk.Step(time.Second)
 	r.EnqueueCoalesced(key, window)
 	r.EnqueueCoalesced(cache.ObjectName{Namespace: "ns", Name: "b"}, 0)
 	if r.Len() != 2 {
 		t.Fatalf("after a quiet window and with window 0: queue length %d, want both keys at once", r.Len())
 	}
+}
+
+// waitForLen returns r's queue length once it is want, or after 5 s of real time: the delaying queue moves a key
+// whose fake-clock delay has passed on its own goroutine, so the length follows a Step shortly, not at once. The
+// 5 s are a bound for a slow machine, not a measurement.
+func waitForLen(r *Runner, want int) int {
+	for deadline := time.Now().Add(5 * time.Second); r.Len() != want && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	return r.Len()
 }
