@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/controller/podcache"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/replicaset"
 )
@@ -196,16 +197,17 @@ func (c Config) restConfigFor(controller string) *rest.Config {
 
 // clientFor builds the named controller's client, which speaks protobuf.
 func (c Config) clientFor(controller string) (kubernetes.Interface, error) {
-	client, _, err := c.clientsFor(controller, false)
+	client, _, _, err := c.clientsFor(controller, false)
 	return client, err
 }
 
 // clientsFor builds the named controller's protobuf client and, when
 // withDynamic, its JSON client for the Deployments and ReplicaSets whose
 // pod template has fields kubedeploy's API does not know (IM-8,
-// rawtemplate). Both share one rate limiter, so that QPS and Burst limit the
-// controller as a whole.
-func (c Config) clientsFor(controller string, withDynamic bool) (kubernetes.Interface, dynamic.Interface, error) {
+// rawtemplate), and returns the protobuf client's configuration too. All
+// share one rate limiter, so that QPS and Burst limit the controller as a
+// whole.
+func (c Config) clientsFor(controller string, withDynamic bool) (kubernetes.Interface, dynamic.Interface, *rest.Config, error) {
 	cfg := c.restConfigFor(controller)
 	if withDynamic && cfg.RateLimiter == nil && cfg.QPS > 0 {
 		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
@@ -214,16 +216,16 @@ func (c Config) clientsFor(controller string, withDynamic bool) (kubernetes.Inte
 	if withDynamic {
 		var err error
 		if dyn, err = dynamic.NewForConfig(cfg); err != nil {
-			return nil, nil, fmt.Errorf("building the JSON client for the %s controller: %w", controller, err)
+			return nil, nil, nil, fmt.Errorf("building the JSON client for the %s controller: %w", controller, err)
 		}
 	}
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("building client for the %s controller: %w", controller, err)
+		return nil, nil, nil, fmt.Errorf("building client for the %s controller: %w", controller, err)
 	}
-	return cs, dyn, nil
+	return cs, dyn, cfg, nil
 }
 
 // runnable is what both controllers offer.
@@ -338,16 +340,17 @@ func (c Config) newAPIServerConnection() (*apiServerConnection, error) {
 // error only when the controllers cannot be built.
 func runControllers(ctx context.Context, cfg Config, syncCheck *informerSyncCheck) error {
 	logger := klog.FromContext(ctx)
-	infClient, infDynamic, err := cfg.clientsFor("shared-informers", true)
+	infClient, infDynamic, infConfig, err := cfg.clientsFor("shared-informers", true)
 	if err != nil {
 		return err
 	}
 	resync := time.Duration(float64(minResyncPeriod) * (1 + rand.Float64()))
 	// Caches hold no managedFields (CM-5), and pods only the fields the controllers read (issue 10). Deployments
-	// and ReplicaSets are read as JSON, their pod templates kept where they have fields we do not know (IM-8).
-	templates := rawtemplate.NewStore(logger)
-	factory := informers.NewSharedInformerFactoryWithOptions(infClient, resync, informers.WithTransform(templateTransform(templates)))
-	if err := rawTemplateInformers(factory, infDynamic, templates); err != nil {
+	// and ReplicaSets whose stored form has fields we do not know are read as JSON too, their pod templates kept
+	// (IM-8).
+	templates := rawtemplate.NewStore(logger, infDynamic)
+	factory := informers.NewSharedInformerFactoryWithOptions(infClient, resync, informers.WithTransform(podcache.Transform))
+	if err := templates.Informers(factory, infConfig); err != nil {
 		return err
 	}
 
@@ -363,7 +366,7 @@ func runControllers(ctx context.Context, cfg Config, syncCheck *informerSyncChec
 		}
 	}()
 	for _, name := range cfg.Controllers {
-		client, dyn, err := cfg.clientsFor(name, true)
+		client, dyn, _, err := cfg.clientsFor(name, true)
 		if err != nil {
 			return err
 		}

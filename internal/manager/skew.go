@@ -3,7 +3,6 @@ package manager
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,27 +10,20 @@ import (
 	"sync/atomic"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/version"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/buildinfo"
-	"github.com/kubedeploy/kubedeploy/internal/controller/podcache"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
 )
 
 // Version skew (IM-8): kubedeploy is compiled against one Kubernetes API (buildinfo.KubernetesVersion) and may
 // run against newer API servers, whose Deployments carry fields it does not know. The Deployment and ReplicaSet
-// informers read JSON (rawtemplate) so that pod templates are copied as stored; Deployments with other unknown
+// informers notice such fields and read those objects as JSON (rawtemplate) so that pod templates are copied as
+// stored; Deployments with other unknown
 // spec fields are listed by kubedeploy_deployment_unsupported_fields; the server's version is reported at start and
 // on every reconnect, and a server older than the oldest this build supports is refused.
 
@@ -170,37 +162,6 @@ func (r *skewReporter) check(ctx context.Context) (refused, readErr error) {
 		logger.Info("API server version", "serverVersion", v.name, "compiledVersion", compiled)
 	}
 	return refused, nil
-}
-
-// rawTemplateInformers makes factory's Deployment and ReplicaSet informers read JSON through dyn and note what
-// their objects hold beyond kubedeploy's API in store (rawtemplate.Store.NewInformer), so that every controller and
-// collector asking factory for them gets those. factory's transform must be templateTransform(store). Call it
-// before anything asks factory for either informer.
-func rawTemplateInformers(factory informers.SharedInformerFactory, dyn dynamic.Interface, store *rawtemplate.Store) error {
-	var errs []error
-	for _, r := range []struct {
-		example runtime.Object
-		gvr     schema.GroupVersionResource
-	}{{&appsv1.Deployment{}, rawtemplate.Deployments}, {&appsv1.ReplicaSet{}, rawtemplate.ReplicaSets}} {
-		factory.InformerFor(r.example, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			inf, err := store.NewInformer(dyn, r.gvr, resync)
-			errs = append(errs, err)
-			return inf
-		})
-	}
-	return errors.Join(errs...)
-}
-
-// templateTransform is the shared informers' transform: store's (JSON Deployments and ReplicaSets to typed ones),
-// then podcache.Transform (slim pods, no managedFields).
-func templateTransform(store *rawtemplate.Store) cache.TransformFunc {
-	return func(obj any) (any, error) {
-		obj, err := store.Transform(obj)
-		if err != nil {
-			return nil, err
-		}
-		return podcache.Transform(obj)
-	}
 }
 
 // unsupportedFieldsCollector collects kubedeploy_deployment_unsupported_fields at scrape time from the store the

@@ -105,15 +105,15 @@ func TestTemplatesEqualIgnoringHashRV1(t *testing.T) {
 	}
 }
 
-// fromJSON runs the JSON of an apps/v1 object through templates' transform, as the informers do, and returns the
-// typed object.
+// fromJSON notes the JSON of an apps/v1 object in templates, as Resolve does once it has read an object the
+// informer could not fully decode, and returns the typed object.
 func fromJSON[T any](t *testing.T, templates *rawtemplate.Store, raw string) T {
 	t.Helper()
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON([]byte(raw)); err != nil {
 		t.Fatal(err)
 	}
-	out, err := templates.Transform(u)
+	out, err := templates.Note(u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func templateJSON(kind, uid, future, extraLabels string) string {
 // their unknown template fields are equal too, and those values change the pod-template-hash; without unknown
 // fields the hash is upstream's (computeHash).
 func TestUnknownTemplateFieldsCount(t *testing.T) {
-	templates := rawtemplate.NewStore(klog.Background())
+	templates := rawtemplate.NewStore(klog.Background(), nil)
 	hashLabel := `, "` + appsv1.DefaultDeploymentUniqueLabelKey + `": "x"`
 	d := fromJSON[*appsv1.Deployment](t, templates, templateJSON("Deployment", "d", "Strict", ""))
 	same := fromJSON[*appsv1.ReplicaSet](t, templates, templateJSON("ReplicaSet", "same", "Strict", hashLabel))

@@ -78,7 +78,7 @@ func (sc *syncContext) ensureNewReplicaSet(ctx context.Context) error {
 		size = min(size, sc.newReplicaSetLimit()) // EX-1
 	}
 	// IM-8: the template as stored, when it has fields kubedeploy's API does not know.
-	stored, err := sc.c.templates.Template(sc.d)
+	stored, err := sc.c.templates.Template(ctx, sc.d)
 	if err != nil {
 		return err
 	}

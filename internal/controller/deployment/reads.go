@@ -86,6 +86,18 @@ func (c *Controller) claimReplicaSets(ctx context.Context, key cache.ObjectName,
 	return claimer.Claim(ctx, all)
 }
 
+// resolveTemplates reads as stored (JSON) each of rsList whose template the
+// informer could not fully decode (IM-8, rawtemplate.Store.Resolve), so that
+// template equality (RV-1) counts the fields kubedeploy's API does not know.
+// It returns Resolve's error (the API server's, or ErrStale wrapped).
+func (c *Controller) resolveTemplates(ctx context.Context, rsList []*appsv1.ReplicaSet) error {
+	objs := make([]metav1.Object, len(rsList))
+	for i, rs := range rsList {
+		objs[i] = rs
+	}
+	return c.templates.Resolve(ctx, objs...)
+}
+
 // podsByReplicaSet returns, for every ReplicaSet in rsList, the cached pods
 // whose ControllerRef is that ReplicaSet, whatever their labels or phase (SD-4).
 // Every ReplicaSet has an entry, possibly empty.

@@ -42,7 +42,7 @@ func (c *Controller) syncDeployment(ctx context.Context, key cache.ObjectName) (
 		return runner.Result{}, err
 	}
 	d := stored.DeepCopy()
-	if unsupported, err := c.templates.UnsupportedFields(d); len(unsupported) > 0 || err != nil {
+	if unsupported, err := c.templates.UnsupportedFields(ctx, d); len(unsupported) > 0 || err != nil {
 		return runner.Result{}, c.refuseUnsupported(ctx, d, unsupported, err)
 	}
 	if selectsAll(d.Spec.Selector) {
@@ -50,6 +50,9 @@ func (c *Controller) syncDeployment(ctx context.Context, key cache.ObjectName) (
 	}
 	rsList, err := c.claimReplicaSets(ctx, key, d, live)
 	if err != nil {
+		return runner.Result{}, err
+	}
+	if err := c.resolveTemplates(ctx, rsList); err != nil {
 		return runner.Result{}, err
 	}
 	podsByRS, err := c.podsByReplicaSet(rsList)

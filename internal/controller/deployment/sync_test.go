@@ -375,7 +375,7 @@ func TestSyncRefusesUnsupportedDeploymentField(t *testing.T) {
 	s, u := pct25()
 	d := newDeployment(3, s, u)
 	f := newFixture(t, d)
-	templates := rawtemplate.NewStore(klog.Background())
+	templates := rawtemplate.NewStore(klog.Background(), nil)
 	f.c.templates = templates
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
 	if err != nil {
@@ -387,7 +387,7 @@ func TestSyncRefusesUnsupportedDeploymentField(t *testing.T) {
 	if err := unstructured.SetNestedField(raw.Object, "Exact", "spec", "podReplacementPolicyV2"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := templates.Transform(raw); err != nil {
+	if _, err := templates.Note(raw); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.sync(); err != nil {
@@ -399,7 +399,7 @@ func TestSyncRefusesUnsupportedDeploymentField(t *testing.T) {
 	}
 
 	raw.SetGeneration(d.Generation + 1)
-	if _, err := templates.Transform(raw); err != nil {
+	if _, err := templates.Note(raw); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.sync(); !errors.Is(err, rawtemplate.ErrStale) {

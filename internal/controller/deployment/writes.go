@@ -100,7 +100,7 @@ func (sc *syncContext) patchDeployment(ctx context.Context, change func(d *appsv
 // Besides patchDeployment's errors it returns rawtemplate.ErrStale (wrapped)
 // when rs is not the generation last seen.
 func (sc *syncContext) patchDeploymentToTemplateOf(ctx context.Context, rs *appsv1.ReplicaSet, change func(d *appsv1.Deployment)) error {
-	stored, err := sc.c.templates.Template(rs)
+	stored, err := sc.c.templates.Template(ctx, rs)
 	if err != nil {
 		return err
 	}

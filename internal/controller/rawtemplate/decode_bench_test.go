@@ -1,6 +1,7 @@
 package rawtemplate
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
@@ -10,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	kjson "sigs.k8s.io/json"
 )
@@ -39,16 +42,16 @@ func sampleReplicaSet() *appsv1.ReplicaSet {
 	}
 }
 
-func BenchmarkDecodeJSONThroughTransform(b *testing.B) {
+func BenchmarkDecodeJSONThroughNote(b *testing.B) {
 	data, _ := json.Marshal(sampleReplicaSet())
-	s := NewStore(klog.Background())
+	s := NewStore(klog.Background(), nil)
 	b.ReportAllocs()
 	for b.Loop() {
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(data); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.Transform(u); err != nil {
+		if _, err := s.Note(u); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -86,4 +89,51 @@ func BenchmarkDecodeProtobuf(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkDecodeProtobufChecked is what the informers do since IM-8 became protobuf-first: protobuf, then the
+// length check against the typed object's Size and the Store's entry.
+func BenchmarkDecodeProtobufChecked(b *testing.B) {
+	s := NewStore(klog.Background(), nil)
+	dec := checkingBenchDecoder(b, s)
+	data := protobufBench(b, sampleReplicaSet())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := dec.Decode(data, nil, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeProtobufEnvelope is the same protobuf decode through client-go's decoder without the check, to
+// weigh the check alone.
+func BenchmarkDecodeProtobufEnvelope(b *testing.B) {
+	codecs := rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion()
+	info, _ := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	dec := codecs.DecoderToVersion(info.Serializer, appsv1.SchemeGroupVersion)
+	data := protobufBench(b, sampleReplicaSet())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := dec.Decode(data, nil, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func checkingBenchDecoder(b *testing.B, s *Store) runtime.Decoder {
+	codecs := rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion()
+	info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	if !ok {
+		b.Fatal("no protobuf serializer")
+	}
+	return checkingSerializer{NegotiatedSerializer: codecs, store: s}.DecoderToVersion(info.Serializer, appsv1.SchemeGroupVersion)
+}
+
+func protobufBench(b *testing.B, obj runtime.Object) []byte {
+	info, _ := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	var buf bytes.Buffer
+	if err := scheme.Codecs.EncoderForVersion(info.Serializer, appsv1.SchemeGroupVersion).Encode(obj, &buf); err != nil {
+		b.Fatal(err)
+	}
+	return buf.Bytes()
 }

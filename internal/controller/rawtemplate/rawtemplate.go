@@ -3,9 +3,11 @@
 //
 // kubedeploy is built against one k8s.io/api and runs against API servers that may be newer. A typed informer
 // decodes each Deployment and ReplicaSet into kubedeploy's Go structs and so drops every field those structs lack;
-// a ReplicaSet or pod built from such a template would silently lose it (kubernetes#129511). Here the Deployment
-// and ReplicaSet informers list and watch JSON through the dynamic client instead (NewInformer), and Store.Transform
-// turns each object into the typed one the controllers decide on, noting on the way, per object UID and
+// a ReplicaSet or pod built from such a template would silently lose it (kubernetes#129511). The informers here
+// (Store.NewInformer) stay typed and protobuf, as cheap as any typed informer, but check the bytes of each object
+// they decode: an object whose message is longer than its typed encoding has fields kubedeploy does not know, and
+// is noted as unread at its generation. When a controller needs such an object's template (Resolve, Template,
+// UnsupportedFields), the Store reads it once as JSON through the dynamic client and notes, per object UID and
 // generation:
 //
 //   - the pod template as stored (a map[string]any), kept only when it has unknown fields; ReplicaSets and pods are
@@ -15,12 +17,13 @@
 //   - a Deployment's unknown fields outside the pod template (say a future spec.podReplacementPolicy): kubedeploy
 //     does not know what they ask for, so it does not manage that Deployment.
 //
-// Objects without unknown fields, all of them on a cluster of kubedeploy's own version, cost one small entry and
-// are created through the typed, protobuf clients as before. A nil *Store is valid: it knows of no unknown fields
-// (the simulator and unit tests that build typed objects use it).
+// Objects without unknown fields, all of them on a cluster of kubedeploy's own version, cost one small entry, are
+// never read as JSON and are created through the typed, protobuf clients as before. A nil *Store is valid: it
+// knows of no unknown fields (the simulator and unit tests that build typed objects use it).
 package rawtemplate
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -61,11 +65,13 @@ var ErrStale = errors.New("the stored pod template of this generation is not kno
 // runtime.DefaultUnstructuredConverter reports ("spec.template.spec.containers[0].someField").
 const templatePrefix = "spec.template."
 
-// Store holds what Transform noted about each Deployment and ReplicaSet, by UID. Its methods are safe for
-// concurrent use; a nil *Store knows of no unknown fields.
+// Store holds what is known of each Deployment and ReplicaSet's fields beyond kubedeploy's API, by UID. Its
+// methods are safe for concurrent use; a nil *Store knows of no unknown fields.
 type Store struct {
 	// logger logs each Deployment generation with unknown spec fields outside its template, once.
-	logger  klog.Logger
+	logger klog.Logger
+	// client reads unread objects as JSON (Resolve).
+	client  dynamic.Interface
 	mu      sync.RWMutex
 	entries map[types.UID]*entry
 }
@@ -74,31 +80,35 @@ type Store struct {
 // but generation are zero.
 type entry struct {
 	generation int64
+	// resource, namespace and name say where to read an unread object (Resolve) and name the object in
+	// Unsupported; set for those only.
+	resource        schema.GroupVersionResource
+	namespace, name string
+	// unread: the informer saw spec fields it could not decode; the rest of the entry is not known until Resolve
+	// reads the object as JSON.
+	unread bool
+	// digest identifies the spec bytes that had unknown fields (specCheck), so that later events of the same spec
+	// do not make the object unread again; 0 when the spec had none.
+	digest uint64
 	// template is the pod template as stored, when it has unknown fields.
 	template map[string]any
 	// fingerprint is "path=value" lines of the template's unknown fields, sorted; "" when there are none.
 	fingerprint string
 	// unsupported are a Deployment's unknown fields outside the pod template, paths from the object root.
 	unsupported []string
-	// namespace and name are kept with unsupported fields, for Unsupported's listing.
-	namespace, name string
 }
 
-// NewStore returns an empty Store that logs with logger.
-func NewStore(logger klog.Logger) *Store {
-	return &Store{logger: logger, entries: map[types.UID]*entry{}}
+// NewStore returns an empty Store that logs with logger and reads unread objects as JSON through client (nil: none
+// can be read, and Resolve returns an error for them).
+func NewStore(logger klog.Logger, client dynamic.Interface) *Store {
+	return &Store{logger: logger, client: client, entries: map[types.UID]*entry{}}
 }
 
-// Transform is a client-go cache.TransformFunc for the informers NewInformer builds: an
-// *unstructured.Unstructured apps/v1 Deployment or ReplicaSet becomes the typed object (managedFields kept as
-// sent; chain a transform that drops them), and what it holds beyond the typed object is noted. Any other object
-// (typed objects coming back on a resync, tombstones) is returned as it is. It errors when the object does not
-// convert to the typed kind (a field of the wrong JSON type), which client-go reports and skips.
-func (s *Store) Transform(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
-	}
+// Note reads u, an apps/v1 Deployment or ReplicaSet as the API server sent it in JSON, notes what it holds beyond
+// the typed object and returns the typed object (no apiVersion and kind, as a typed informer's; managedFields kept
+// as sent). It errors when u is another kind or does not convert to its typed kind (a field of the wrong JSON
+// type). Resolve and CreateReplicaSet use it; tests feed it recorded responses.
+func (s *Store) Note(u *unstructured.Unstructured) (runtime.Object, error) {
 	typed, e, err := decode(u)
 	if err != nil {
 		return nil, err
@@ -110,11 +120,12 @@ func (s *Store) Transform(obj any) (any, error) {
 // decode converts u to its typed kind and reads its unknown fields into an entry.
 func decode(u *unstructured.Unstructured) (runtime.Object, *entry, error) {
 	var typed runtime.Object
+	var resource schema.GroupVersionResource
 	switch gvk := u.GroupVersionKind(); gvk {
 	case deploymentKind:
-		typed = &appsv1.Deployment{}
+		typed, resource = &appsv1.Deployment{}, Deployments
 	case replicaSetKind:
-		typed = &appsv1.ReplicaSet{}
+		typed, resource = &appsv1.ReplicaSet{}, ReplicaSets
 	default:
 		return nil, nil, fmt.Errorf("rawtemplate: unexpected kind %v of %s/%s", gvk, u.GetNamespace(), u.GetName())
 	}
@@ -124,7 +135,7 @@ func decode(u *unstructured.Unstructured) (runtime.Object, *entry, error) {
 	}
 	// A typed informer's objects carry no apiVersion and kind; keep the cache the same.
 	typed.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
-	e := &entry{generation: u.GetGeneration()}
+	e := &entry{generation: u.GetGeneration(), resource: resource, namespace: u.GetNamespace(), name: u.GetName()}
 	var templateFields []string
 	for _, path := range unknown {
 		switch {
@@ -136,9 +147,6 @@ func decode(u *unstructured.Unstructured) (runtime.Object, *entry, error) {
 		// Unknown status fields are the controller's own, written by a newer one: there is none but us.
 		// Unknown metadata fields do not occur (ObjectMeta is shared by every kind); a ReplicaSet's unknown
 		// spec fields are kept by the patches that write it.
-	}
-	if len(e.unsupported) > 0 {
-		e.namespace, e.name = u.GetNamespace(), u.GetName()
 	}
 	if len(templateFields) > 0 {
 		template, _, _ := unstructured.NestedMap(u.Object, "spec", "template")
@@ -226,21 +234,57 @@ func Field(obj map[string]any, path string) (any, bool) {
 	return cur, true
 }
 
+// put notes e, read from the object as stored, unless a newer generation is noted already.
 func (s *Store) put(uid types.UID, e *entry) {
+	s.putOver(uid, e, nil)
+}
+
+// putOver is put that, when e's generation is the one noted, replaces only the entry was (nil: any): Resolve does
+// not replace what an event noted while it read.
+func (s *Store) putOver(uid types.UID, e, was *entry) {
 	if s == nil || uid == "" {
 		return
 	}
 	s.mu.Lock()
 	old := s.entries[uid]
+	if old != nil && (old.generation > e.generation || was != nil && old != was && old.generation == e.generation) {
+		s.mu.Unlock()
+		return
+	}
 	s.entries[uid] = e
 	s.mu.Unlock()
-	if len(e.unsupported) > 0 && (old == nil || old.generation != e.generation) {
+	if len(e.unsupported) > 0 && (old == nil || old.generation != e.generation || old.unread) {
 		// Once per generation, by construction: resyncs and status updates keep the generation.
 		s.logger.Info("Deployment has spec fields outside its pod template that kubedeploy's API does not know; kubedeploy's "+
 			"Deployment controller does not manage it until they are removed or kubedeploy is built against the cluster's Kubernetes version",
 			"deployment", klog.KRef(e.namespace, e.name), "generation", e.generation, "fields", e.unsupported,
 			"compiledVersion", buildinfo.KubernetesVersion())
 	}
+}
+
+// observe notes obj, just decoded by an informer of resource, with what check found in its spec's bytes. A spec
+// without unknown fields needs nothing more. One with unknown fields makes the object unread, unless the entry is
+// of the same generation and spec bytes already (a status update, a resync): what is known of it stays. An older
+// generation (an event still in flight after Resolve read a newer one) never replaces a newer one.
+func (s *Store) observe(resource schema.GroupVersionResource, obj metav1.Object, c specCheck) {
+	uid, generation := obj.GetUID(), obj.GetGeneration()
+	if s == nil || uid == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.entries[uid]
+	if old != nil && (old.generation > generation || old.generation == generation && c.unknown && old.digest == c.digest) {
+		return
+	}
+	if old != nil && old.generation == generation && !c.unknown && old.digest == 0 && !old.unread {
+		return // the usual case: nothing unknown, as before
+	}
+	e := &entry{generation: generation}
+	if c.unknown {
+		e.resource, e.namespace, e.name, e.unread, e.digest = resource, obj.GetNamespace(), obj.GetName(), true, c.digest
+	}
+	s.entries[uid] = e
 }
 
 // Forget drops what is noted of a deleted object (or a cache.DeletedFinalStateUnknown holding one). NewInformer
@@ -259,7 +303,7 @@ func (s *Store) Forget(obj any) {
 }
 
 // entryFor returns obj's entry at obj's generation: nil when nothing is noted of obj (an object that did not come
-// through Transform has no unknown fields), ErrStale when another generation is.
+// through an informer or Note has no unknown fields), ErrStale when another generation is.
 func (s *Store) entryFor(obj metav1.Object) (*entry, error) {
 	if s == nil {
 		return nil, nil
@@ -276,10 +320,49 @@ func (s *Store) entryFor(obj metav1.Object) (*entry, error) {
 	return e, nil
 }
 
+// Resolve reads, as JSON through the Store's dynamic client, each of objs (Deployments and ReplicaSets from the
+// informers' caches) that is noted as unread at its generation, and notes what it holds; objects noted otherwise
+// cost nothing. Call it before Fingerprint on objects an informer decoded. It returns the first error: the API
+// server's (NotFound for an object deleted since), ErrStale (wrapped) when the object read is another generation
+// or another object of that name (the informer has not caught up; retry), or an error when the Store has no client.
+func (s *Store) Resolve(ctx context.Context, objs ...metav1.Object) error {
+	for _, obj := range objs {
+		e, err := s.entryFor(obj)
+		if err != nil || e == nil || !e.unread {
+			continue // a stale entry is reported by whoever asks for the template
+		}
+		if s.client == nil {
+			return fmt.Errorf("%s %s/%s has fields kubedeploy's API does not know and the store has no client to read them", e.resource.Resource, e.namespace, e.name)
+		}
+		u, err := s.client.Resource(e.resource).Namespace(e.namespace).Get(ctx, e.name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading %s %s/%s as stored: %w", e.resource.Resource, e.namespace, e.name, err)
+		}
+		if u.GetUID() != obj.GetUID() {
+			return fmt.Errorf("%s %s/%s was replaced (uid %s, was %s): %w", e.resource.Resource, e.namespace, e.name, u.GetUID(), obj.GetUID(), ErrStale)
+		}
+		typed, read, err := decode(u)
+		if err != nil {
+			return err
+		}
+		if read.generation == e.generation {
+			read.digest = e.digest // the spec read is the one the informer saw, or newer: a newer one's event reads again
+		}
+		s.putOver(typed.(metav1.Object).GetUID(), read, e)
+		if u.GetGeneration() != obj.GetGeneration() {
+			return fmt.Errorf("%s %s/%s generation %d (read: %d): %w", e.resource.Resource, e.namespace, e.name, obj.GetGeneration(), u.GetGeneration(), ErrStale)
+		}
+	}
+	return nil
+}
+
 // Template returns obj's pod template as the API server stored it (a deep copy the caller may change) when it has
-// fields kubedeploy's API does not know, else nil. The error is ErrStale (wrapped) when the object in hand is not
-// the generation last seen.
-func (s *Store) Template(obj metav1.Object) (map[string]any, error) {
+// fields kubedeploy's API does not know, else nil; it resolves obj first (Resolve, whose errors it returns). The
+// error is ErrStale (wrapped) when the object in hand is not the generation last seen.
+func (s *Store) Template(ctx context.Context, obj metav1.Object) (map[string]any, error) {
+	if err := s.Resolve(ctx, obj); err != nil {
+		return nil, err
+	}
 	e, err := s.entryFor(obj)
 	if e == nil || e.template == nil {
 		return nil, err
@@ -289,19 +372,27 @@ func (s *Store) Template(obj metav1.Object) (map[string]any, error) {
 
 // Fingerprint returns the values of obj's unknown pod-template fields as "path=<JSON>" lines, "" when there are
 // none or the generation is not the one noted (Template and the writes report that case). Two templates that are
-// equal as typed objects are equal as stored exactly when their fingerprints are.
+// equal as typed objects are equal as stored exactly when their fingerprints are. obj must be resolved (Resolve):
+// for an object still unread it returns a value equal to no other object's, so that no template is taken for
+// another on a guess.
 func (s *Store) Fingerprint(obj metav1.Object) string {
 	e, _ := s.entryFor(obj)
-	if e == nil {
+	switch {
+	case e == nil:
 		return ""
+	case e.unread:
+		return fmt.Sprintf("unread %s generation %d\n", obj.GetUID(), e.generation)
 	}
 	return e.fingerprint
 }
 
 // UnsupportedFields returns the paths ("spec.podReplacementPolicy") of d's fields outside the pod template that
-// kubedeploy's API does not know, sorted; nil when there are none. The error is ErrStale (wrapped) when d is not
-// the generation last seen: its fields are not known then.
-func (s *Store) UnsupportedFields(d metav1.Object) ([]string, error) {
+// kubedeploy's API does not know, sorted; nil when there are none. It resolves d first (Resolve, whose errors it
+// returns). The error is ErrStale (wrapped) when d is not the generation last seen: its fields are not known then.
+func (s *Store) UnsupportedFields(ctx context.Context, d metav1.Object) ([]string, error) {
+	if err := s.Resolve(ctx, d); err != nil {
+		return nil, err
+	}
 	e, err := s.entryFor(d)
 	if e == nil {
 		return nil, err

@@ -44,18 +44,19 @@ func deploymentJSON(t *testing.T, generation int, futureValue string, topLevel b
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
-// TestTransformNotesUnknownFields (IM-8): the JSON Deployment becomes the typed one (no apiVersion/kind, as a typed
+// TestNoteUnknownFields (IM-8): the JSON Deployment becomes the typed one (no apiVersion/kind, as a typed
 // informer's), its pod template is kept as stored, its fingerprint names the three unknown template fields with
 // their values, the top-level spec field is unsupported and the status field is neither.
-func TestTransformNotesUnknownFields(t *testing.T) {
-	s := NewStore(klog.Background())
-	out, err := s.Transform(deploymentJSON(t, 3, "strict", true))
+func TestNoteUnknownFields(t *testing.T) {
+	ctx := context.Background()
+	s := NewStore(klog.Background(), nil)
+	out, err := s.Note(deploymentJSON(t, 3, "strict", true))
 	if err != nil {
 		t.Fatal(err)
 	}
 	d, ok := out.(*appsv1.Deployment)
 	if !ok {
-		t.Fatalf("Transform returned %T, want *appsv1.Deployment", out)
+		t.Fatalf("Note returned %T, want *appsv1.Deployment", out)
 	}
 	if d.Kind != "" || d.APIVersion != "" || d.Spec.Template.Spec.Containers[0].Image != "nginx:1" || d.Generation != 3 {
 		t.Errorf("typed Deployment = %+v", d)
@@ -66,7 +67,7 @@ func TestTransformNotesUnknownFields(t *testing.T) {
 	if got := s.Fingerprint(d); got != wantFP {
 		t.Errorf("Fingerprint = %q, want %q", got, wantFP)
 	}
-	tmpl, err := s.Template(d)
+	tmpl, err := s.Template(ctx, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,10 +76,10 @@ func TestTransformNotesUnknownFields(t *testing.T) {
 	}
 	// Template returns a copy: changing it changes nothing noted.
 	tmpl["spec"] = nil
-	if again, _ := s.Template(d); again["spec"] == nil {
+	if again, _ := s.Template(ctx, d); again["spec"] == nil {
 		t.Error("Template returned the stored map, not a copy")
 	}
-	fields, err := s.UnsupportedFields(d)
+	fields, err := s.UnsupportedFields(ctx, d)
 	if err != nil || !reflect.DeepEqual(fields, []string{"spec.someFutureField"}) {
 		t.Errorf("UnsupportedFields = %v, %v; want [spec.someFutureField]", fields, err)
 	}
@@ -90,74 +91,72 @@ func TestTransformNotesUnknownFields(t *testing.T) {
 // TestKnownTemplateCostsNothing: an object without unknown fields has no template, fingerprint or unsupported
 // field, so the controllers take their typed path and the pod-template-hash stays upstream's.
 func TestKnownTemplateCostsNothing(t *testing.T) {
-	s := NewStore(klog.Background())
+	ctx := context.Background()
+	s := NewStore(klog.Background(), nil)
 	u := deploymentJSON(t, 1, "x", false)
 	spec := u.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
 	delete(spec, "someFutureField")
 	delete(spec, "securityContext")
 	delete(spec["containers"].([]any)[0].(map[string]any), "futureContainerField")
-	out, err := s.Transform(u)
+	out, err := s.Note(u)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := out.(*appsv1.Deployment)
-	tmpl, err := s.Template(d)
-	fields, err2 := s.UnsupportedFields(d)
+	tmpl, err := s.Template(ctx, d)
+	fields, err2 := s.UnsupportedFields(ctx, d)
 	if tmpl != nil || err != nil || s.Fingerprint(d) != "" || fields != nil || err2 != nil {
 		t.Errorf("a Deployment without unknown fields: Template %v, %v; Fingerprint %q; UnsupportedFields %v, %v",
 			tmpl, err, s.Fingerprint(d), fields, err2)
 	}
 }
 
-// TestStaleGeneration: once a newer generation went through Transform, questions about the older one are answered
+// TestStaleGeneration: once a newer generation was noted, questions about the older one are answered
 // with ErrStale, not with the newer object's template; an object never transformed (typed, from a create's
 // response) has nothing unknown; Forget drops the entry, tombstones included.
 func TestStaleGeneration(t *testing.T) {
-	s := NewStore(klog.Background())
-	out, err := s.Transform(deploymentJSON(t, 1, "a", false))
+	ctx := context.Background()
+	s := NewStore(klog.Background(), nil)
+	out, err := s.Note(deploymentJSON(t, 1, "a", false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	old := out.(*appsv1.Deployment)
-	if _, err := s.Transform(deploymentJSON(t, 2, "b", false)); err != nil {
+	if _, err := s.Note(deploymentJSON(t, 2, "b", false)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Template(old); !errors.Is(err, ErrStale) {
+	if _, err := s.Template(ctx, old); !errors.Is(err, ErrStale) {
 		t.Errorf("Template of generation 1 after generation 2: err %v, want ErrStale", err)
 	}
-	if _, err := s.UnsupportedFields(old); !errors.Is(err, ErrStale) {
+	if _, err := s.UnsupportedFields(ctx, old); !errors.Is(err, ErrStale) {
 		t.Errorf("UnsupportedFields of generation 1 after generation 2: err %v, want ErrStale", err)
 	}
 	other := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{UID: "u2", Generation: 1}}
-	if tmpl, err := s.Template(other); tmpl != nil || err != nil {
+	if tmpl, err := s.Template(ctx, other); tmpl != nil || err != nil {
 		t.Errorf("Template of an object never seen = %v, %v; want nil, nil", tmpl, err)
 	}
 	s.Forget(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: old})
-	if _, err := s.Template(old); err != nil {
+	if _, err := s.Template(ctx, old); err != nil {
 		t.Errorf("after Forget: %v", err)
 	}
 	var nilStore *Store
-	if tmpl, err := nilStore.Template(old); tmpl != nil || err != nil || nilStore.Fingerprint(old) != "" || nilStore.Unsupported() != nil {
+	if tmpl, err := nilStore.Template(ctx, old); tmpl != nil || err != nil || nilStore.Fingerprint(old) != "" || nilStore.Unsupported() != nil {
 		t.Error("a nil Store knows of unknown fields")
 	}
 }
 
-// TestTransformPassesOthers: typed objects (resyncs) and other kinds' tombstones pass through unchanged; a JSON
-// object of another kind is an error, as is one whose known field has the wrong JSON type.
-func TestTransformPassesOthers(t *testing.T) {
-	s := NewStore(klog.Background())
-	pod := &v1.Pod{}
-	if out, err := s.Transform(pod); err != nil || out != pod {
-		t.Errorf("Transform(pod) = %v, %v", out, err)
-	}
+// TestNoteRefusesOthers: a JSON object of another kind is an error, as is one whose known field has the wrong JSON
+// type.
+func TestNoteRefusesOthers(t *testing.T) {
+	s := NewStore(klog.Background(), nil)
 	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
-	if _, err := s.Transform(cm); err == nil {
-		t.Error("Transform of a JSON ConfigMap: no error")
+	if _, err := s.Note(cm); err == nil {
+		t.Error("Note of a JSON ConfigMap: no error")
 	}
 	bad := deploymentJSON(t, 1, "x", false)
 	bad.Object["spec"].(map[string]any)["replicas"] = "two"
-	if _, err := s.Transform(bad); err == nil || !strings.Contains(err.Error(), "ns/web") {
-		t.Errorf("Transform of a Deployment with replicas \"two\": err %v, want one naming ns/web", err)
+	if _, err := s.Note(bad); err == nil || !strings.Contains(err.Error(), "ns/web") {
+		t.Errorf("Note of a Deployment with replicas \"two\": err %v, want one naming ns/web", err)
 	}
 }
 
@@ -184,13 +183,13 @@ func TestCreatesCarryStoredTemplate(t *testing.T) {
 	ctx := context.Background()
 	scheme := runtime.NewScheme()
 	client := dynamicfake.NewSimpleDynamicClient(scheme)
-	s := NewStore(klog.Background())
-	out, err := s.Transform(deploymentJSON(t, 1, "strict", false))
+	s := NewStore(klog.Background(), nil)
+	out, err := s.Note(deploymentJSON(t, 1, "strict", false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := out.(*appsv1.Deployment)
-	stored, err := s.Template(d)
+	stored, err := s.Template(ctx, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +221,7 @@ func TestCreatesCarryStoredTemplate(t *testing.T) {
 		t.Errorf("the created ReplicaSet's fingerprint %q differs from the Deployment's %q", s.Fingerprint(created), s.Fingerprint(d))
 	}
 
-	rsTemplate, err := s.Template(created)
+	rsTemplate, err := s.Template(ctx, created)
 	if err != nil || rsTemplate == nil {
 		t.Fatalf("Template(created ReplicaSet) = %v, %v", rsTemplate, err)
 	}

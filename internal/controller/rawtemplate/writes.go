@@ -3,7 +3,6 @@ package rawtemplate
 import (
 	"context"
 	"fmt"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
@@ -12,25 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/tools/cache"
 )
 
 var pods = v1.SchemeGroupVersion.WithResource("pods")
-
-// NewInformer returns a shared informer for gvr (Deployments or ReplicaSets, all namespaces) that lists and
-// watches JSON through client, with a namespace index and resync period resync (0: none). Its objects are
-// *unstructured.Unstructured until a transform runs: set one that calls s.Transform (the manager chains it with
-// the pod-cache transform, which drops managedFields), and the cache holds typed objects, as a typed informer's
-// does. Deletes reach s.Forget.
-func (s *Store) NewInformer(client dynamic.Interface, gvr schema.GroupVersionResource, resync time.Duration) (cache.SharedIndexInformer, error) {
-	inf := dynamicinformer.NewFilteredDynamicInformer(client, gvr, metav1.NamespaceAll, resync,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: s.Forget}); err != nil {
-		return nil, fmt.Errorf("watching %s deletes: %w", gvr.Resource, err)
-	}
-	return inf, nil
-}
 
 // CreateReplicaSet creates rs through client with its pod template replaced by template, a Deployment's template
 // as stored (Template), with rs's template labels (the Deployment's plus pod-template-hash) set on it: every field
@@ -51,7 +34,7 @@ func (s *Store) CreateReplicaSet(ctx context.Context, client dynamic.Interface, 
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.Transform(created)
+	out, err := s.Note(created)
 	if err != nil {
 		return nil, err
 	}

@@ -48,7 +48,7 @@ func (c *Controller) manageReplicas(ctx context.Context, sc *syncContext) error 
 	case diff < 0:
 		n := -diff
 		// IM-8: the template as stored, when it has fields kubedeploy's API does not know.
-		stored, err := c.cfg.Templates.Template(sc.rs)
+		stored, err := c.cfg.Templates.Template(ctx, sc.rs)
 		if err != nil {
 			return err
 		}

@@ -50,7 +50,8 @@ func futureDeployment(ns, name, specField string) string {
 
 // TestTemplatesCarriedThroughNewerServer (IM-8, issue 23): with kubedeploy's controllers talking to a
 // futureServer (a "v1.37" API server keeping fields kubedeploy's v1.36 API does not know), through the real
-// client-go JSON decode path:
+// client-go decode paths (protobuf lists and watches whose messages carry fields kubedeploy has no number for, then
+// JSON reads of those objects):
 //   - the ReplicaSet created for a Deployment whose template has unknown fields carries its template exactly as
 //     stored, compared as JSON, plus pod-template-hash; the pods carry the unknown fields;
 //   - after the user removes them (revision 2), a rollback to revision 1 puts them back on the Deployment exactly
@@ -130,6 +131,14 @@ func TestTemplatesCarriedThroughNewerServer(t *testing.T) {
 
 	checkRefused(ctx, t, ns, "refused")
 	checkMetrics(t, ns)
+
+	// The informers listed and watched protobuf, as on a cluster of kubedeploy's own version, and read as JSON only
+	// the objects whose protobuf carried fields they could not decode, one at a time.
+	reads := fs.reads()
+	t.Logf("shared informers' reads of Deployments and ReplicaSets: %v", reads)
+	if reads["protobuf watch"]+reads["protobuf list"] == 0 || reads["json get"] == 0 || reads["json list"]+reads["json watch"] > 0 {
+		t.Errorf("shared informers' reads %v: want protobuf lists or watches, JSON gets of single objects, no JSON list or watch", reads)
+	}
 }
 
 // onlyReplicaSet returns the name of the one ReplicaSet of Deployment ns/name other than except with replicas.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/http/httptest"
@@ -17,12 +18,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/rest"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
+	"github.com/kubedeploy/kubedeploy/internal/testing/futurewire"
 )
 
 // futureVersion is the version futureServer reports: one minor newer than any kubedeploy built against v1.36.
@@ -33,8 +36,10 @@ var futureVersion = version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.0-f
 // Deployment, ReplicaSet and pod, the fields unknown to kubedeploy's compiled API that a client sent, and puts them
 // back into every JSON object it serves (gets, lists, watch events, write responses), as a newer server storing
 // them would. Like a real server it forgets them when a write replaces them: a PUT of the object (protobuf, from a
-// typed client, carries none), or a JSON patch of /spec/template. Protobuf responses are left alone: a typed
-// client could not decode those fields anyway. It also answers /version with futureVersion.
+// typed client, carries none), or a JSON patch of /spec/template. In protobuf responses and watch events, a
+// Deployment or ReplicaSet with noted spec fields gets a field in its spec message that kubedeploy's generated code
+// has no number for (futurewire): the bytes a newer server sends, which kubedeploy's informers must notice. It also
+// answers /version with futureVersion.
 type futureServer struct {
 	*httptest.Server
 	proxy *httputil.ReverseProxy
@@ -44,6 +49,9 @@ type futureServer struct {
 	mu sync.Mutex
 	// fields are each object's unknown fields: path from the object root (rawtemplate.UnknownFields) to value.
 	fields map[objectKey]map[string]any
+	// informerReads counts the reads of Deployments and ReplicaSets by kubedeploy's shared informers (user agent
+	// "…shared-informers…") by how they were asked: "protobuf list", "json get", ….
+	informerReads map[string]int
 }
 
 // objectKey names one object of a tracked resource.
@@ -73,7 +81,7 @@ func newFutureServer(t *testing.T) *futureServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &futureServer{fields: map[objectKey]map[string]any{}, logf: t.Logf}
+	s := &futureServer{fields: map[objectKey]map[string]any{}, informerReads: map[string]int{}, logf: t.Logf}
 	s.proxy = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
@@ -130,6 +138,11 @@ func isJSON(contentType string) bool {
 	return mt == "application/json"
 }
 
+func isProtobuf(contentType string) bool {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	return mt == runtime.ContentTypeProtobuf
+}
+
 // ServeHTTP answers /version, records what a write does to a tracked object's unknown fields and proxies.
 func (s *futureServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/version" {
@@ -138,6 +151,9 @@ func (s *futureServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, tracked := parsePath(r.URL.Path)
+	if tracked && r.Method == http.MethodGet && req.resource != "pods" && strings.Contains(r.UserAgent(), "shared-informers") {
+		s.countRead(r, req)
+	}
 	if !tracked || r.Method == http.MethodGet {
 		s.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestKey{}, req)))
 		return
@@ -181,6 +197,31 @@ func (s *futureServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.logf("%s %s (%s): unknown fields now %v", r.Method, r.URL.Path, ct, s.unknown(req.resource, req.namespace, req.name))
 	}
 	s.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestKey{}, req)))
+}
+
+// countRead counts a read of the shared informers in informerReads.
+func (s *futureServer) countRead(r *http.Request, req request) {
+	encoding := "json"
+	if strings.HasPrefix(r.Header.Get("Accept"), runtime.ContentTypeProtobuf) {
+		encoding = "protobuf"
+	}
+	verb := "list"
+	switch {
+	case req.name != "":
+		verb = "get"
+	case r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1":
+		verb = "watch"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.informerReads[encoding+" "+verb]++
+}
+
+// reads returns a copy of informerReads.
+func (s *futureServer) reads() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.informerReads)
 }
 
 // unknownOf returns the fields of the JSON object body that typed does not know, by path with prefix; nil for a
@@ -253,13 +294,19 @@ func (s *futureServer) inject(resource string, obj map[string]any) {
 // JSON object of a tracked resource that the response carries.
 func (s *futureServer) modifyResponse(resp *http.Response) error {
 	req, _ := resp.Request.Context().Value(requestKey{}).(request)
-	if typedFor(req.resource) == nil || !isJSON(resp.Header.Get("Content-Type")) || resp.StatusCode >= 300 {
+	if typedFor(req.resource) == nil || resp.StatusCode >= 300 {
 		return nil
 	}
-	if q := resp.Request.URL.Query().Get("watch"); q == "true" || q == "1" {
-		resp.Body = s.rewriteWatch(req.resource, resp.Body)
-		resp.ContentLength = -1
-		resp.Header.Del("Content-Length")
+	q := resp.Request.URL.Query().Get("watch")
+	watching := q == "true" || q == "1"
+	if isProtobuf(resp.Header.Get("Content-Type")) && req.resource != "pods" {
+		return s.modifyProtobuf(resp, req.resource, watching)
+	}
+	if !isJSON(resp.Header.Get("Content-Type")) {
+		return nil
+	}
+	if watching {
+		setStream(resp, s.rewriteWatch(req.resource, resp.Body))
 		return nil
 	}
 	body, err := io.ReadAll(resp.Body)
@@ -290,10 +337,22 @@ func (s *futureServer) modifyResponse(resp *http.Response) error {
 	if body, err = json.Marshal(obj); err != nil {
 		return err
 	}
+	setBody(resp, body)
+	return nil
+}
+
+// setBody makes body resp's body.
+func setBody(resp *http.Response, body []byte) {
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	resp.ContentLength = int64(len(body))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
-	return nil
+}
+
+// setStream makes body, of unknown length, resp's body.
+func setStream(resp *http.Response, body io.ReadCloser) {
+	resp.Body = body
+	resp.ContentLength = -1
+	resp.Header.Del("Content-Length")
 }
 
 // rewriteWatch returns body's watch events with the noted fields put into each event's object.
@@ -323,4 +382,41 @@ func (s *futureServer) rewriteWatch(resource string, body io.ReadCloser) io.Read
 		}
 	}()
 	return pr
+}
+
+// modifyProtobuf gives each Deployment or ReplicaSet in a protobuf response or watch stream that has noted spec
+// fields an unknown field in its spec message.
+func (s *futureServer) modifyProtobuf(resp *http.Response, resource string, watching bool) error {
+	mark := func(_ string, msg []byte) []byte {
+		var m metav1.PartialObjectMetadata // metadata is field 1 of every object; the rest is skipped
+		if err := m.Unmarshal(msg); err != nil {
+			return msg
+		}
+		for p := range s.unknown(resource, m.Namespace, m.Name) {
+			if strings.HasPrefix(p, "spec.") {
+				return futurewire.AppendField(msg, "future", futurewire.PodSpec...)
+			}
+		}
+		return msg
+	}
+	if watching {
+		pr, pw := io.Pipe()
+		body := resp.Body
+		go func() {
+			defer body.Close()
+			pw.CloseWithError(futurewire.RewriteWatch(pw, body, mark))
+		}()
+		setStream(resp, pr)
+		return nil
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err == nil {
+		body, err = futurewire.Rewrite(body, mark)
+	}
+	if err != nil {
+		return err
+	}
+	setBody(resp, body)
+	return nil
 }
