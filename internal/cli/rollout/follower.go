@@ -24,6 +24,7 @@ import (
 
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/timeline"
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // follower keeps `rollout watch`'s copy of one Deployment, the ReplicaSets
@@ -227,18 +228,19 @@ func (f *follower) recordState(any) {
 		return
 	}
 	s := timeline.Sample{Time: now, Available: d.Status.AvailableReplicas, Total: d.Status.Replicas}
-	owned := controlledBy(rss, d.UID)
+	owned := rolloutstate.ControlledBy(rss, d.UID)
 	for _, rs := range owned {
 		s.ReplicaSets = append(s.ReplicaSets, timeline.ReplicaSet{
 			Name:      rs.Name,
 			Revision:  rs.Annotations[deployment.RevisionAnnotation],
-			Replicas:  desired(rs),
+			Replicas:  rolloutstate.ReplicaSetReplicas(rs),
 			Ready:     rs.Status.ReadyReplicas,
 			Available: rs.Status.AvailableReplicas,
 		})
 	}
 	slices.SortFunc(s.ReplicaSets, func(a, b timeline.ReplicaSet) int { return strings.Compare(a.Name, b.Name) })
-	maxTotal, minAvailable, _ := deployment.Bounds(d)
+	fp, _ := rolloutstate.FencepostsOf(d)
+	maxTotal, minAvailable := fp.MaxTotal(), fp.MinAvailable()
 	if d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
 		// Recreate goes to 0 available by design: no floor to draw.
 		minAvailable = 0
@@ -250,10 +252,7 @@ func (f *follower) recordState(any) {
 	if r.Start.IsZero() {
 		r.Start = now
 	}
-	r.Replicas = 1
-	if d.Spec.Replicas != nil {
-		r.Replicas = *d.Spec.Replicas
-	}
+	r.Replicas = rolloutstate.Replicas(d)
 	r.MaxTotal, r.MinAvailable = maxTotal, minAvailable
 	if newRS := deployment.FindNewReplicaSet(d, owned); newRS != nil {
 		f.rolloutStart = newRS.CreationTimestamp.Time

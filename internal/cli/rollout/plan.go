@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // planOptions are `rollout plan`'s flags.
@@ -362,11 +363,7 @@ func clusterState(ctx context.Context, c *clusterFlags, m manifests, name string
 	if err != nil {
 		return nil, nil, err
 	}
-	for i := range list.Items {
-		if ref := metav1.GetControllerOf(&list.Items[i]); ref != nil && ref.UID == cur.UID {
-			rss = append(rss, &list.Items[i])
-		}
-	}
+	rss = rolloutstate.ControlledReplicaSets(list, cur.UID)
 	next = cur.DeepCopy()
 	if len(ds) > 0 {
 		if next, err = dryRunApply(ctx, client, ns, ds[len(ds)-1]); err != nil {

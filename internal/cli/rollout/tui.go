@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // The terminal view's styles (lipgloss picks the colours the terminal has).
@@ -114,7 +115,7 @@ func (m tuiModel) View() string {
 		if v.replicas > 0 {
 			fraction = min(1, float64(rs.Status.AvailableReplicas)/float64(v.replicas))
 		}
-		fmt.Fprintf(&b, "%s %s  %d desired  %d ready  %d available\n", label, m.bar.ViewAs(fraction), desired(rs), rs.Status.ReadyReplicas, rs.Status.AvailableReplicas)
+		fmt.Fprintf(&b, "%s %s  %d desired  %d ready  %d available\n", label, m.bar.ViewAs(fraction), rolloutstate.ReplicaSetReplicas(rs), rs.Status.ReadyReplicas, rs.Status.AvailableReplicas)
 	}
 	if len(v.stuck) > 0 {
 		b.WriteString("\n" + headingStyle.Render("why the new ReplicaSet's pods are not available") + "\n")

@@ -17,11 +17,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/timeline"
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/unavailable"
 )
 
@@ -249,20 +249,17 @@ type view struct {
 // does not control are skipped), the pods of its selector and its events
 // (the latest nEvents are kept), judged at now.
 func buildView(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*v1.Pod, events []*v1.Event, nEvents int, now time.Time) *view {
-	owned := controlledBy(rss, d.UID)
-	v := &view{d: d, state: state(d, owned), replicas: 1}
-	if d.Spec.Replicas != nil {
-		v.replicas = *d.Spec.Replicas
-	}
+	owned := rolloutstate.ControlledBy(rss, d.UID)
+	v := &view{d: d, state: state(d, owned), replicas: rolloutstate.Replicas(d)}
 	v.newRS = deployment.FindNewReplicaSet(d, owned)
 	for _, rs := range owned {
-		if rs != v.newRS && rs.Spec.Replicas != nil && (*rs.Spec.Replicas > 0 || rs.Status.Replicas > 0) {
+		if rs != v.newRS && (rolloutstate.ReplicaSetReplicas(rs) > 0 || rs.Status.Replicas > 0) {
 			v.oldRSs = append(v.oldRSs, rs)
 		}
 	}
 	slices.SortFunc(v.oldRSs, func(a, b *appsv1.ReplicaSet) int { return strings.Compare(a.Name, b.Name) })
 	if v.newRS != nil && v.state != stateComplete && v.state != stateRolledBack {
-		v.stuck = unavailable.Groups(controlledBy(pods, v.newRS.UID), d.Spec.MinReadySeconds, now)
+		v.stuck = unavailable.Groups(rolloutstate.ControlledBy(pods, v.newRS.UID), d.Spec.MinReadySeconds, now)
 	}
 	if nEvents > 0 {
 		evs := make([]v1.Event, 0, len(events))
@@ -275,17 +272,6 @@ func buildView(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*v1.Pod, e
 		v.events = evs[max(0, len(evs)-nEvents):]
 	}
 	return v
-}
-
-// controlledBy returns the objects whose controller ownerReference has uid.
-func controlledBy[T metav1.Object](objs []T, uid types.UID) []T {
-	var out []T
-	for _, o := range objs {
-		if ref := metav1.GetControllerOfNoCopy(o); ref != nil && ref.UID == uid {
-			out = append(out, o)
-		}
-	}
-	return out
 }
 
 // compareEvents orders events by time, then by name: the times have whole
@@ -325,26 +311,13 @@ func state(d *appsv1.Deployment, owned []*appsv1.ReplicaSet) rolloutState {
 			return statePartitioned
 		}
 	}
-	replicas := int32(1)
-	if d.Spec.Replicas != nil {
-		replicas = *d.Spec.Replicas
-	}
-	s := d.Status
-	if s.UpdatedReplicas == replicas && s.Replicas == replicas && s.AvailableReplicas == replicas {
+	if rolloutstate.Complete(d, &d.Status) {
 		if _, ok := deployment.AutoRolledBackFrom(d); ok {
 			return stateRolledBack
 		}
 		return stateComplete
 	}
 	return stateProgressing
-}
-
-// desired is rs's spec.replicas (0 when unset).
-func desired(rs *appsv1.ReplicaSet) int32 {
-	if rs.Spec.Replicas == nil {
-		return 0
-	}
-	return *rs.Spec.Replicas
 }
 
 // summary is the view's first line: the Deployment's counts.
@@ -379,7 +352,7 @@ func (v *view) render(messages bool) string {
 		fmt.Fprintf(&b, "; %s=%s %s", c.Type, c.Status, c.Reason)
 	}
 	rsLine := func(kind string, rs *appsv1.ReplicaSet) {
-		fmt.Fprintf(&b, "\n  %s %s: %d desired, %d ready, %d available", kind, rs.Name, desired(rs), rs.Status.ReadyReplicas, rs.Status.AvailableReplicas)
+		fmt.Fprintf(&b, "\n  %s %s: %d desired, %d ready, %d available", kind, rs.Name, rolloutstate.ReplicaSetReplicas(rs), rs.Status.ReadyReplicas, rs.Status.AvailableReplicas)
 	}
 	if v.newRS != nil {
 		rsLine("new", v.newRS)

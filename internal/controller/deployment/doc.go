@@ -13,7 +13,7 @@
 // loop (internal/controller/runner) calls syncDeployment, which reads from the
 // informer caches, computes a per-sync context once (syncContext: the
 // Deployment copy, new and old ReplicaSets, pods by ReplicaSet, now), decides
-// with pure functions (calculateStatus, fenceposts.maxTotal, newRSNewReplicas,
+// with pure functions (calculateStatus, rolloutstate.Fenceposts.MaxTotal, newRSNewReplicas,
 // proportionalSizes, isScalingEvent, …) and performs a few named writes
 // (createReplicaSet, scaleReplicaSet, updateStatus, …). After every write it
 // continues from the object the API server returned (IM-2).

@@ -6,6 +6,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 func TestFencepostsRU7(t *testing.T) {
@@ -31,34 +33,34 @@ func TestFencepostsRU7(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newDeployment(tc.replicas, tc.surge, tc.unavailable)
-			if got := fencepostsFor(d).maxSurge; got != tc.wantSurge {
+			if got := fencepostsFor(d).MaxSurge; got != tc.wantSurge {
 				t.Errorf("maxSurge = %d, want %d", got, tc.wantSurge)
 			}
-			if got := fencepostsFor(d).maxUnavailable; got != tc.wantUnavail {
+			if got := fencepostsFor(d).MaxUnavailable; got != tc.wantUnavail {
 				t.Errorf("maxUnavailable = %d, want %d", got, tc.wantUnavail)
 			}
-			if got := fencepostsFor(d).minAvailable(); got != tc.wantMinAvail {
+			if got := fencepostsFor(d).MinAvailable(); got != tc.wantMinAvail {
 				t.Errorf("minAvailable = %d, want %d", got, tc.wantMinAvail)
 			}
 		})
 	}
-	t.Run("Recreate has no fenceposts", func(t *testing.T) {
+	t.Run("Recreate has no rolloutstate.Fenceposts", func(t *testing.T) {
 		d := newRecreateDeployment(10)
-		if f := fencepostsFor(d); f.maxSurge != 0 || f.maxUnavailable != 0 || f.minAvailable() != 10 {
-			t.Errorf("got surge %d, unavailable %d, minAvailable %d; want 0, 0, 10 (RC-9)", f.maxSurge, f.maxUnavailable, f.minAvailable())
+		if f := fencepostsFor(d); f.MaxSurge != 0 || f.MaxUnavailable != 0 || f.MinAvailable() != 10 {
+			t.Errorf("got surge %d, unavailable %d, minAvailable %d; want 0, 0, 10 (RC-9)", f.MaxSurge, f.MaxUnavailable, f.MinAvailable())
 		}
 	})
 	t.Run("nil rollingUpdate and nil replicas do not crash", func(t *testing.T) {
 		d := newDeployment(10, pct("25%"), pct("25%"))
 		d.Spec.Strategy.RollingUpdate = nil
 		d.Spec.Replicas = nil
-		if f := fencepostsFor(d); f.maxSurge != 0 || f.maxUnavailable != 1 || f.replicas != 1 {
-			t.Errorf("got surge %d unavailable %d replicas %d", f.maxSurge, f.maxUnavailable, f.replicas)
+		if f := fencepostsFor(d); f.MaxSurge != 0 || f.MaxUnavailable != 1 || f.Replicas != 1 {
+			t.Errorf("got surge %d unavailable %d replicas %d", f.MaxSurge, f.MaxUnavailable, f.Replicas)
 		}
 	})
 	t.Run("an invalid value is an error, counted as 0", func(t *testing.T) {
-		f, err := fencepostsOf(newDeployment(10, pct("abc"), pct("25%")))
-		if err == nil || f.maxSurge != 0 || f.maxUnavailable != 2 {
+		f, err := rolloutstate.FencepostsOf(newDeployment(10, pct("abc"), pct("25%")))
+		if err == nil || f.MaxSurge != 0 || f.MaxUnavailable != 2 {
 			t.Errorf("got %+v, %v; want surge 0, unavailable 2 and an error", f, err)
 		}
 	})
@@ -111,7 +113,8 @@ func TestNewRSNewReplicasRU10(t *testing.T) {
 	})
 }
 
-// Bounds gives the lines `rollout watch --timeline` draws: the seed's 20
+// The bounds (rolloutstate.Fenceposts' MaxTotal and MinAvailable) are the
+// lines `rollout watch --timeline` draws: the seed's 20
 // replicas at 25%/25% may have 25 pods and must keep 15 available; Recreate
 // has no surge; a bad maxSurge is reported and counts as 0 (VA-8).
 func TestBounds(t *testing.T) {
@@ -126,9 +129,9 @@ func TestBounds(t *testing.T) {
 		{newRecreateDeployment(4), 4, 4, false},
 		{newDeployment(10, pct("abc"), pct("20%")), 10, 8, true},
 	} {
-		maxTotal, minAvailable, err := Bounds(tc.d)
-		if maxTotal != tc.maxTotal || minAvailable != tc.minAvailable || (err != nil) != tc.err {
-			t.Errorf("%s: Bounds = %d, %d, %v; want %d, %d, error %v", tc.d.Spec.Strategy.Type, maxTotal, minAvailable, err, tc.maxTotal, tc.minAvailable, tc.err)
+		f, err := rolloutstate.FencepostsOf(tc.d)
+		if maxTotal, minAvailable := f.MaxTotal(), f.MinAvailable(); maxTotal != tc.maxTotal || minAvailable != tc.minAvailable || (err != nil) != tc.err {
+			t.Errorf("%s: bounds = %d, %d, %v; want %d, %d, error %v", tc.d.Spec.Strategy.Type, maxTotal, minAvailable, err, tc.maxTotal, tc.minAvailable, tc.err)
 		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/testing/controllertest"
 )
 
@@ -178,30 +179,30 @@ func FuzzFenceposts(f *testing.F) {
 				surge, unavailable = ru.MaxSurge, ru.MaxUnavailable
 			}
 		}
-		gotSurge, gotUnav, err := resolveFenceposts(surge, unavailable, replicas)
+		gotSurge, gotUnav, err := rolloutstate.ResolveFenceposts(surge, unavailable, replicas)
 		okS, parsesS := classifyFencepost(surge)
 		okU, parsesU := classifyFencepost(unavailable)
 		if (err == nil) != (parsesS && parsesU) {
-			t.Fatalf("RU-2 resolveFenceposts(%v, %v) err = %v; want an error iff a string is not an integer followed by %%", surge, unavailable, err)
+			t.Fatalf("RU-2 rolloutstate.ResolveFenceposts(%v, %v) err = %v; want an error iff a string is not an integer followed by %%", surge, unavailable, err)
 		}
 		if !okS || !okU { // outside VA-8: only unparseable values have a contract, they count as 0
 			if (okS || !parsesS) && (okU || !parsesU) {
 				wantSurge, wantUnav := resolvedOracle(parsedOrNil(surge), parsedOrNil(unavailable), replicas)
 				if gotSurge != wantSurge || gotUnav != wantUnav {
-					t.Fatalf("RU-2: invalid values must count as 0: resolveFenceposts(%v, %v, %d) = %d, %d; want %d, %d", surge, unavailable, replicas, gotSurge, gotUnav, wantSurge, wantUnav)
+					t.Fatalf("RU-2: invalid values must count as 0: rolloutstate.ResolveFenceposts(%v, %v, %d) = %d, %d; want %d, %d", surge, unavailable, replicas, gotSurge, gotUnav, wantSurge, wantUnav)
 				}
 			}
 			return
 		}
 		wantSurge, wantUnav := resolvedOracle(surge, unavailable, replicas)
 		if err != nil || gotSurge != wantSurge || gotUnav != wantUnav {
-			t.Fatalf("RU-1..RU-3 resolveFenceposts(%v, %v, %d) = %d, %d, %v; want %d, %d", surge, unavailable, replicas, gotSurge, gotUnav, err, wantSurge, wantUnav)
+			t.Fatalf("RU-1..RU-3 rolloutstate.ResolveFenceposts(%v, %v, %d) = %d, %d, %v; want %d, %d", surge, unavailable, replicas, gotSurge, gotUnav, err, wantSurge, wantUnav)
 		}
-		f, err := fencepostsOf(d)
+		f, err := rolloutstate.FencepostsOf(d)
 		if err != nil {
 			t.Fatalf("fencepostsOf: %v", err)
 		}
-		ms, mu, ma := f.maxSurge, f.maxUnavailable, f.minAvailable()
+		ms, mu, ma := f.MaxSurge, f.MaxUnavailable, f.MinAvailable()
 		if !isRollingUpdate(d) {
 			if ms != 0 || mu != 0 || ma != replicas {
 				t.Fatalf("RU-4, RU-5 Recreate: maxSurge %d, maxUnavailable %d, minAvailable %d; want 0, 0, replicas %d", ms, mu, ma, replicas)
@@ -274,7 +275,7 @@ func FuzzNewRSNewReplicas(f *testing.F) {
 		if newRS != nil && specReplicas(newRS) > replicas {
 			newRS.Spec.Replicas = ptr.To(specReplicas(newRS) % (replicas + 1)) // RU-9 scales it down first
 		}
-		f, _ := fencepostsOf(d)
+		f, _ := rolloutstate.FencepostsOf(d)
 		got, err := newRSNewReplicas(d, f, all, newRS)
 		if err != nil {
 			t.Fatalf("newRSNewReplicas: %v", err)
@@ -340,8 +341,8 @@ func FuzzRollingScaleDown(f *testing.F) {
 // returns how many replicas steps A and B remove together.
 func checkScaleDownPlans(t *testing.T, d *appsv1.Deployment, all, old []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) int32 {
 	t.Helper()
-	f, _ := fencepostsOf(d)
-	floor := f.minAvailable()
+	f, _ := rolloutstate.FencepostsOf(d)
+	floor := f.MinAvailable()
 	budget := maxScaledDown(f, all, newRS)
 	want := sumSpecReplicas(all) - floor
 	if newRS != nil {
@@ -473,7 +474,7 @@ func checkReconcileOldReplicaSets(t *testing.T, d *appsv1.Deployment, all, old [
 	sc := &syncContext{c: fx.c, key: cache.ObjectName{Namespace: "ns", Name: "nginx"}, logger: klog.FromContext(fx.Ctx),
 		now: fx.Clock.Now(), d: d.DeepCopy(), f: fencepostsFor(d), rsList: append([]*appsv1.ReplicaSet(nil), all...), newRS: newRS,
 		oldRSs: append([]*appsv1.ReplicaSet(nil), old...)}
-	floor, budget, availBefore := fencepostsFor(d).minAvailable(), maxScaledDown(fencepostsFor(d), all, newRS), sumAvailableWithinSize(all)
+	floor, budget, availBefore := fencepostsFor(d).MinAvailable(), maxScaledDown(fencepostsFor(d), all, newRS), sumAvailableWithinSize(all)
 
 	fx.Client.ClearActions()
 	scaled, err := sc.reconcileOldReplicaSets(fx.Ctx)
@@ -543,8 +544,8 @@ func FuzzProportionalSizes(f *testing.F) {
 		s, u := fuzzFencepost(surgePct, surgeIn, 300), fuzzFencepost(unavPct, unavIn, 300)
 		d := fuzzDeployment(replicas, s, u, false)
 		d.Status.Replicas = bounded(statusReplicas, 10000)
-		oldMax := prev + fencepostsFor(fuzzDeployment(prev, s, u, false)).maxSurge
-		newMax := replicas + fencepostsFor(d).maxSurge
+		oldMax := prev + fencepostsFor(fuzzDeployment(prev, s, u, false)).MaxSurge
+		newMax := replicas + fencepostsFor(d).MaxSurge
 
 		n := min(len(rss)/3, maxFuzzRSs)
 		pick := int(newIdx) % (n + 1)
@@ -682,7 +683,7 @@ func TestSyncProportionalScalingInt32Overflow(t *testing.T) {
 // FuzzSyncDeploymentBadInput runs one syncDeployment (directly, so a panic
 // fails the test instead of being recovered by the runner) over a fuzzed
 // Deployment with fuzzed ReplicaSets and pods: odd ownerReferences, huge,
-// zero, negative and nil replicas, malformed fenceposts ("150%", "-5%",
+// zero, negative and nil replicas, malformed rolloutstate.Fenceposts ("150%", "-5%",
 // "abc"), nil/empty/non-matching/invalid selectors, colliding
 // pod-template-hash names, nil rollingUpdate, deletionTimestamps, garbage
 // annotations. Properties: the sync returns (any error is fine); when the
@@ -800,7 +801,7 @@ func badIntOrString(s string) *intstr.IntOrString {
 // badDeployment is ns/nginx with fuzzed replicas, strategy (mod 6:
 // 0 RollingUpdate, 1 RollingUpdate without rollingUpdate, 2 Recreate,
 // 3 Recreate with rollingUpdate, 4 "", 5 "Bogus"; bit 0x80:
-// revisionHistoryLimit 0), fenceposts and selector (0 matching,
+// revisionHistoryLimit 0), rolloutstate.Fenceposts and selector (0 matching,
 // 1 nil, 2 empty, 3 not matching the template, 4 invalid operator,
 // 5 matchExpressions). flags: 1 nil replicas, 2 paused, 4 deletionTimestamp,
 // 8 rollback annotation "0", 16 rollback annotation "abc", 32 collisionCount,

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
@@ -110,7 +111,7 @@ func (sc *syncContext) ensureNewReplicaSet(ctx context.Context) error {
 // fingerprint of the template's fields kubedeploy's API does not know, ""
 // when none: IM-8); copied annotations plus revision and desired/max from f;
 // size replicas.
-func newReplicaSet(d *appsv1.Deployment, f fenceposts, revision int64, size int32, unknown string) *appsv1.ReplicaSet {
+func newReplicaSet(d *appsv1.Deployment, f rolloutstate.Fenceposts, revision int64, size int32, unknown string) *appsv1.ReplicaSet {
 	hash := hashTemplate(&d.Spec.Template, unknown, d.Status.CollisionCount)
 	template := *d.Spec.Template.DeepCopy()
 	template.Labels = withLabel(template.Labels, appsv1.DefaultDeploymentUniqueLabelKey, hash)
@@ -133,7 +134,7 @@ func newReplicaSet(d *appsv1.Deployment, f fenceposts, revision int64, size int3
 	}
 	copyDeploymentAnnotations(d, rs)
 	rs.Annotations[RevisionAnnotation] = strconv.FormatInt(revision, 10)
-	setReplicasAnnotations(rs, f.replicas, f.maxTotal())
+	setReplicasAnnotations(rs, f.Replicas, f.MaxTotal())
 	return rs
 }
 

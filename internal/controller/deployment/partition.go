@@ -97,7 +97,7 @@ func oldReplicasFloor(replicas, limit int32) int32 { return max(0, replicas-limi
 // partition (EX-1): limit < d.spec.replicas, the new ReplicaSet sized,
 // updated and available at limit, the old ones at the rest, every pod
 // available, for the current generation. It is the partitioned counterpart
-// of deploymentComplete (ST-9).
+// of rolloutstate.Complete (ST-9).
 func heldAtPartition(d *appsv1.Deployment, status *appsv1.DeploymentStatus, newRS *appsv1.ReplicaSet, limit int32) bool {
 	replicas := desiredReplicas(d)
 	return limit < replicas && newRS != nil &&

@@ -2,12 +2,14 @@ package deployment
 
 import (
 	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
-// fencepostsFor returns d's fenceposts, the parse error ignored (invalid
+// fencepostsFor returns d's rolloutstate.Fenceposts, the parse error ignored (invalid
 // values count as 0, RU-2), for tests.
-func fencepostsFor(d *appsv1.Deployment) fenceposts {
-	f, _ := fencepostsOf(d)
+func fencepostsFor(d *appsv1.Deployment) rolloutstate.Fenceposts {
+	f, _ := rolloutstate.FencepostsOf(d)
 	return f
 }
 

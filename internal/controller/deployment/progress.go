@@ -6,14 +6,16 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // rolloutStatus returns the status a rolling or recreate pass writes
 // (ST-8, ST-13, ST-14): calculateStatus, then the Progressing condition
 // estimated against d's stored status, then ReplicaFailure mirrored from the
-// ReplicaSets. f are d's fenceposts; allRSs holds old and new ReplicaSets;
+// ReplicaSets. f are d's rolloutstate.Fenceposts; allRSs holds old and new ReplicaSets;
 // newRS may be nil.
-func rolloutStatus(d *appsv1.Deployment, f fenceposts, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet, now time.Time) appsv1.DeploymentStatus {
+func rolloutStatus(d *appsv1.Deployment, f rolloutstate.Fenceposts, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet, now time.Time) appsv1.DeploymentStatus {
 	status := calculateStatus(d, f, allRSs, newRS, now)
 	if !hasProgressDeadline(d) {
 		removeCondition(&status, appsv1.DeploymentProgressing)
@@ -41,7 +43,7 @@ func setProgressingCondition(d *appsv1.Deployment, status *appsv1.DeploymentStat
 	}
 	limit, _ := newReplicaSetLimit(d, newRS, allRSs)
 	switch {
-	case deploymentComplete(d, status):
+	case rolloutstate.Complete(d, status):
 		setCondition(status, newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, NewReplicaSetAvailable,
 			subject+" has successfully progressed.", now))
 	case heldAtPartition(d, status, newRS, limit):
@@ -83,7 +85,7 @@ func stuckRequeueAfter(d *appsv1.Deployment, newStatus *appsv1.DeploymentStatus,
 		return 0
 	}
 	cur := getCondition(&d.Status, appsv1.DeploymentProgressing)
-	if cur == nil || cur.Reason == ProgressDeadlineExceeded || cur.Reason == RolloutPartitioned || deploymentComplete(d, newStatus) {
+	if cur == nil || cur.Reason == ProgressDeadlineExceeded || cur.Reason == RolloutPartitioned || rolloutstate.Complete(d, newStatus) {
 		return 0 // RolloutPartitioned: held, no deadline (EX-1)
 	}
 	after := cur.LastUpdateTime.Add(time.Duration(*d.Spec.ProgressDeadlineSeconds) * time.Second).Sub(now)

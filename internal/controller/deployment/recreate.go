@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
@@ -31,7 +32,7 @@ func (sc *syncContext) rolloutRecreate(ctx context.Context) (runner.Result, erro
 	if _, err := sc.scaleReplicaSet(ctx, sc.newRS, desiredReplicas(sc.d)); err != nil {
 		return runner.Result{}, err
 	}
-	if deploymentComplete(sc.d, &sc.d.Status) {
+	if rolloutstate.Complete(sc.d, &sc.d.Status) {
 		if err := sc.cleanupDeployment(ctx); err != nil {
 			return runner.Result{}, err
 		}

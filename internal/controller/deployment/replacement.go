@@ -4,6 +4,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // PodReplacementPolicyAnnotation opts a Deployment into a pod-level surge
@@ -49,18 +51,18 @@ func podFootprint(rs *appsv1.ReplicaSet, pods []*v1.Pod) int64 {
 }
 
 // terminationHeadroom returns how many pods may still be added under
-// TerminationComplete: f.maxTotal() (replicas + maxSurge) minus the
+// TerminationComplete: f.MaxTotal() (replicas + maxSurge) minus the
 // footprint of every ReplicaSet in allRSs (podsByRS keyed by ReplicaSet
 // UID). It is negative while terminating pods hold the Deployment above its
 // bound (EX-3).
-func terminationHeadroom(f fenceposts, allRSs []*appsv1.ReplicaSet, podsByRS map[types.UID][]*v1.Pod) int64 {
+func terminationHeadroom(f rolloutstate.Fenceposts, allRSs []*appsv1.ReplicaSet, podsByRS map[types.UID][]*v1.Pod) int64 {
 	footprint := int64(0)
 	for _, rs := range allRSs {
 		if rs != nil {
 			footprint += podFootprint(rs, podsByRS[rs.UID])
 		}
 	}
-	return int64(f.maxTotal()) - footprint
+	return int64(f.MaxTotal()) - footprint
 }
 
 // newRSSizeWithinPods limits size, the new ReplicaSet's next size from

@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // unexpectedStrategyError is returned for an unknown strategy type (SD-10).
@@ -151,24 +152,11 @@ func oldReplicaSets(rsList []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) []*ap
 
 // desiredReplicas returns d.spec.replicas. A nil value (impossible after API
 // defaulting, VA-1) is treated as the default, 1 replica.
-func desiredReplicas(d *appsv1.Deployment) int32 {
-	if d.Spec.Replicas == nil {
-		return 1
-	}
-	return *d.Spec.Replicas
-}
+func desiredReplicas(d *appsv1.Deployment) int32 { return rolloutstate.Replicas(d) }
 
 // specReplicas returns rs.spec.replicas (spec(rs) in the spec). A nil value
 // (impossible after API defaulting, VA-2) is treated as the default, 1.
-func specReplicas(rs *appsv1.ReplicaSet) int32 {
-	if rs == nil {
-		return 0
-	}
-	if rs.Spec.Replicas == nil {
-		return 1
-	}
-	return *rs.Spec.Replicas
-}
+func specReplicas(rs *appsv1.ReplicaSet) int32 { return rolloutstate.ReplicaSetReplicas(rs) }
 
 // isRollingUpdate reports whether d uses the RollingUpdate strategy.
 func isRollingUpdate(d *appsv1.Deployment) bool {

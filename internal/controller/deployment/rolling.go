@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
@@ -30,7 +31,7 @@ func (sc *syncContext) rolloutRolling(ctx context.Context) (runner.Result, error
 	if scaled {
 		return sc.syncRolloutStatus(ctx)
 	}
-	if deploymentComplete(sc.d, &sc.d.Status) {
+	if rolloutstate.Complete(sc.d, &sc.d.Status) {
 		if err := sc.cleanupDeployment(ctx); err != nil {
 			return runner.Result{}, err
 		}
@@ -43,7 +44,7 @@ func (sc *syncContext) rolloutRolling(ctx context.Context) (runner.Result, error
 // the pod-level budget too (EX-3), and with a partition no further than it
 // allows (EX-1), and reports whether it wrote.
 func (sc *syncContext) reconcileNewReplicaSet(ctx context.Context) (bool, error) {
-	replicas := sc.f.replicas
+	replicas := sc.f.Replicas
 	current := specReplicas(sc.newRS)
 	if current == replicas {
 		return false, nil
@@ -75,14 +76,14 @@ func (sc *syncContext) newReplicaSetLimit() int32 {
 }
 
 // maxScaledDown returns how many old replicas may be removed now without
-// going below f.minAvailable(), counting the new ReplicaSet's unavailable
+// going below f.MinAvailable(), counting the new ReplicaSet's unavailable
 // replicas as already missing (RU-11); ≤ 0 means none.
-func maxScaledDown(f fenceposts, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) int32 {
+func maxScaledDown(f rolloutstate.Fenceposts, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) int32 {
 	newRSUnavailable := int32(0)
 	if newRS != nil {
 		newRSUnavailable = specReplicas(newRS) - newRS.Status.AvailableReplicas
 	}
-	return sumSpecReplicas(allRSs) - f.minAvailable() - newRSUnavailable
+	return sumSpecReplicas(allRSs) - f.MinAvailable() - newRSUnavailable
 }
 
 // reconcileOldReplicaSets scales old ReplicaSets down (RU-11): first their
@@ -99,7 +100,7 @@ func (sc *syncContext) reconcileOldReplicaSets(ctx context.Context) (bool, error
 		return false, nil
 	}
 	// EX-1: the old ReplicaSets keep what the partition leaves them.
-	floor := oldReplicasFloor(sc.f.replicas, sc.newReplicaSetLimit())
+	floor := oldReplicasFloor(sc.f.Replicas, sc.newReplicaSetLimit())
 	partitionBudget := sumSpecReplicas(activeOld) - floor
 	if partitionBudget <= 0 {
 		return false, nil
@@ -127,7 +128,7 @@ func unhealthyScaleDowns(activeOld []*appsv1.ReplicaSet, budget int32) plan {
 
 // healthyScaleDowns returns the plan that removes replicas of active old
 // ReplicaSets, oldest first, while availability over allRSs stays at or
-// above f.minAvailable() (RU-11 step B), and no more than most in total (the
+// above f.MinAvailable() (RU-11 step B), and no more than most in total (the
 // partition's budget, EX-1; without a partition reconcileOldReplicaSets
 // passes the old ReplicaSets' total, which never binds).
 //
@@ -137,8 +138,8 @@ func unhealthyScaleDowns(activeOld []*appsv1.ReplicaSet, budget int32) plan {
 // counting them let a second pass scale old ReplicaSets down again below
 // minAvailable (seen on the embedded control plane: old 10 with 15 available
 // + new 15 with 8 available gave a budget of 8 instead of 3).
-func healthyScaleDowns(f fenceposts, activeOld, allRSs []*appsv1.ReplicaSet, most int32) plan {
-	budget := min(sumAvailableWithinSize(allRSs)-f.minAvailable(), most)
+func healthyScaleDowns(f rolloutstate.Fenceposts, activeOld, allRSs []*appsv1.ReplicaSet, most int32) plan {
+	budget := min(sumAvailableWithinSize(allRSs)-f.MinAvailable(), most)
 	return oldestFirst(activeOld, budget, specReplicas)
 }
 

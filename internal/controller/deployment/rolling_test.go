@@ -47,8 +47,8 @@ func TestScaleDownIgnoresAvailabilityAboveSize(t *testing.T) {
 	if plan[old] != 3 {
 		t.Errorf("step B removes %d from the old ReplicaSet, want 3", plan[old])
 	}
-	if got := (specReplicas(old) - plan[old]) + nrs.Status.AvailableReplicas; got < fencepostsFor(d).minAvailable() {
-		t.Errorf("availability after the scale-down %d < minAvailable %d", got, fencepostsFor(d).minAvailable())
+	if got := (specReplicas(old) - plan[old]) + nrs.Status.AvailableReplicas; got < fencepostsFor(d).MinAvailable() {
+		t.Errorf("availability after the scale-down %d < minAvailable %d", got, fencepostsFor(d).MinAvailable())
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"math"
 
 	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // isScalingEvent reports whether d.spec.replicas differs from the
@@ -54,18 +56,18 @@ func isSaturated(replicas int32, newRS *appsv1.ReplicaSet) bool {
 }
 
 // replicaSetFraction returns how many replicas rs gains (negative: loses) in
-// proportion to the Deployment's new maximum size (f.maxTotal()) over the
+// proportion to the Deployment's new maximum size (f.MaxTotal()) over the
 // one rs was last sized for (its max-replicas annotation, else
 // statusReplicas, the Deployment's status.replicas) (PS-5, PS-6):
 // size × newMax / oldMax, rounded half away from zero, minus size. Upstream multiplies in int32, which wraps for large
 // Deployments (25000 × 87500) and then writes negative sizes; here the
 // product is int64 and the result is clamped to the int32 range (found by
 // FuzzSyncDeploymentBadInput).
-func replicaSetFraction(f fenceposts, statusReplicas int32, rs *appsv1.ReplicaSet) int32 {
-	if f.replicas == 0 {
+func replicaSetFraction(f rolloutstate.Fenceposts, statusReplicas int32, rs *appsv1.ReplicaSet) int32 {
+	if f.Replicas == 0 {
 		return -specReplicas(rs)
 	}
-	newMax := f.maxTotal()
+	newMax := f.MaxTotal()
 	oldMax, ok := replicasAnnotation(rs, MaxReplicasAnnotation)
 	if !ok || oldMax == 0 {
 		oldMax = statusReplicas
@@ -86,7 +88,7 @@ func clampInt32(n int64) int32 {
 // replicaSetProportion returns rs's share of toAdd given added replicas
 // already handed out (PS-4), in replicas; see replicaSetFraction for f and
 // statusReplicas.
-func replicaSetProportion(f fenceposts, statusReplicas int32, rs *appsv1.ReplicaSet, toAdd, added int32) int32 {
+func replicaSetProportion(f rolloutstate.Fenceposts, statusReplicas int32, rs *appsv1.ReplicaSet, toAdd, added int32) int32 {
 	if rs == nil || specReplicas(rs) == 0 || toAdd == 0 || toAdd == added {
 		return 0
 	}
@@ -99,19 +101,19 @@ func replicaSetProportion(f fenceposts, statusReplicas int32, rs *appsv1.Replica
 }
 
 // proportionalSizes spreads the difference between the allowed total
-// (f.maxTotal(), or 0 for 0 replicas) and the current total over the active
+// (f.MaxTotal(), or 0 for 0 replicas) and the current total over the active
 // ReplicaSets in proportion to their size (PS-3..PS-6), returning the plan
 // in write order, one resize per active ReplicaSet; statusReplicas is the
 // Deployment's status.replicas (see replicaSetFraction). oldRSs must be
 // newest first (PS-1) for toAdd == 0.
-func proportionalSizes(f fenceposts, statusReplicas int32, newRS *appsv1.ReplicaSet, oldRSs []*appsv1.ReplicaSet) plan {
+func proportionalSizes(f rolloutstate.Fenceposts, statusReplicas int32, newRS *appsv1.ReplicaSet, oldRSs []*appsv1.ReplicaSet) plan {
 	active := activeReplicaSets(withNew(oldRSs, newRS))
 	if len(active) == 0 {
 		return nil
 	}
 	var allowed int32
-	if f.replicas > 0 {
-		allowed = f.maxTotal()
+	if f.Replicas > 0 {
+		allowed = f.MaxTotal()
 	}
 	toAdd := allowed - sumSpecReplicas(active)
 	switch {
@@ -141,7 +143,7 @@ func proportionalSizes(f fenceposts, statusReplicas int32, newRS *appsv1.Replica
 // proportionally (PS-3), the new ReplicaSet no further than its partition
 // (EX-1), and Recreate scales the surviving ReplicaSet (IM-3).
 func (sc *syncContext) scale(ctx context.Context) error {
-	replicas := sc.f.replicas
+	replicas := sc.f.Replicas
 	if rs := activeOrLatest(sc.newRS, sc.oldRSs); rs != nil {
 		if specReplicas(rs) == replicas {
 			return nil
@@ -177,7 +179,7 @@ func (sc *syncContext) scaleRecreate(ctx context.Context) error {
 	for _, rs := range activeReplicaSets(sc.allRSs()) {
 		size := specReplicas(rs)
 		if sc.newRS != nil && rs.UID == sc.newRS.UID {
-			size = sc.f.replicas
+			size = sc.f.Replicas
 		}
 		if _, err := sc.syncReplicaSetScale(ctx, rs, size); err != nil {
 			return err

@@ -25,6 +25,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // SimulationConfig says how the simulated cluster under Simulate behaves.
@@ -168,7 +169,7 @@ func Simulate(ctx context.Context, d *appsv1.Deployment, rss []*appsv1.ReplicaSe
 	if _, err := metav1.LabelSelectorAsSelector(d.Spec.Selector); err != nil || selectsAll(d.Spec.Selector) {
 		return nil, fmt.Errorf("simulate: Deployment %s has an invalid or empty selector", d.Name)
 	}
-	if _, err := fencepostsOf(d); err != nil {
+	if _, err := rolloutstate.FencepostsOf(d); err != nil {
 		return nil, fmt.Errorf("simulate: Deployment %s: %w", d.Name, err)
 	}
 	s, err := newSimulation(ctx, d, rss, cfg)
@@ -426,12 +427,7 @@ func (s *simulation) current() ([]*appsv1.ReplicaSet, *appsv1.Deployment, error)
 	if err != nil {
 		return nil, nil, fmt.Errorf("simulate: %w", err)
 	}
-	var rss []*appsv1.ReplicaSet
-	for i := range list.Items {
-		if ref := metav1.GetControllerOf(&list.Items[i]); ref != nil && ref.UID == d.UID {
-			rss = append(rss, &list.Items[i])
-		}
-	}
+	rss := rolloutstate.ControlledReplicaSets(list, d.UID)
 	sortOldestFirst(rss)
 	return rss, d, nil
 }
@@ -483,7 +479,7 @@ func (s *simulation) complete() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if d.Status.ObservedGeneration < d.Generation || !deploymentComplete(d, &d.Status) {
+	if d.Status.ObservedGeneration < d.Generation || !rolloutstate.Complete(d, &d.Status) {
 		return false, nil
 	}
 	newRS := findNewReplicaSet(nil, d, rss)
@@ -679,9 +675,9 @@ func (s *simulation) observe() error {
 // rollout completed: spec.replicas = d's replicas, every pod available, at
 // the revision in d's revision annotation (1 if none). Plans made from
 // manifests alone (no cluster) start from it. It returns an error when d's
-// rollingUpdate fenceposts are invalid.
+// rollingUpdate rolloutstate.Fenceposts are invalid.
 func SteadyReplicaSet(d *appsv1.Deployment) (*appsv1.ReplicaSet, error) {
-	f, err := fencepostsOf(d)
+	f, err := rolloutstate.FencepostsOf(d)
 	if err != nil {
 		return nil, fmt.Errorf("Deployment %s: %w", d.Name, err)
 	}

@@ -6,13 +6,15 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // calculateStatus returns d's status computed from its ReplicaSets (ST-1..ST-4):
 // observedGeneration, replica counts, terminatingReplicas, collisionCount
 // and the existing conditions with Available set for now against
-// f.minAvailable(). allRSs holds old and new ReplicaSets; newRS may be nil.
-func calculateStatus(d *appsv1.Deployment, f fenceposts, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet, now time.Time) appsv1.DeploymentStatus {
+// f.MinAvailable(). allRSs holds old and new ReplicaSets; newRS may be nil.
+func calculateStatus(d *appsv1.Deployment, f rolloutstate.Fenceposts, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet, now time.Time) appsv1.DeploymentStatus {
 	status := appsv1.DeploymentStatus{
 		ObservedGeneration:  d.Generation,
 		CollisionCount:      d.Status.CollisionCount,
@@ -33,7 +35,7 @@ func calculateStatus(d *appsv1.Deployment, f fenceposts, allRSs []*appsv1.Replic
 	for _, c := range d.Status.Conditions {
 		status.Conditions = append(status.Conditions, *c.DeepCopy())
 	}
-	if status.AvailableReplicas >= f.minAvailable() {
+	if status.AvailableReplicas >= f.MinAvailable() {
 		setCondition(&status, newCondition(appsv1.DeploymentAvailable, v1.ConditionTrue, MinimumReplicasAvailable, minimumAvailableMessage, now))
 	} else {
 		setCondition(&status, newCondition(appsv1.DeploymentAvailable, v1.ConditionFalse, MinimumReplicasUnavailable, minimumUnavailableMessage, now))
@@ -64,16 +66,6 @@ func terminatingReplicas(allRSs []*appsv1.ReplicaSet) *int32 {
 func hasProgressDeadline(d *appsv1.Deployment) bool {
 	p := d.Spec.ProgressDeadlineSeconds
 	return p != nil && *p != math.MaxInt32
-}
-
-// deploymentComplete reports whether status shows every replica updated and
-// available for the current generation (ST-9).
-func deploymentComplete(d *appsv1.Deployment, status *appsv1.DeploymentStatus) bool {
-	replicas := desiredReplicas(d)
-	return status.UpdatedReplicas == replicas &&
-		status.Replicas == replicas &&
-		status.AvailableReplicas == replicas &&
-		status.ObservedGeneration >= d.Generation
 }
 
 // deploymentProgressing reports whether newStatus shows progress over d's

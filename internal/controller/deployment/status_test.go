@@ -50,15 +50,7 @@ func TestCalculateStatusST1toST4(t *testing.T) {
 func TestProgressPredicatesST9toST16(t *testing.T) {
 	d := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
 	d.Status = appsv1.DeploymentStatus{Replicas: 3, UpdatedReplicas: 1, ReadyReplicas: 2, AvailableReplicas: 2}
-	complete := appsv1.DeploymentStatus{Replicas: 3, UpdatedReplicas: 3, AvailableReplicas: 3, ObservedGeneration: 1}
-	if !deploymentComplete(d, &complete) {
-		t.Error("ST-9 complete")
-	}
-	stale := complete
-	stale.ObservedGeneration = 0
-	if deploymentComplete(d, &stale) {
-		t.Error("ST-9 needs observedGeneration >= generation")
-	}
+	// ST-9 (complete) is rolloutstate.Complete, tested there.
 	for _, tc := range []struct {
 		name string
 		s    appsv1.DeploymentStatus

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kubedeploy/kubedeploy/internal/buildinfo"
 	"github.com/kubedeploy/kubedeploy/internal/controller/expectations"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
@@ -59,7 +60,7 @@ func (c *Controller) syncDeployment(ctx context.Context, key cache.ObjectName) (
 	if err != nil {
 		return runner.Result{}, err
 	}
-	f, err := fencepostsOf(d)
+	f, err := rolloutstate.FencepostsOf(d)
 	if err != nil {
 		return runner.Result{}, fmt.Errorf("Deployment %s has an invalid spec.strategy.rollingUpdate: %w", key, err)
 	}

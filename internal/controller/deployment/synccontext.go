@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // syncContext is everything one sync of one Deployment works from, computed
@@ -21,8 +23,8 @@ type syncContext struct {
 	now    time.Time
 	// d is our working copy of the Deployment; d.Status is the stored status.
 	d *appsv1.Deployment
-	// f are d's fenceposts, resolved once (RU-1..RU-6).
-	f fenceposts
+	// f are d's rolloutstate.Fenceposts, resolved once (RU-1..RU-6).
+	f rolloutstate.Fenceposts
 	// rsList holds the ReplicaSets d owns after claiming (SD-3).
 	rsList []*appsv1.ReplicaSet
 	// newRS is the ReplicaSet with d's template (RV-1), or nil.

@@ -276,7 +276,7 @@ func (sc *syncContext) scaleReplicaSet(ctx context.Context, rs *appsv1.ReplicaSe
 // <new>". It reports whether it wrote and returns the API error.
 func (sc *syncContext) syncReplicaSetScale(ctx context.Context, rs *appsv1.ReplicaSet, size int32, tests ...jsonPatchOp) (bool, error) {
 	oldSize := specReplicas(rs)
-	desired, maxReplicas := sc.f.replicas, sc.f.maxTotal()
+	desired, maxReplicas := sc.f.Replicas, sc.f.MaxTotal()
 	if oldSize == size && !replicasAnnotationsNeedUpdate(rs, desired, maxReplicas) {
 		return false, nil
 	}

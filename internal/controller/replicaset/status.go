@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // Condition reasons of the ReplicaFailure condition (RS-17).
@@ -30,12 +32,7 @@ const statusUpdateAttempts = 2
 // replicas returns spec.replicas, treating nil as 1: the API server defaults
 // the field to 1 (VA-2), so nil only comes from objects that bypassed
 // defaulting (e.g. hand-built test objects).
-func replicas(rs *appsv1.ReplicaSet) int {
-	if rs.Spec.Replicas == nil {
-		return 1
-	}
-	return int(*rs.Spec.Replicas)
-}
+func replicas(rs *appsv1.ReplicaSet) int { return int(rolloutstate.ReplicaSetReplicas(rs)) }
 
 // calculateStatus returns rs's new status (RS-15..RS-17) from its active
 // claimed pods, its terminating count (RS-5; nil keeps the field unset), the

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 const (
@@ -109,10 +111,7 @@ func (w *RolloutWatch) observe() {
 			continue
 		}
 		owned = append(owned, rs)
-		spec := int32(1)
-		if rs.Spec.Replicas != nil {
-			spec = *rs.Spec.Replicas
-		}
+		spec := rolloutstate.ReplicaSetReplicas(rs)
 		total += spec
 		available += rs.Status.AvailableReplicas
 		if n, err := strconv.ParseInt(rs.Annotations[maxReplicasAnnotation], 10, 32); err == nil && spec > 0 {

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // NewDeployment returns a RollingUpdate Deployment ns/name of replicas pods
@@ -57,14 +59,7 @@ func NewReplicaSet(ns, name string, replicas int32) *appsv1.ReplicaSet {
 // DeploymentComplete reports whether d's status shows a finished rollout of
 // its current generation: every replica updated and available, and no extra
 // pods (ST-9).
-func DeploymentComplete(d *appsv1.Deployment) bool {
-	want := int32(1)
-	if d.Spec.Replicas != nil {
-		want = *d.Spec.Replicas
-	}
-	s := d.Status
-	return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.Replicas == want && s.AvailableReplicas == want
-}
+func DeploymentComplete(d *appsv1.Deployment) bool { return rolloutstate.Complete(d, &d.Status) }
 
 // WaitComplete waits up to timeout for Deployment ns/name to be complete and returns it.
 func WaitComplete(t *testing.T, client kubernetes.Interface, ns, name string, timeout time.Duration) *appsv1.Deployment {
@@ -89,10 +84,8 @@ func OwnedReplicaSets(ctx context.Context, t *testing.T, client kubernetes.Inter
 		t.Fatalf("listing ReplicaSets: %v", err)
 	}
 	var out []appsv1.ReplicaSet
-	for _, rs := range list.Items {
-		if ref := metav1.GetControllerOf(&rs); ref != nil && ref.UID == d.UID {
-			out = append(out, rs)
-		}
+	for _, rs := range rolloutstate.ControlledReplicaSets(list, d.UID) {
+		out = append(out, *rs)
 	}
 	return out
 }

@@ -1,0 +1,145 @@
+// Package rolloutstate is the rollout vocabulary that kubedeploy's controllers, `kubedeploy rollout` and the test
+// harness share, so that none of them derives it again: a workload's replicas with the API server's default,
+// which ReplicaSets a Deployment controls, its rolling-update fenceposts and the bounds they set (RU-1..RU-6), and
+// whether a rollout is complete (ST-9). It is pure (objects in, values out) and sits below both controllers.
+//
+// Issue 24 grows it step by step; the new/old ReplicaSets (RV-1) and the rest of the rollout's state with its
+// reason move here next.
+package rolloutstate
+
+import (
+	"math"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Replicas returns d's spec.replicas, in replicas; 1 when unset, the API server's default (VA-1), so that a
+// hand-built object means what the stored one would.
+func Replicas(d *appsv1.Deployment) int32 {
+	if d.Spec.Replicas == nil {
+		return 1
+	}
+	return *d.Spec.Replicas
+}
+
+// ReplicaSetReplicas returns rs's spec.replicas, in replicas; 1 when unset, the API server's default (VA-2); 0
+// for a nil rs (no ReplicaSet has no replicas).
+func ReplicaSetReplicas(rs *appsv1.ReplicaSet) int32 {
+	if rs == nil {
+		return 0
+	}
+	if rs.Spec.Replicas == nil {
+		return 1
+	}
+	return *rs.Spec.Replicas
+}
+
+// ControlledBy returns the objects of objs whose controller ownerReference names uid, in their order: the
+// ReplicaSets a Deployment controls, the pods a ReplicaSet controls. Labels do not matter (SD-4).
+func ControlledBy[T metav1.Object](objs []T, uid types.UID) []T {
+	var out []T
+	for _, o := range objs {
+		if ref := metav1.GetControllerOfNoCopy(o); ref != nil && ref.UID == uid {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// ControlledReplicaSets is ControlledBy for a list as the API returns it: pointers into list.Items.
+func ControlledReplicaSets(list *appsv1.ReplicaSetList, uid types.UID) []*appsv1.ReplicaSet {
+	var out []*appsv1.ReplicaSet
+	for i := range list.Items {
+		if ref := metav1.GetControllerOfNoCopy(&list.Items[i]); ref != nil && ref.UID == uid {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out
+}
+
+// Complete reports whether status shows d's rollout complete (ST-9): every one of d's replicas (Replicas) updated
+// and available, no other replica, and the current generation observed.
+func Complete(d *appsv1.Deployment, status *appsv1.DeploymentStatus) bool {
+	replicas := Replicas(d)
+	return status.UpdatedReplicas == replicas &&
+		status.Replicas == replicas &&
+		status.AvailableReplicas == replicas &&
+		status.ObservedGeneration >= d.Generation
+}
+
+// Fenceposts are a Deployment's rolling-update bounds, resolved from its spec (RU-1..RU-6), all in replicas. The
+// Deployment controller resolves them once per sync; `rollout watch` draws the bounds they set.
+type Fenceposts struct {
+	// Replicas is d.spec.replicas (Replicas).
+	Replicas int32
+	// MaxSurge is how many replicas above Replicas a rolling update may run: percent rounded up, 0 for other
+	// strategies, no special case for 0 replicas (RU-5).
+	MaxSurge int32
+	// MaxUnavailable is how many of Replicas may be unavailable during a rolling update: percent rounded down,
+	// forced to 1 when both resolve to 0 (RU-3), capped at Replicas; 0 for other strategies or 0 replicas (RU-4).
+	MaxUnavailable int32
+}
+
+// FencepostsOf resolves d's fenceposts. For a RollingUpdate Deployment an invalid maxSurge or maxUnavailable
+// (rejected by validation, VA-8) counts as 0 and its parse error is returned alongside the usable result; the
+// Deployment controller fails the sync with it, as upstream's NewRSNewReplicas does.
+func FencepostsOf(d *appsv1.Deployment) (Fenceposts, error) {
+	f := Fenceposts{Replicas: Replicas(d)}
+	if d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType {
+		return f, nil
+	}
+	var s, u *intstr.IntOrString
+	if ru := d.Spec.Strategy.RollingUpdate; ru != nil {
+		s, u = ru.MaxSurge, ru.MaxUnavailable
+	}
+	surge, unavailable, err := ResolveFenceposts(s, u, f.Replicas)
+	f.MaxSurge = surge
+	if f.Replicas > 0 {
+		f.MaxUnavailable = min(unavailable, f.Replicas)
+	}
+	return f, err
+}
+
+// MaxTotal returns Replicas + MaxSurge, the most replicas the Deployment's ReplicaSets may have in total (RU-10,
+// PS-3), clamped to MaxInt32 instead of wrapping.
+func (f Fenceposts) MaxTotal() int32 {
+	return int32(min(int64(f.Replicas)+int64(f.MaxSurge), math.MaxInt32))
+}
+
+// MinAvailable returns Replicas − MaxUnavailable: the availability floor of a rolling update (RU-6, RU-11) and
+// the threshold of the Available condition (ST-4, RC-9). Upstream's MinAvailable is 0 for other strategies; this
+// is Replicas there, as the Available condition needs, and the rolling-update code only runs for RollingUpdate.
+func (f Fenceposts) MinAvailable() int32 {
+	return f.Replicas - f.MaxUnavailable
+}
+
+// ResolveFenceposts returns the absolute maxSurge (percent rounded up) and maxUnavailable (percent rounded down),
+// in replicas, for replicas desired; when both are 0, maxUnavailable is forced to 1 so a rollout can progress
+// (RU-1..RU-3). nil counts as 0 (RU-1). A value that is neither an int nor a percent string (rejected by
+// validation, VA-8) counts as 0 and its error is returned alongside the usable result.
+func ResolveFenceposts(maxSurge, maxUnavailable *intstr.IntOrString, replicas int32) (surge, unavailable int32, err error) {
+	surge, errSurge := scaledValue(maxSurge, replicas, true)
+	unavailable, errUnavailable := scaledValue(maxUnavailable, replicas, false)
+	if errSurge != nil {
+		surge, err = 0, errSurge
+	}
+	if errUnavailable != nil {
+		unavailable, err = 0, errUnavailable
+	}
+	if surge == 0 && unavailable == 0 {
+		unavailable = 1
+	}
+	return surge, unavailable, err
+}
+
+// scaledValue resolves an int-or-percent against total replicas, rounding percents up or down as asked (RU-2).
+func scaledValue(v *intstr.IntOrString, total int32, roundUp bool) (int32, error) {
+	if v == nil {
+		return 0, nil
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(v, int(total), roundUp)
+	return int32(n), err
+}
