@@ -83,6 +83,35 @@ func (l LeaderElection) Validate() error {
 	return nil
 }
 
+// Overlap returns, for an enabled configuration, why a leader cut off from
+// the API server might still be acting when a standby takes the Lease over,
+// or "" when it gives up first. The leader gives up at most retry-period +
+// renew-deadline after its last renewal. The standby takes over
+// lease-duration after it first read that renewal; client-go compares the
+// Lease record with renewTime to the second, so with a retry period under a
+// second two renewals can read alike and the standby may count from up to a
+// second before the last one. Upstream allows such settings (and so do we):
+// this is advice for the log, not a validation error.
+func (l LeaderElection) Overlap() string {
+	if !l.Enabled {
+		return ""
+	}
+	giveUp := l.RetryPeriod + l.RenewDeadline
+	var early time.Duration
+	if l.RetryPeriod < time.Second {
+		early = time.Second
+	}
+	if giveUp+early < l.LeaseDuration {
+		return ""
+	}
+	if early > 0 {
+		return fmt.Sprintf("a leader cut off from the API server gives up within retry-period + renew-deadline (%v) of its last renewal, "+
+			"and with a retry period under 1s a standby may take over up to 1s before lease-duration (%v) has passed since that renewal", giveUp, l.LeaseDuration)
+	}
+	return fmt.Sprintf("a leader cut off from the API server gives up within retry-period + renew-deadline (%v) of its last renewal, "+
+		"not before a standby may take over at lease-duration (%v)", giveUp, l.LeaseDuration)
+}
+
 // runLeading runs run(ctx) only while this process holds the Lease. It
 // returns nil when ctx is cancelled (after run has returned, i.e. in-flight
 // syncs are finished, and then the Lease is released so a standby takes over
@@ -99,6 +128,9 @@ func runLeading(ctx context.Context, l LeaderElection, client kubernetes.Interfa
 	// the controllers have drained, so the Lease is released last.
 	electorCtx, cancelElector := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelElector()
+	if why := l.Overlap(); why != "" {
+		klog.FromContext(ctx).Info("Warning: leader election settings let two leaders act at once for a moment; raise --leader-elect-lease-duration", "reason", why)
+	}
 	s := &leaderSession{l: l, logger: klog.FromContext(ctx), parent: ctx, run: run, cancelElector: cancelElector, drained: make(chan struct{})}
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,

@@ -103,3 +103,29 @@ func TestLeaderElectionDefaults(t *testing.T) {
 		t.Errorf("identities %q and %q: want distinct, non-empty", le.Identity, other.LeaderElection.Identity)
 	}
 }
+
+// TestLeaderElectionOverlap: the defaults (15s/10s/2s) let a cut-off leader
+// give up before a standby may take over; settings where retry-period +
+// renew-deadline reach lease-duration, or where a sub-second retry period
+// lets the standby count from up to a second early, are named (CM-7).
+func TestLeaderElectionOverlap(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		lease, renew, retry  time.Duration
+		enabled, wantWarning bool
+	}{
+		{"defaults", 15 * time.Second, 10 * time.Second, 2 * time.Second, true, false},
+		{"disabled", 3 * time.Second, 2 * time.Second, 2 * time.Second, false, false},
+		{"give up at expiry", 15 * time.Second, 10 * time.Second, 5 * time.Second, true, true},
+		{"whole-second retry, room left", 4 * time.Second, 2 * time.Second, time.Second, true, false},
+		{"sub-second retry within a second of expiry", 3 * time.Second, 2 * time.Second, 500 * time.Millisecond, true, true},
+		{"sub-second retry, room left", 4 * time.Second, 2 * time.Second, 500 * time.Millisecond, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := LeaderElection{Enabled: tc.enabled, LeaseDuration: tc.lease, RenewDeadline: tc.renew, RetryPeriod: tc.retry}
+			if got := l.Overlap(); (got != "") != tc.wantWarning {
+				t.Errorf("Overlap() = %q, want a warning: %v", got, tc.wantWarning)
+			}
+		})
+	}
+}

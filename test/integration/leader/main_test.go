@@ -66,8 +66,15 @@ type member struct {
 	done     chan error
 }
 
-// shortLease makes a crashed leader's Lease expire quickly.
-var shortLease = manager.LeaderElection{Enabled: true, LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
+// shortLease makes a crashed leader's Lease expire quickly. The retry period
+// is a whole second: client-go's standby restarts its expiry clock only when
+// the Lease record it reads changes, and the record holds renewTime to the
+// second, so with a sub-second retry period two renewals can fall in one
+// second and the standby may take over up to a second before the last one
+// expires (CI saw it take over 2.7s after a renewal of a 3s lease, with 0.5s).
+// lease-duration > renew-deadline + retry-period keeps a cut-off leader's
+// giving up before a standby's taking over.
+var shortLease = manager.LeaderElection{Enabled: true, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second}
 
 // identityConfig returns a client configuration for the deploy/ ServiceAccount's
 // user (a client certificate from the cluster CA, no groups), after applying deploy/'s RBAC.
