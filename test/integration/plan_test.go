@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout"
-	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/simulator"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
 
@@ -28,7 +28,7 @@ import (
 
 // plan runs `rollout plan deploy/NAME -o json ARGS…` against the shared
 // cluster, with the harness's pod startup delay.
-func plan(ctx context.Context, t *testing.T, ns, name string, args ...string) deployment.Plan {
+func plan(ctx context.Context, t *testing.T, ns, name string, args ...string) simulator.Plan {
 	t.Helper()
 	return harness.RolloutPlan(ctx, t, env.ControlPlane.KubeconfigPath(), ns, name, append([]string{"--pod-startup", "0.2"}, args...)...)
 }

@@ -254,7 +254,7 @@ func (f *follower) recordState(any) {
 	}
 	r.Replicas = rolloutstate.Replicas(d)
 	r.MaxTotal, r.MinAvailable = maxTotal, minAvailable
-	if newRS := deployment.FindNewReplicaSet(d, owned); newRS != nil {
+	if newRS := rolloutstate.NewReplicaSet(d, owned); newRS != nil {
 		f.rolloutStart = newRS.CreationTimestamp.Time
 	}
 	if n := len(r.Samples); n > 0 && sameState(r.Samples[n-1], s) {

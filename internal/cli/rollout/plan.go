@@ -23,8 +23,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
+	"github.com/kubedeploy/kubedeploy/internal/simulator"
 )
 
 // planOptions are `rollout plan`'s flags.
@@ -108,7 +108,7 @@ func (o *planOptions) run(ctx context.Context, c *clusterFlags, args []string, o
 	var next *appsv1.Deployment
 	var rss []*appsv1.ReplicaSet
 	if o.local {
-		next, rss, err = localState(manifests, name, c.namespace())
+		next, rss, err = localState(ctx, manifests, name, c.namespace())
 	} else {
 		next, rss, err = clusterState(ctx, c, manifests, name)
 	}
@@ -118,7 +118,7 @@ func (o *planOptions) run(ctx context.Context, c *clusterFlags, args []string, o
 	if err := setImages(next, o.images); err != nil {
 		return err
 	}
-	plan, err := deployment.Simulate(ctx, next, rss, deployment.SimulationConfig{
+	plan, err := simulator.Simulate(ctx, next, rss, simulator.Config{
 		PodStartup:     seconds(o.podStartup),
 		PodTermination: seconds(o.podTermination),
 	})
@@ -254,8 +254,8 @@ func (m manifests) pick(name string) ([]*appsv1.Deployment, error) {
 // localState is --local: the first Deployment in the manifests is the
 // current one, the last the new one; ReplicaSets it controls (by UID, or by
 // name when the manifests carry no UID) are its current ReplicaSets, else
-// one fully rolled-out ReplicaSet (deployment.SteadyReplicaSet).
-func localState(m manifests, name, namespace string) (next *appsv1.Deployment, rss []*appsv1.ReplicaSet, err error) {
+// one fully rolled-out ReplicaSet (simulator.SteadyReplicaSet).
+func localState(ctx context.Context, m manifests, name, namespace string) (next *appsv1.Deployment, rss []*appsv1.ReplicaSet, err error) {
 	ds, err := m.pick(name)
 	if err != nil {
 		return nil, nil, err
@@ -290,7 +290,7 @@ func localState(m manifests, name, namespace string) (next *appsv1.Deployment, r
 		rss = append(rss, rs)
 	}
 	if len(rss) == 0 {
-		rs, err := deployment.SteadyReplicaSet(cur)
+		rs, err := simulator.SteadyReplicaSet(ctx, cur)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -423,7 +423,7 @@ func setImages(d *appsv1.Deployment, settings []string) error {
 
 // printPlan writes the plan as a table: a header, one row per step and a
 // summary line.
-func printPlan(out io.Writer, next *appsv1.Deployment, p *deployment.Plan) error {
+func printPlan(out io.Writer, next *appsv1.Deployment, p *simulator.Plan) error {
 	strategy := string(p.Strategy)
 	if ru := next.Spec.Strategy.RollingUpdate; p.Strategy == appsv1.RollingUpdateDeploymentStrategyType && ru != nil {
 		strategy += fmt.Sprintf(" (maxSurge %s, maxUnavailable %s)", ru.MaxSurge.String(), ru.MaxUnavailable.String())

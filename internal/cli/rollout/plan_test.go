@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/simulator"
 )
 
 // runPlan runs `rollout plan args...` and returns its output or error.
@@ -57,7 +57,7 @@ func TestPlanLocalSeed(t *testing.T) {
 			t.Errorf("json lacks %q: %s", key, out)
 		}
 	}
-	var p deployment.Plan
+	var p simulator.Plan
 	if err := json.Unmarshal([]byte(out), &p); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p deployment.Plan
+	var p simulator.Plan
 	if err := json.Unmarshal([]byte(out), &p); err != nil {
 		t.Fatal(err)
 	}

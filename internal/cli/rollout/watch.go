@@ -251,7 +251,7 @@ type view struct {
 func buildView(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*v1.Pod, events []*v1.Event, nEvents int, now time.Time) *view {
 	owned := rolloutstate.ControlledBy(rss, d.UID)
 	v := &view{d: d, state: state(d, owned), replicas: rolloutstate.Replicas(d)}
-	v.newRS = deployment.FindNewReplicaSet(d, owned)
+	v.newRS = rolloutstate.NewReplicaSet(d, owned)
 	for _, rs := range owned {
 		if rs != v.newRS && (rolloutstate.ReplicaSetReplicas(rs) > 0 || rs.Status.Replicas > 0) {
 			v.oldRSs = append(v.oldRSs, rs)

@@ -113,6 +113,9 @@ type Controller struct {
 	// freshness is the IM-4 read-your-writes guard over the ReplicaSet and
 	// Deployment caches.
 	freshness *expectations.ReadYourWrites
+	// rolloutDuration observes finished rollouts' durations in seconds (the
+	// process-wide histogram); nil for a Syncer, whose syncs are simulated.
+	rolloutDuration func(seconds float64)
 }
 
 // New builds the controller: it adds ownership.ControllerIndex to the
@@ -120,13 +123,28 @@ type Controller struct {
 // It returns an error for an invalid Config or when an informer refuses the
 // index or a handler (e.g. because it already started).
 func New(ctx context.Context, cfg Config) (*Controller, error) {
+	c, err := newController(cfg)
+	if err != nil {
+		return nil, err
+	}
+	registerMetrics()
+	c.rolloutDuration = rolloutDuration.Observe
+	c.runner = runner.New(Name, c.syncDeployment, runner.WithObserver(cfg.Observer), runner.WithClock(cfg.Clock))
+	if err := c.registerHandlers(klog.FromContext(ctx), cfg); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// newController validates cfg and builds the controller's caches, indexes
+// and guards: what New and NewSyncer share.
+func newController(cfg Config) (*Controller, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid deployment controller config: %w", err)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	registerMetrics()
 	dInformer, rsInformer, podInformer := cfg.Deployments.Informer(), cfg.ReplicaSets.Informer(), cfg.Pods.Informer()
 	if err := ownership.AddControllerIndex(rsInformer); err != nil {
 		return nil, fmt.Errorf("deployment controller: adding the controller index to the ReplicaSet informer: %w", err)
@@ -149,10 +167,6 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 			resourceReplicaSets: expectations.InformerCache(rsInformer),
 			resourceDeployments: expectations.InformerCache(dInformer),
 		}),
-	}
-	c.runner = runner.New(Name, c.syncDeployment, runner.WithObserver(cfg.Observer), runner.WithClock(cfg.Clock))
-	if err := c.registerHandlers(klog.FromContext(ctx), cfg); err != nil {
-		return nil, err
 	}
 	return c, nil
 }

@@ -106,7 +106,7 @@ func fuzzReplicaSets(d *appsv1.Deployment, data []byte, newIdx uint8) (all, old 
 		}
 		all = append(all, rs)
 	}
-	return all, oldReplicaSets(all, newOne), newOne
+	return all, rolloutstate.OldReplicaSets(all, newOne), newOne
 }
 
 // rsBytes encodes (spec, available, minute) triples for fuzzReplicaSets seeds.
@@ -412,7 +412,7 @@ func checkPlan(t *testing.T, step string, p plan, activeOld []*appsv1.ReplicaSet
 		if _, dup := removed[r.rs]; dup {
 			t.Fatalf("RU-11 %s resizes %s twice", step, r.rs.Name)
 		}
-		if i > 0 && olderFirst(r.rs, p[i-1].rs) {
+		if i > 0 && rolloutstate.OlderFirst(r.rs, p[i-1].rs) {
 			t.Fatalf("RU-11 %s writes %s after the newer %s: want oldest first", step, r.rs.Name, p[i-1].rs.Name)
 		}
 		n := specReplicas(r.rs) - r.size

@@ -7,10 +7,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/dump"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // hashAlphabet maps decimal digits of the hash sum to characters (OM-18).
@@ -70,16 +70,6 @@ func replicaSetName(deploymentName, hash string) string {
 // fields kubedeploy's API does not know, as templates records them (IM-8; a
 // nil templates knows of none).
 func sameTemplate(templates *rawtemplate.Store, rs *appsv1.ReplicaSet, d *appsv1.Deployment) bool {
-	return templatesEqualIgnoringHash(&rs.Spec.Template, &d.Spec.Template) &&
+	return rolloutstate.TemplatesEqualIgnoringHash(&rs.Spec.Template, &d.Spec.Template) &&
 		templates.Fingerprint(rs) == templates.Fingerprint(d)
-}
-
-// templatesEqualIgnoringHash reports whether two pod templates are
-// semantically equal once the pod-template-hash label is removed from both
-// (RV-1): nil and empty maps/slices are equal, quantities compare numerically.
-func templatesEqualIgnoringHash(a, b *v1.PodTemplateSpec) bool {
-	a1, b1 := a.DeepCopy(), b.DeepCopy()
-	delete(a1.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-	delete(b1.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-	return apiequality.Semantic.DeepEqual(a1, b1)
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // TestComputeHashOM19 checks the OM-19 vectors (and OM-17: nil ≠ 0).
@@ -81,20 +82,20 @@ func TestTemplatesEqualIgnoringHashRV1(t *testing.T) {
 	a := podTemplate("nginx:1")
 	b := podTemplate("nginx:1")
 	b.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = "abc"
-	if !templatesEqualIgnoringHash(&a, &b) {
+	if !rolloutstate.TemplatesEqualIgnoringHash(&a, &b) {
 		t.Error("hash label must be ignored")
 	}
 	b.Annotations = map[string]string{}
-	if !templatesEqualIgnoringHash(&a, &b) {
+	if !rolloutstate.TemplatesEqualIgnoringHash(&a, &b) {
 		t.Error("nil and empty maps must be equal")
 	}
 	a.Spec.Containers[0].Resources.Limits = v1.ResourceList{"cpu": resource.MustParse("1")}
 	b.Spec.Containers[0].Resources.Limits = v1.ResourceList{"cpu": resource.MustParse("1000m")}
-	if !templatesEqualIgnoringHash(&a, &b) {
+	if !rolloutstate.TemplatesEqualIgnoringHash(&a, &b) {
 		t.Error("quantities must compare numerically")
 	}
 	c := podTemplate("nginx:2")
-	if templatesEqualIgnoringHash(&a, &c) {
+	if rolloutstate.TemplatesEqualIgnoringHash(&a, &c) {
 		t.Error("different images must differ")
 	}
 	if _, ok := a.Labels[appsv1.DefaultDeploymentUniqueLabelKey]; ok {
@@ -143,7 +144,7 @@ func TestUnknownTemplateFieldsCount(t *testing.T) {
 	other := fromJSON[*appsv1.ReplicaSet](t, templates, templateJSON("ReplicaSet", "other", "Loose", hashLabel))
 	none := fromJSON[*appsv1.ReplicaSet](t, templates, templateJSON("ReplicaSet", "none", "", hashLabel))
 	for _, rs := range []*appsv1.ReplicaSet{same, other, none} {
-		if !templatesEqualIgnoringHash(&rs.Spec.Template, &d.Spec.Template) {
+		if !rolloutstate.TemplatesEqualIgnoringHash(&rs.Spec.Template, &d.Spec.Template) {
 			t.Fatalf("%s: typed templates differ; the test needs them equal", rs.Name)
 		}
 	}

@@ -30,14 +30,15 @@ func registerMetrics() {
 	registerMetricsOnce.Do(func() { legacyregistry.MustRegister(rolloutDuration) })
 }
 
-// observeRolloutComplete records the rollout duration when a status write
-// has just moved the Deployment to Progressing reason NewReplicaSetAvailable
-// (prev is the status before the write): now − newRS.CreationTimestamp.
-func observeRolloutComplete(prev, cur appsv1.DeploymentStatus, newRS *appsv1.ReplicaSet, now time.Time) {
-	if newRS == nil || progressingReason(prev) == NewReplicaSetAvailable || progressingReason(cur) != NewReplicaSetAvailable {
+// observeRolloutComplete gives observe the rollout duration when a status
+// write has just moved the Deployment to Progressing reason
+// NewReplicaSetAvailable (prev is the status before the write): now −
+// newRS.CreationTimestamp, in seconds. A nil observe (a Syncer's) records nothing.
+func observeRolloutComplete(observe func(float64), prev, cur appsv1.DeploymentStatus, newRS *appsv1.ReplicaSet, now time.Time) {
+	if observe == nil || newRS == nil || progressingReason(prev) == NewReplicaSetAvailable || progressingReason(cur) != NewReplicaSetAvailable {
 		return
 	}
-	rolloutDuration.Observe(now.Sub(newRS.CreationTimestamp.Time).Seconds())
+	observe(now.Sub(newRS.CreationTimestamp.Time).Seconds())
 }
 
 func progressingReason(s appsv1.DeploymentStatus) string {

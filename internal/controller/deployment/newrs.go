@@ -22,7 +22,7 @@ import (
 // revision annotation and FoundNewReplicaSet condition follow it (RV-3).
 func (sc *syncContext) resolveReplicaSets(ctx context.Context) error {
 	sc.newRS = findNewReplicaSet(sc.c.templates, sc.d, sc.rsList)
-	sc.oldRSs = oldReplicaSets(sc.rsList, sc.newRS)
+	sc.oldRSs = rolloutstate.OldReplicaSets(sc.rsList, sc.newRS)
 	if sc.newRS == nil {
 		return nil
 	}

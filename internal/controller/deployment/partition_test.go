@@ -1,8 +1,6 @@
 package deployment
 
 import (
-	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,50 +53,6 @@ func TestParsePartition(t *testing.T) {
 		case !tc.wantErr && (err != nil || got != tc.want):
 			t.Errorf("ParsePartition(%q, %d) = %d, %v; want %d", tc.v, tc.replicas, got, err, tc.want)
 		}
-	}
-}
-
-// partitionedPlan simulates rolling d (fully rolled out on nginx:1.14.2) to
-// nginx:1.9.3 with partition value v.
-func partitionedPlan(t *testing.T, d *appsv1.Deployment, v string) *Plan {
-	t.Helper()
-	return simulateImageChange(t, d, map[string]string{RolloutPartitionAnnotation: v}, SimulationConfig{})
-}
-
-// EX-1 on the seed Deployment (20 replicas, 25%/25%): partition 5 creates
-// the new ReplicaSet at 5, the old one goes to 15 and stays there; "50%"
-// stops at 10 and 10. Never above 25 pods or below 15 available.
-func TestSimulatePartitionHolds(t *testing.T) {
-	surge, unavailable := pct25()
-	for _, tc := range []struct {
-		v                string
-		wantNew, wantOld []int32
-	}{
-		{v: "5", wantNew: []int32{5}, wantOld: []int32{15}},
-		{v: "50%", wantNew: []int32{5, 10}, wantOld: []int32{15, 10}},
-		{v: "0", wantNew: []int32{0}, wantOld: nil},
-	} {
-		t.Run(tc.v, func(t *testing.T) {
-			p := partitionedPlan(t, newDeployment(20, surge, unavailable), tc.v)
-			if p.Complete || !p.Partitioned || !strings.Contains(p.Stopped, RolloutPartitionAnnotation) {
-				t.Fatalf("plan complete %v, partitioned %v, stopped %q; want held", p.Complete, p.Partitioned, p.Stopped)
-			}
-			if got := p.NewReplicaSetSizes(); !slices.Equal(got, tc.wantNew) {
-				t.Errorf("new ReplicaSet sizes %v, want %v", got, tc.wantNew)
-			}
-			if tc.wantOld != nil {
-				if got := p.OldReplicaSetSizes(0); !slices.Equal(got, tc.wantOld) {
-					t.Errorf("old ReplicaSet sizes %v, want %v", got, tc.wantOld)
-				}
-			}
-			if p.PeakPods > 25 || p.MinAvailable < 15 {
-				t.Errorf("peak %d, min available %d; bounds 25 and 15", p.PeakPods, p.MinAvailable)
-			}
-		})
-	}
-	// A partition at or above replicas is no partition.
-	if p := partitionedPlan(t, newDeployment(20, surge, unavailable), "100%"); !p.Complete || p.Partitioned {
-		t.Errorf("100%%: complete %v, partitioned %v (%s)", p.Complete, p.Partitioned, p.Stopped)
 	}
 }
 
@@ -184,74 +138,4 @@ func TestPartitionScaling(t *testing.T) {
 				tc.v, tc.replicas, tc.proposedNew, got[1].size, got[0].size, tc.wantNew, tc.wantOld)
 		}
 	}
-}
-
-// FuzzPartition: for any replicas, maxSurge, maxUnavailable and partition
-// (pods or percent), the simulated rollout (this package's own sync, EX-1)
-// never puts more pods on the new template than the partition allows, keeps
-// within replicas + maxSurge pods and replicas − maxUnavailable available at
-// every step, and ends held with the new ReplicaSet at exactly the partition
-// (or complete when the partition is at or above replicas).
-func FuzzPartition(f *testing.F) {
-	f.Add(int32(20), int32(5), int32(5), false, int32(5), false, false)
-	f.Add(int32(20), int32(25), int32(25), true, int32(50), true, false)
-	f.Add(int32(3), int32(0), int32(1), false, int32(1), false, false)
-	f.Add(int32(10), int32(0), int32(0), false, int32(0), false, true)
-	f.Add(int32(7), int32(100), int32(0), true, int32(99), true, false)
-	f.Fuzz(func(t *testing.T, replicas, surgeV, unavailableV int32, percent bool, partitionV int32, partitionPercent, minReady bool) {
-		replicas = bounded(replicas, 40)
-		surge := fuzzFencepost(percent, surgeV, replicas)
-		unavailable := fuzzFencepost(percent, unavailableV, replicas)
-		d := newDeployment(replicas, surge, unavailable)
-		if minReady {
-			d.Spec.MinReadySeconds = 2
-		}
-		value := fmt.Sprint(bounded(partitionV, replicas+5))
-		if partitionPercent {
-			value = fmt.Sprintf("%d%%", bounded(partitionV, 120))
-		}
-		limit, err := ParsePartition(value, replicas)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := partitionedPlan(t, d, value)
-		maxSurge, maxUnavailable := resolvedOracle(&surge, &unavailable, replicas)
-		if replicas > 0 && maxUnavailable > replicas {
-			maxUnavailable = replicas
-		}
-		for i, s := range p.Steps {
-			if s.NewReplicas > limit {
-				t.Fatalf("step %d: new ReplicaSet at %d, partition %q allows %d (%+v)", i, s.NewReplicas, value, limit, p.Steps)
-			}
-			if s.MaxTotal > replicas+maxSurge {
-				t.Fatalf("step %d: %d pods, bound %d (%+v)", i, s.MaxTotal, replicas+maxSurge, p.Steps)
-			}
-			if s.MinAvailable < replicas-maxUnavailable {
-				t.Fatalf("step %d: %d available, bound %d (%+v)", i, s.MinAvailable, replicas-maxUnavailable, p.Steps)
-			}
-		}
-		switch {
-		case limit >= replicas:
-			if !p.Complete {
-				t.Fatalf("partition %q of %d replicas: want complete, %s", value, replicas, p.Stopped)
-			}
-		case !p.Partitioned:
-			t.Fatalf("partition %q (%d) of %d replicas: want held, complete %v, %s (%+v)", value, limit, replicas, p.Complete, p.Stopped, p.Steps)
-		case len(p.Steps) == 0:
-			t.Fatalf("partition %q: held without a step", value)
-		default:
-			last := p.Steps[len(p.Steps)-1]
-			if last.NewReplicas != limit || sum(last.OldReplicas) != replicas-limit {
-				t.Fatalf("held at new %d, old %v; want %d and %d", last.NewReplicas, last.OldReplicas, limit, replicas-limit)
-			}
-		}
-	})
-}
-
-func sum(v []int32) int32 {
-	var n int32
-	for _, x := range v {
-		n += x
-	}
-	return n
 }

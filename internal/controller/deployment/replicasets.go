@@ -60,24 +60,16 @@ func withNew(oldRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) []*appsv1.Re
 	return out
 }
 
-// olderFirst orders by creation time ascending, then name ascending.
-func olderFirst(a, b *appsv1.ReplicaSet) bool {
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return a.CreationTimestamp.Before(&b.CreationTimestamp)
-	}
-	return a.Name < b.Name
-}
-
 // sortOldestFirst sorts rss in place by creation time ascending, ties by name
 // (RV-1, RU-11, RB-4).
 func sortOldestFirst(rss []*appsv1.ReplicaSet) {
-	sort.SliceStable(rss, func(i, j int) bool { return olderFirst(rss[i], rss[j]) })
+	sort.SliceStable(rss, func(i, j int) bool { return rolloutstate.OlderFirst(rss[i], rss[j]) })
 }
 
 // sortNewestFirst sorts rss in place by creation time descending, ties by
 // name descending (PS-1).
 func sortNewestFirst(rss []*appsv1.ReplicaSet) {
-	sort.SliceStable(rss, func(i, j int) bool { return olderFirst(rss[j], rss[i]) })
+	sort.SliceStable(rss, func(i, j int) bool { return rolloutstate.OlderFirst(rss[j], rss[i]) })
 }
 
 // sortBySizeNewer sorts by spec.replicas descending, ties newest first (PS-3, toAdd > 0).
@@ -86,7 +78,7 @@ func sortBySizeNewer(rss []*appsv1.ReplicaSet) {
 		if si, sj := specReplicas(rss[i]), specReplicas(rss[j]); si != sj {
 			return si > sj
 		}
-		return olderFirst(rss[j], rss[i])
+		return rolloutstate.OlderFirst(rss[j], rss[i])
 	})
 }
 
@@ -96,7 +88,7 @@ func sortBySizeOlder(rss []*appsv1.ReplicaSet) {
 		if si, sj := specReplicas(rss[i]), specReplicas(rss[j]); si != sj {
 			return si > sj
 		}
-		return olderFirst(rss[i], rss[j])
+		return rolloutstate.OlderFirst(rss[i], rss[j])
 	})
 }
 
@@ -107,7 +99,7 @@ func sortByRevision(rss []*appsv1.ReplicaSet) {
 		ri, erri := revision(rss[i])
 		rj, errj := revision(rss[j])
 		if erri != nil || errj != nil || ri == rj {
-			return olderFirst(rss[i], rss[j])
+			return rolloutstate.OlderFirst(rss[i], rss[j])
 		}
 		return ri < rj
 	})
@@ -125,29 +117,6 @@ func findNewReplicaSet(templates *rawtemplate.Store, d *appsv1.Deployment, rsLis
 		}
 	}
 	return nil
-}
-
-// FindNewReplicaSet returns d's new ReplicaSet among rss, as the controller
-// finds it (RV-1: the oldest whose pod template equals d's, ignoring
-// pod-template-hash), or nil. For tools that show a rollout
-// (`kubedeploy rollout watch`), whose typed informers see no fields
-// kubedeploy's API does not know; rss is not modified.
-func FindNewReplicaSet(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
-	return findNewReplicaSet(nil, d, rss)
-}
-
-// oldReplicaSets returns every ReplicaSet in rsList except newRS, oldest
-// first (allOldRSs, including zero-size ones).
-func oldReplicaSets(rsList []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) []*appsv1.ReplicaSet {
-	var out []*appsv1.ReplicaSet
-	for _, rs := range rsList {
-		if newRS != nil && rs.UID == newRS.UID {
-			continue
-		}
-		out = append(out, rs)
-	}
-	sortOldestFirst(out)
-	return out
 }
 
 // desiredReplicas returns d.spec.replicas. A nil value (impossible after API

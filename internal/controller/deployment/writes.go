@@ -184,8 +184,8 @@ func (sc *syncContext) syncRolloutStatus(ctx context.Context) (runner.Result, er
 	if err := sc.updateStatus(ctx); err != nil {
 		return runner.Result{}, err
 	}
-	observeRolloutComplete(prev, sc.d.Status, sc.newRS, sc.now) // metrics.go
-	sc.autoRollbackSkippedEvent(&prev, &sc.d.Status)            // EX-2
+	observeRolloutComplete(sc.c.rolloutDuration, prev, sc.d.Status, sc.newRS, sc.now) // metrics.go
+	sc.autoRollbackSkippedEvent(&prev, &sc.d.Status)                                  // EX-2
 	return runner.Result{}, nil
 }
 

@@ -65,6 +65,18 @@ type Controller struct {
 // It returns the Config error or the informer's error when the index or a
 // handler cannot be added (e.g. the informer already started).
 func New(ctx context.Context, cfg Config) (*Controller, error) {
+	c, err := newController(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.runner = runner.New(Name, c.sync, runner.WithObserver(c.cfg.Observer), runner.WithClock(c.cfg.Clock))
+	return c, c.registerHandlers(klog.FromContext(ctx), c.cfg)
+}
+
+// newController validates cfg, fills its defaults and builds the
+// controller's caches, indexes, expectations and guards: what New and
+// NewSyncer share.
+func newController(cfg Config) (*Controller, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid replicaset controller config: %w", err)
 	}
@@ -86,8 +98,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 			resourceReplicaSets: expectations.InformerCache(rsInformer),
 		}),
 	}
-	c.runner = runner.New(Name, c.sync, runner.WithObserver(cfg.Observer), runner.WithClock(cfg.Clock))
-	return c, c.registerHandlers(klog.FromContext(ctx), cfg)
+	return c, nil
 }
 
 // HasSynced reports whether the ReplicaSet and pod informers and this

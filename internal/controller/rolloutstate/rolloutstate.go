@@ -1,16 +1,20 @@
 // Package rolloutstate is the rollout vocabulary that kubedeploy's controllers, `kubedeploy rollout` and the test
 // harness share, so that none of them derives it again: a workload's replicas with the API server's default,
 // which ReplicaSets a Deployment controls, its rolling-update fenceposts and the bounds they set (RU-1..RU-6), and
-// whether a rollout is complete (ST-9). It is pure (objects in, values out) and sits below both controllers.
+// which of them is the new one (RV-1), whether a rollout is complete (ST-9). It is pure (objects in, values out)
+// and sits below both controllers.
 //
-// Issue 24 grows it step by step; the new/old ReplicaSets (RV-1) and the rest of the rollout's state with its
-// reason move here next.
+// Issue 24 grows it step by step; the rest of the rollout's state with its reason (progressing, held, failed,
+// rolled back) moves here next.
 package rolloutstate
 
 import (
 	"math"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -142,4 +146,58 @@ func scaledValue(v *intstr.IntOrString, total int32, roundUp bool) (int32, error
 	}
 	n, err := intstr.GetScaledValueFromIntOrPercent(v, int(total), roundUp)
 	return int32(n), err
+}
+
+// OlderFirst reports whether a sorts before b oldest first: by creationTimestamp, ties by name (RV-1, RU-11,
+// RB-4).
+func OlderFirst(a, b *appsv1.ReplicaSet) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}
+
+// TemplatesEqualIgnoringHash reports whether two pod templates are semantically equal once the
+// pod-template-hash label is removed from both (RV-1): nil and empty maps and slices are equal, quantities
+// compare numerically. It compares the typed templates; the Deployment controller also compares what the API
+// server stored of fields its API does not know (IM-8, rawtemplate).
+func TemplatesEqualIgnoringHash(a, b *v1.PodTemplateSpec) bool {
+	a1, b1 := a.DeepCopy(), b.DeepCopy()
+	delete(a1.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
+	delete(b1.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
+	return equality.Semantic.DeepEqual(a1, b1)
+}
+
+// NewReplicaSet returns d's new ReplicaSet among rss (RV-1: the oldest whose pod template equals d's, ignoring
+// pod-template-hash), or nil when none is. rss is not modified. It compares typed templates, as the objects of
+// a typed informer or a manifest carry them.
+func NewReplicaSet(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
+	var found *appsv1.ReplicaSet
+	for _, rs := range rss {
+		if (found == nil || OlderFirst(rs, found)) && TemplatesEqualIgnoringHash(&rs.Spec.Template, &d.Spec.Template) {
+			found = rs
+		}
+	}
+	return found
+}
+
+// OldReplicaSets returns the ReplicaSets of rss other than newRS (nil: all of them), oldest first; rss is not
+// modified.
+func OldReplicaSets(rss []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) []*appsv1.ReplicaSet {
+	out := make([]*appsv1.ReplicaSet, 0, len(rss))
+	for _, rs := range rss {
+		if newRS == nil || rs.UID != newRS.UID {
+			out = append(out, rs)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *appsv1.ReplicaSet) int {
+		switch {
+		case OlderFirst(a, b):
+			return -1
+		case OlderFirst(b, a):
+			return 1
+		}
+		return 0
+	})
+	return out
 }

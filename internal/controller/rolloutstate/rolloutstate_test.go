@@ -2,8 +2,10 @@ package rolloutstate
 
 import (
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -80,4 +82,51 @@ func TestComplete(t *testing.T) {
 			t.Errorf("%s: complete", name)
 		}
 	}
+}
+
+// TestNewAndOldReplicaSets (RV-1): the new ReplicaSet is the oldest whose template equals the Deployment's once
+// pod-template-hash is ignored, ties on creation time broken by name; the old ones are the rest, oldest first.
+func TestNewAndOldReplicaSets(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	template := func(image, hash string) v1.PodTemplateSpec {
+		labels := map[string]string{"app": "web"}
+		if hash != "" {
+			labels[appsv1.DefaultDeploymentUniqueLabelKey] = hash
+		}
+		return v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "web", Image: image}}}}
+	}
+	rs := func(name, image string, minute int) *appsv1.ReplicaSet {
+		return &appsv1.ReplicaSet{
+			ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name), CreationTimestamp: metav1.NewTime(base.Add(time.Duration(minute) * time.Minute))},
+			Spec:       appsv1.ReplicaSetSpec{Template: template(image, name)},
+		}
+	}
+	d := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: template("web:2", "")}}
+	a, b, c, dup := rs("a", "web:1", 0), rs("b", "web:2", 2), rs("c", "web:3", 1), rs("ab", "web:2", 2)
+	rss := []*appsv1.ReplicaSet{b, c, dup, a}
+	if got := NewReplicaSet(d, rss); got != dup {
+		t.Errorf("NewReplicaSet = %v, want ab (same template and age as b, first by name)", got)
+	}
+	old := OldReplicaSets(rss, dup)
+	if len(old) != 3 || old[0] != a || old[1] != c || old[2] != b {
+		t.Errorf("OldReplicaSets = %v, want a, c, b (oldest first)", names(old))
+	}
+	if rss[0] != b || rss[3] != a {
+		t.Error("the input slice was reordered")
+	}
+	if got := NewReplicaSet(&appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: template("web:9", "")}}, rss); got != nil {
+		t.Errorf("NewReplicaSet with no matching template = %s, want nil", got.Name)
+	}
+	if got := OldReplicaSets(rss, nil); len(got) != 4 {
+		t.Errorf("OldReplicaSets(nil new) = %v, want all four", names(got))
+	}
+}
+
+func names(rss []*appsv1.ReplicaSet) []string {
+	var out []string
+	for _, rs := range rss {
+		out = append(out, rs.Name)
+	}
+	return out
 }

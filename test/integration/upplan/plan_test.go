@@ -27,7 +27,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/simulator"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
 
@@ -56,7 +56,7 @@ func seed(t *testing.T, ns string) *appsv1.Deployment {
 
 // plan runs `rollout plan deploy/NAME --image NAME=IMAGE -o json` as a
 // user would, with the default --pod-startup (1 s, up's pod startup delay).
-func plan(ctx context.Context, t *testing.T, ns, name, image string) deployment.Plan {
+func plan(ctx context.Context, t *testing.T, ns, name, image string) simulator.Plan {
 	t.Helper()
 	return harness.RolloutPlan(ctx, t, env.ControlPlane.KubeconfigPath(), ns, name, "--image", name+"="+image)
 }

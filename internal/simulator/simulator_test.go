@@ -1,21 +1,60 @@
-package deployment
+package simulator
 
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 )
+
+func newDeployment(replicas int32, surge, unavailable intstr.IntOrString) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "nginx", Namespace: "ns", UID: "d-uid", Generation: 1, ResourceVersion: "100",
+		},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "nginx"}},
+			Template: v1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "nginx"}},
+				Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "nginx", Image: "nginx:1.14.2"}}},
+			},
+			Strategy: appsv1.DeploymentStrategy{
+				Type:          appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &surge, MaxUnavailable: &unavailable},
+			},
+			RevisionHistoryLimit:    ptr.To[int32](10),
+			ProgressDeadlineSeconds: ptr.To[int32](600),
+		},
+	}
+}
+
+func newRecreateDeployment(replicas int32) *appsv1.Deployment {
+	d := newDeployment(replicas, intstr.FromInt32(0), intstr.FromInt32(0))
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+	return d
+}
+
+// pct25 returns maxSurge and maxUnavailable at their VA-1 defaults, 25%.
+func pct25() (intstr.IntOrString, intstr.IntOrString) {
+	return intstr.FromString("25%"), intstr.FromString("25%")
+}
 
 // simulateImageChange simulates rolling d (fully rolled out on its
 // template) to image nginx:1.9.3 with annotations set on the changed
 // Deployment.
-func simulateImageChange(t *testing.T, d *appsv1.Deployment, annotations map[string]string, cfg SimulationConfig) *Plan {
+func simulateImageChange(t testing.TB, d *appsv1.Deployment, annotations map[string]string, cfg Config) *Plan {
 	t.Helper()
-	rs, err := SteadyReplicaSet(d)
+	rs, err := SteadyReplicaSet(context.Background(), d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +70,7 @@ func simulateImageChange(t *testing.T, d *appsv1.Deployment, annotations map[str
 
 // planFor simulates rolling d (fully rolled out on nginx:1.14.2) to image
 // nginx:1.9.3 and requires the plan to complete.
-func planFor(t *testing.T, d *appsv1.Deployment, cfg SimulationConfig) *Plan {
+func planFor(t *testing.T, d *appsv1.Deployment, cfg Config) *Plan {
 	t.Helper()
 	p := simulateImageChange(t, d, d.Annotations, cfg)
 	if !p.Complete {
@@ -64,7 +103,7 @@ func oldSizes(p *Plan) []int32 {
 // available.
 func TestSimulateRollingSeed(t *testing.T) {
 	surge, unavailable := pct25()
-	p := planFor(t, newDeployment(20, surge, unavailable), SimulationConfig{})
+	p := planFor(t, newDeployment(20, surge, unavailable), Config{})
 	if got, want := newSizes(p), []int32{5, 10, 10, 20, 20}; !slices.Equal(got, want) {
 		t.Errorf("new ReplicaSet sizes = %v, want %v", got, want)
 	}
@@ -99,7 +138,7 @@ func seconds(p *Plan) []float64 {
 
 // maxSurge 0 / maxUnavailable 1: one pod at a time, old first (RU-5).
 func TestSimulateOneByOne(t *testing.T) {
-	p := planFor(t, newDeployment(3, intstr.FromInt32(0), intstr.FromInt32(1)), SimulationConfig{})
+	p := planFor(t, newDeployment(3, intstr.FromInt32(0), intstr.FromInt32(1)), Config{})
 	// The first sync creates the new ReplicaSet at 0 and shrinks the old one.
 	if got, want := oldSizes(p), []int32{2, 2, 1, 1, 0, 0}; !slices.Equal(got, want) {
 		t.Errorf("old sizes = %v, want %v", got, want)
@@ -115,7 +154,7 @@ func TestSimulateOneByOne(t *testing.T) {
 // Recreate: every old pod gone first (RC-2, RC-3), then the new ReplicaSet at
 // full size (RC-4); the termination time counts.
 func TestSimulateRecreate(t *testing.T) {
-	p := planFor(t, newRecreateDeployment(20), SimulationConfig{PodTermination: 2 * time.Second})
+	p := planFor(t, newRecreateDeployment(20), Config{PodTermination: 2 * time.Second})
 	if got, want := oldSizes(p), []int32{0, 0}; !slices.Equal(got, want) {
 		t.Errorf("old sizes = %v, want %v", got, want)
 	}
@@ -137,7 +176,7 @@ func TestSimulateMinReadyAndPaused(t *testing.T) {
 	d := newDeployment(4, surge, unavailable)
 	d.Spec.MinReadySeconds = 10
 	d.Spec.Paused = true
-	p := planFor(t, d, SimulationConfig{PodStartup: 2 * time.Second})
+	p := planFor(t, d, Config{PodStartup: 2 * time.Second})
 	if !p.Paused {
 		t.Error("Paused not reported")
 	}
@@ -154,13 +193,13 @@ func TestSimulateMinReadyAndPaused(t *testing.T) {
 func TestSimulateStopsWhenStuck(t *testing.T) {
 	surge, unavailable := pct25()
 	d := newDeployment(20, surge, unavailable)
-	rs, err := SteadyReplicaSet(d)
+	rs, err := SteadyReplicaSet(context.Background(), d)
 	if err != nil {
 		t.Fatal(err)
 	}
 	next := d.DeepCopy()
 	next.Spec.Template.Spec.Containers[0].Image = "nginx:1.9.3"
-	p, err := Simulate(context.Background(), next, []*appsv1.ReplicaSet{rs}, SimulationConfig{PodStartup: 48 * time.Hour})
+	p, err := Simulate(context.Background(), next, []*appsv1.ReplicaSet{rs}, Config{PodStartup: 48 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,17 +213,61 @@ func TestSimulateRejectsBadInput(t *testing.T) {
 	surge, unavailable := pct25()
 	d := newDeployment(3, surge, unavailable)
 	d.Spec.Selector = nil
-	if _, err := Simulate(context.Background(), d, nil, SimulationConfig{}); err == nil {
+	if _, err := Simulate(context.Background(), d, nil, Config{}); err == nil {
 		t.Error("no error for a Deployment without selector")
 	}
 	d = newDeployment(3, intstr.FromString("x%"), intstr.FromInt32(0))
-	if _, err := Simulate(context.Background(), d, nil, SimulationConfig{}); err == nil {
+	if _, err := Simulate(context.Background(), d, nil, Config{}); err == nil {
 		t.Error("no error for an invalid maxSurge")
 	}
 	d = newDeployment(3, surge, unavailable)
-	rs, _ := SteadyReplicaSet(d)
+	rs, _ := SteadyReplicaSet(context.Background(), d)
 	rs.OwnerReferences[0].UID = "someone-else"
-	if _, err := Simulate(context.Background(), d, []*appsv1.ReplicaSet{rs}, SimulationConfig{}); err == nil {
+	if _, err := Simulate(context.Background(), d, []*appsv1.ReplicaSet{rs}, Config{}); err == nil {
 		t.Error("no error for a ReplicaSet of another owner")
+	}
+}
+
+// partitionedPlan simulates rolling d (fully rolled out on nginx:1.14.2) to
+// nginx:1.9.3 with partition value v.
+func partitionedPlan(t *testing.T, d *appsv1.Deployment, v string) *Plan {
+	t.Helper()
+	return simulateImageChange(t, d, map[string]string{deployment.RolloutPartitionAnnotation: v}, Config{})
+}
+
+// EX-1 on the seed Deployment (20 replicas, 25%/25%): partition 5 creates
+// the new ReplicaSet at 5, the old one goes to 15 and stays there; "50%"
+// stops at 10 and 10. Never above 25 pods or below 15 available.
+func TestSimulatePartitionHolds(t *testing.T) {
+	surge, unavailable := pct25()
+	for _, tc := range []struct {
+		v                string
+		wantNew, wantOld []int32
+	}{
+		{v: "5", wantNew: []int32{5}, wantOld: []int32{15}},
+		{v: "50%", wantNew: []int32{5, 10}, wantOld: []int32{15, 10}},
+		{v: "0", wantNew: []int32{0}, wantOld: nil},
+	} {
+		t.Run(tc.v, func(t *testing.T) {
+			p := partitionedPlan(t, newDeployment(20, surge, unavailable), tc.v)
+			if p.Complete || !p.Partitioned || !strings.Contains(p.Stopped, deployment.RolloutPartitionAnnotation) {
+				t.Fatalf("plan complete %v, partitioned %v, stopped %q; want held", p.Complete, p.Partitioned, p.Stopped)
+			}
+			if got := p.NewReplicaSetSizes(); !slices.Equal(got, tc.wantNew) {
+				t.Errorf("new ReplicaSet sizes %v, want %v", got, tc.wantNew)
+			}
+			if tc.wantOld != nil {
+				if got := p.OldReplicaSetSizes(0); !slices.Equal(got, tc.wantOld) {
+					t.Errorf("old ReplicaSet sizes %v, want %v", got, tc.wantOld)
+				}
+			}
+			if p.PeakPods > 25 || p.MinAvailable < 15 {
+				t.Errorf("peak %d, min available %d; bounds 25 and 15", p.PeakPods, p.MinAvailable)
+			}
+		})
+	}
+	// A partition at or above replicas is no partition.
+	if p := partitionedPlan(t, newDeployment(20, surge, unavailable), "100%"); !p.Complete || p.Partitioned {
+		t.Errorf("100%%: complete %v, partitioned %v (%s)", p.Complete, p.Partitioned, p.Stopped)
 	}
 }

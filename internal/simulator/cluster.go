@@ -1,0 +1,290 @@
+package simulator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// simulatedNode is the one node every simulated pod runs on: RS-14's
+// per-node rank then ties, as on a one-node cluster.
+const simulatedNode = "simulated-node"
+
+// start is the simulated wall-clock time of the change; any fixed time
+// works, plans report times relative to it.
+var start = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+var podsResource = v1.SchemeGroupVersion.WithResource("pods")
+
+// podTimes is when a simulated pod turns Ready and, once deleted, is gone,
+// as offsets from start.
+type podTimes struct {
+	readyAt time.Duration
+	deleted bool
+	goneAt  time.Duration
+}
+
+// cluster is the in-memory API server (client-go's fake clientset, with
+// reactors that do what the API server and a kubelet would) and the caches
+// the controllers' syncs read, which observe fills from it.
+type cluster struct {
+	ctx    context.Context
+	cfg    Config
+	now    time.Duration
+	clock  *clocktesting.FakeClock
+	client *fake.Clientset
+	// tracker stores the objects: client-go's plain object tracker, which
+	// serves every request (NewClientset's own tracker also manages fields,
+	// building a REST mapper on every write: 20 times slower at 1,000 pods).
+	tracker clienttesting.ObjectTracker
+	// factory's informers never run: observe puts objects in their indexers.
+	factory informers.SharedInformerFactory
+	pods    map[types.UID]*podTimes
+	nextID  int
+	// writes counts the create, update, patch and delete requests made.
+	writes int
+}
+
+func newCluster(ctx context.Context, cfg Config, objs ...runtime.Object) (*cluster, error) {
+	c := &cluster{ctx: ctx, cfg: cfg, clock: clocktesting.NewFakeClock(start), pods: map[types.UID]*podTimes{}}
+	c.tracker = clienttesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())
+	for _, obj := range objs {
+		if err := c.tracker.Add(obj); err != nil {
+			return nil, fmt.Errorf("simulate: %w", err)
+		}
+	}
+	c.client = fake.NewClientset()
+	c.client.PrependReactor("*", "*", clienttesting.ObjectReaction(c.tracker))
+	c.client.PrependReactor("create", "replicasets", c.onCreateReplicaSet)
+	c.client.PrependReactor("create", "pods", c.onCreatePod)
+	c.client.PrependReactor("delete", "pods", c.onDeletePod)
+	c.client.PrependReactor("*", "*", c.countWrite)
+	c.factory = informers.NewSharedInformerFactory(c.client, 0)
+	return c, nil
+}
+
+// advance moves the simulated time to now (an offset from start).
+func (c *cluster) advance(now time.Duration) {
+	c.now = now
+	c.clock.SetTime(start.Add(now))
+}
+
+func (c *cluster) countWrite(action clienttesting.Action) (bool, runtime.Object, error) {
+	switch action.GetVerb() {
+	case "create", "update", "patch", "delete":
+		c.writes++
+	}
+	return false, nil, nil
+}
+
+// onCreateReplicaSet gives a created ReplicaSet what the API server would:
+// a UID, a creation time, a resourceVersion and a generation; the tracker
+// then stores it.
+func (c *cluster) onCreateReplicaSet(action clienttesting.Action) (bool, runtime.Object, error) {
+	rs, ok := action.(clienttesting.CreateAction).GetObject().(*appsv1.ReplicaSet)
+	if !ok {
+		return false, nil, nil
+	}
+	c.nextID++
+	rs.UID = types.UID("simulated-new-rs-" + strconv.Itoa(c.nextID))
+	rs.CreationTimestamp = metav1.NewTime(c.clock.Now())
+	rs.ResourceVersion = "1"
+	rs.Generation = 1
+	return false, nil, nil
+}
+
+// onCreatePod names a pod the ReplicaSet controller creates (generateName),
+// and schedules and starts it at once: Running on the simulated node, Ready
+// PodStartup later (see kubelet).
+func (c *cluster) onCreatePod(action clienttesting.Action) (bool, runtime.Object, error) {
+	pod, ok := action.(clienttesting.CreateAction).GetObject().(*v1.Pod)
+	if !ok {
+		return false, nil, nil
+	}
+	c.startPod(pod, c.now+c.cfg.PodStartup)
+	return false, nil, nil
+}
+
+// startPod fills pod as the API server, the scheduler and the kubelet would
+// for a pod created now, Ready at readyAt (Ready already when readyAt is not
+// after now).
+func (c *cluster) startPod(pod *v1.Pod, readyAt time.Duration) {
+	c.nextID++
+	if pod.Name == "" {
+		pod.Name = pod.GenerateName + "sim" + strconv.Itoa(c.nextID)
+	}
+	pod.UID = types.UID("simulated-pod-" + strconv.Itoa(c.nextID))
+	pod.ResourceVersion = "1"
+	if pod.CreationTimestamp.IsZero() {
+		pod.CreationTimestamp = metav1.NewTime(c.clock.Now())
+	}
+	pod.Spec.NodeName = simulatedNode
+	pod.Status.Phase = v1.PodRunning
+	pod.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: pod.CreationTimestamp}}
+	c.pods[pod.UID] = &podTimes{readyAt: readyAt}
+	if readyAt <= c.now {
+		setReady(pod, start.Add(readyAt))
+	}
+}
+
+// onDeletePod makes a deleted pod Terminating for PodTermination (gone at
+// once without one), as a kubelet honouring a grace period would.
+func (c *cluster) onDeletePod(action clienttesting.Action) (bool, runtime.Object, error) {
+	del := action.(clienttesting.DeleteAction)
+	obj, err := c.tracker.Get(podsResource, del.GetNamespace(), del.GetName())
+	if err != nil {
+		return true, nil, err
+	}
+	pod := obj.(*v1.Pod).DeepCopy()
+	times := c.pods[pod.UID]
+	if c.cfg.PodTermination <= 0 || times == nil {
+		delete(c.pods, pod.UID)
+		return false, nil, nil
+	}
+	if pod.DeletionTimestamp == nil {
+		now := metav1.NewTime(c.clock.Now())
+		pod.DeletionTimestamp = &now
+		times.deleted, times.goneAt = true, c.now+c.cfg.PodTermination
+	}
+	return true, nil, c.tracker.Update(podsResource, pod, pod.Namespace)
+}
+
+// setReady marks pod Ready since at.
+func setReady(pod *v1.Pod, at time.Time) {
+	pod.Status.Conditions = append(pod.Status.Conditions,
+		v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(at)},
+		v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(at)})
+}
+
+// kubelet makes the pods whose time came Ready, removes the Terminating
+// ones whose termination ended and those whose ReplicaSet is gone (the
+// garbage collector's work), and reports whether it changed any.
+func (c *cluster) kubelet() (bool, error) {
+	pods, rsUIDs, err := c.podsAndOwners()
+	if err != nil {
+		return false, err
+	}
+	changed := false
+	for _, pod := range pods {
+		times := c.pods[pod.UID]
+		ref := metav1.GetControllerOf(pod)
+		switch {
+		case times == nil:
+		case ref == nil || !rsUIDs[ref.UID] || (times.deleted && times.goneAt <= c.now):
+			delete(c.pods, pod.UID)
+			err = c.tracker.Delete(podsResource, pod.Namespace, pod.Name)
+		case !times.deleted && times.readyAt <= c.now && !isReady(pod):
+			pod = pod.DeepCopy()
+			setReady(pod, start.Add(times.readyAt))
+			err = c.tracker.Update(podsResource, pod, pod.Namespace)
+		default:
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("simulate: %w", err)
+		}
+		changed = true
+	}
+	return changed, nil
+}
+
+// podsAndOwners lists the stored pods and the UIDs of the stored ReplicaSets.
+func (c *cluster) podsAndOwners() ([]*v1.Pod, map[types.UID]bool, error) {
+	podList, err := c.client.CoreV1().Pods("").List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("simulate: %w", err)
+	}
+	rsList, err := c.client.AppsV1().ReplicaSets("").List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("simulate: %w", err)
+	}
+	owners := make(map[types.UID]bool, len(rsList.Items))
+	for i := range rsList.Items {
+		owners[rsList.Items[i].UID] = true
+	}
+	pods := make([]*v1.Pod, len(podList.Items))
+	for i := range podList.Items {
+		pods[i] = &podList.Items[i]
+	}
+	return pods, owners, nil
+}
+
+func isReady(pod *v1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// nextEvent returns the earliest future time a pod turns Ready or
+// available (minReady after Ready, by its ReplicaSet's minReadySeconds) or
+// is gone.
+func (c *cluster) nextEvent(minReady map[types.UID]time.Duration, owner func(types.UID) types.UID) (time.Duration, bool) {
+	var next time.Duration
+	found := false
+	consider := func(t time.Duration) {
+		if t > c.now && (!found || t < next) {
+			next, found = t, true
+		}
+	}
+	for uid, times := range c.pods {
+		if times.deleted {
+			consider(times.goneAt)
+			continue
+		}
+		consider(times.readyAt)
+		consider(times.readyAt + minReady[owner(uid)])
+	}
+	return next, found
+}
+
+// observe copies the stored Deployments, ReplicaSets and pods into the
+// informer caches the syncs read, as informers would, and clears the fake
+// clientset's record of actions (which would otherwise grow with every sync).
+func (c *cluster) observe() error {
+	ds, err := c.client.AppsV1().Deployments("").List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("simulate: %w", err)
+	}
+	rss, err := c.client.AppsV1().ReplicaSets("").List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("simulate: %w", err)
+	}
+	pods, err := c.client.CoreV1().Pods("").List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("simulate: %w", err)
+	}
+	replace := func(inf cache.Indexer, n int, item func(int) any) error {
+		objs := make([]any, n)
+		for i := range objs {
+			objs[i] = item(i)
+		}
+		return inf.Replace(objs, "")
+	}
+	err = errors.Join(
+		replace(c.factory.Apps().V1().Deployments().Informer().GetIndexer(), len(ds.Items), func(i int) any { return &ds.Items[i] }),
+		replace(c.factory.Apps().V1().ReplicaSets().Informer().GetIndexer(), len(rss.Items), func(i int) any { return &rss.Items[i] }),
+		replace(c.factory.Core().V1().Pods().Informer().GetIndexer(), len(pods.Items), func(i int) any { return &pods.Items[i] }),
+	)
+	c.client.ClearActions()
+	if err != nil {
+		return fmt.Errorf("simulate: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,450 @@
+// Package simulator predicts a Deployment's rollout by running kubedeploy's
+// own controllers, not a model of them: the Deployment controller's sync and
+// the ReplicaSet controller's sync (slow start, RS-14's victim ranking,
+// status, minReadySeconds), each through its Syncer, against an in-memory API
+// server (client-go's fake clientset) whose reactors stand in for the API
+// server, the scheduler, a kubelet and the garbage collector, on a fake
+// clock. `kubedeploy rollout plan` prints what it returns.
+//
+// It sits above both controllers and holds all of the fake wiring, so the
+// controllers' packages (and the kubedeploy-controllers binary) link none of
+// it. Simulated syncs touch no process-wide metrics and send no events.
+package simulator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/controller/replicaset"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
+)
+
+// replicaSetRounds bounds the ReplicaSet syncs run, every ReplicaSet once a
+// round, until a round writes nothing: a sync that creates or deletes pods
+// writes its status on the next one, so two or three rounds suffice.
+const replicaSetRounds = 10
+
+var deploymentKind = appsv1.SchemeGroupVersion.WithKind("Deployment")
+
+// Simulate predicts the rollout kubedeploy's controllers perform for d (the
+// Deployment as it is or will be after a change; its status as stored) over
+// rss (the ReplicaSets it owns now, with their status): pods are created by
+// the ReplicaSet controller, become Ready cfg.PodStartup after creation and
+// available minReadySeconds later, and stay Terminating cfg.PodTermination
+// after deletion. Existing pods are made from each ReplicaSet's status
+// (available ones are available now, ready ones become available after
+// minReadySeconds, the others Ready after PodStartup). A paused d is
+// simulated as if resumed (Plan.Paused says so). It never talks to a real
+// API server.
+//
+// It returns an error when d or rss are not what the controller could sync
+// (no name, an invalid selector or strategy, a ReplicaSet d does not
+// control) or when a simulated sync fails; a rollout that stops progressing
+// (for example pods that never become available) is not an error:
+// Plan.Stopped says why.
+func Simulate(ctx context.Context, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, cfg Config) (*Plan, error) {
+	if cfg.PodStartup <= 0 {
+		cfg.PodStartup = DefaultPodStartup
+	}
+	if cfg.Horizon <= 0 {
+		cfg.Horizon = DefaultHorizon
+	}
+	if err := validate(d); err != nil {
+		return nil, err
+	}
+	s, err := newSimulation(ctx, d, rss, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return s.run()
+}
+
+// validate returns an error for a Deployment the controller would not roll
+// out: no name, a missing, empty or invalid selector, invalid fenceposts.
+func validate(d *appsv1.Deployment) error {
+	if d == nil || d.Name == "" {
+		return errors.New("simulate: the Deployment has no name")
+	}
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil || d.Spec.Selector == nil || sel.Empty() {
+		return fmt.Errorf("simulate: Deployment %s has an invalid or empty selector", d.Name)
+	}
+	if _, err := rolloutstate.FencepostsOf(d); err != nil {
+		return fmt.Errorf("simulate: Deployment %s: %w", d.Name, err)
+	}
+	return nil
+}
+
+// simulation is the state of one Simulate call.
+type simulation struct {
+	*cluster
+	deployments *deployment.Syncer
+	replicaSets *replicaset.Syncer
+	key         cache.ObjectName
+	plan        *Plan
+	// oldNames are the old ReplicaSets' names in the order first seen
+	// (oldest first); steps report sizes in this order.
+	oldNames []string
+}
+
+func newSimulation(ctx context.Context, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, cfg Config) (*simulation, error) {
+	d = d.DeepCopy()
+	plan := &Plan{Deployment: d.Name, Strategy: d.Spec.Strategy.Type, Replicas: rolloutstate.Replicas(d), Paused: d.Spec.Paused}
+	d.Spec.Paused = false
+	if d.Namespace == "" {
+		d.Namespace = metav1.NamespaceDefault
+	}
+	simulatedUID := d.UID == ""
+	if simulatedUID {
+		d.UID = "simulated-deployment"
+	}
+	// A changed spec is a new generation the controller has not observed.
+	d.Generation = max(d.Generation, d.Status.ObservedGeneration) + 1
+	d.ResourceVersion = "1"
+	objs := []runtime.Object{d}
+	var seeded []*appsv1.ReplicaSet
+	for i, rs := range rss {
+		rs = rs.DeepCopy()
+		// A Deployment read from a manifest has no UID: any controller
+		// reference is then taken as its own.
+		ref := metav1.GetControllerOf(rs)
+		if ref == nil || (ref.UID != d.UID && !simulatedUID) {
+			return nil, fmt.Errorf("simulate: ReplicaSet %s is not controlled by Deployment %s", rs.Name, d.Name)
+		}
+		if ref.UID != d.UID {
+			rs.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(d, deploymentKind)}
+		}
+		rs.Namespace = d.Namespace
+		if rs.UID == "" {
+			rs.UID = types.UID("simulated-rs-" + strconv.Itoa(i))
+		}
+		rs.ResourceVersion = "1"
+		objs = append(objs, rs)
+		seeded = append(seeded, rs)
+	}
+	c, err := newCluster(klog.NewContext(ctx, logr.Discard()), cfg, objs...)
+	if err != nil {
+		return nil, err
+	}
+	s := &simulation{cluster: c, key: cache.ObjectName{Namespace: d.Namespace, Name: d.Name}, plan: plan}
+	for _, rs := range seeded {
+		if err := s.seedPods(rs); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.newSyncers(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newSyncers builds both controllers' Syncers over the cluster's caches.
+func (s *simulation) newSyncers() error {
+	recorder := &record.FakeRecorder{} // no channel: events are dropped
+	var err error
+	s.deployments, err = deployment.NewSyncer(deployment.Config{
+		Client:      s.client,
+		Deployments: s.factory.Apps().V1().Deployments(),
+		ReplicaSets: s.factory.Apps().V1().ReplicaSets(),
+		Pods:        s.factory.Core().V1().Pods(),
+		Recorder:    recorder,
+		Clock:       s.clock,
+	})
+	if err != nil {
+		return fmt.Errorf("simulate: %w", err)
+	}
+	s.replicaSets, err = replicaset.NewSyncer(replicaset.Config{
+		Client:      s.client,
+		ReplicaSets: s.factory.Apps().V1().ReplicaSets(),
+		Pods:        s.factory.Core().V1().Pods(),
+		Recorder:    recorder,
+		Clock:       s.clock,
+	})
+	if err != nil {
+		return fmt.Errorf("simulate: %w", err)
+	}
+	return nil
+}
+
+// seedPods stores rs's existing pods, made from its status (see Simulate),
+// created an hour before the change, a second apart, oldest first.
+func (s *simulation) seedPods(rs *appsv1.ReplicaSet) error {
+	minReady := time.Duration(rs.Spec.MinReadySeconds) * time.Second
+	for i := range rs.Status.Replicas {
+		readyAt := s.cfg.PodStartup
+		switch {
+		case i < rs.Status.AvailableReplicas:
+			readyAt = -minReady
+		case i < max(rs.Status.ReadyReplicas, rs.Status.AvailableReplicas):
+			readyAt = 0
+		}
+		pod := newPod(rs)
+		pod.CreationTimestamp = metav1.NewTime(start.Add(-time.Hour + time.Duration(i)*time.Second))
+		s.startPod(pod, readyAt)
+		if err := s.tracker.Add(pod); err != nil {
+			return fmt.Errorf("simulate: %w", err)
+		}
+	}
+	return nil
+}
+
+// run is the simulation loop: the kubelet and the ReplicaSet controller act,
+// the Deployment controller syncs once; when none of them changes anything,
+// time advances to the next pod event.
+func (s *simulation) run() (*Plan, error) {
+	if err := s.observe(); err != nil {
+		return nil, err
+	}
+	total, available, err := s.totals()
+	if err != nil {
+		return nil, err
+	}
+	s.plan.PeakPods, s.plan.MinAvailable = total, available
+	for range maxSyncs {
+		podsChanged, err := s.settleReplicaSets()
+		if err != nil {
+			return nil, err
+		}
+		before, err := s.sizes()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.deployments.Sync(s.ctx, s.key); err != nil {
+			return nil, fmt.Errorf("simulate: Deployment sync at %s: %w", s.now, err)
+		}
+		if err := s.observe(); err != nil {
+			return nil, err
+		}
+		after, err := s.sizes()
+		if err != nil {
+			return nil, err
+		}
+		if !before.equal(after) {
+			if _, err := s.settleReplicaSets(); err != nil {
+				return nil, err
+			}
+			if err := s.record(after); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if stop, err := s.finished(); err != nil || stop {
+			return s.plan, err
+		}
+		if podsChanged {
+			continue
+		}
+		if stop, err := s.wait(); err != nil || stop {
+			return s.plan, err
+		}
+	}
+	return s.stop(fmt.Sprintf("not complete after %d simulated syncs", maxSyncs)), nil
+}
+
+// finished fills the plan and reports true when the stored Deployment shows
+// the rollout complete or held by its partition.
+func (s *simulation) finished() (bool, error) {
+	st, err := s.state()
+	if err != nil {
+		return false, err
+	}
+	if done := st.complete(); done {
+		s.plan.Complete = true
+		s.plan.EstimatedSeconds = s.now.Seconds()
+		return true, nil
+	}
+	if held := st.held(false); held != "" {
+		s.plan.Partitioned = true
+		s.stop(held)
+		return true, nil
+	}
+	return false, nil
+}
+
+// wait advances the clock to the next pod event; it reports true (with the
+// plan stopped) when there is none within the horizon.
+func (s *simulation) wait() (bool, error) {
+	st, err := s.state()
+	if err != nil {
+		return false, err
+	}
+	minReady := map[types.UID]time.Duration{}
+	for _, rs := range st.rss {
+		minReady[rs.UID] = time.Duration(rs.Spec.MinReadySeconds) * time.Second
+	}
+	owners := map[types.UID]types.UID{}
+	for _, pod := range st.pods {
+		if ref := metav1.GetControllerOf(pod); ref != nil {
+			owners[pod.UID] = ref.UID
+		}
+	}
+	next, ok := s.nextEvent(minReady, func(pod types.UID) types.UID { return owners[pod] })
+	switch {
+	case !ok:
+		if held := st.held(true); held != "" {
+			s.plan.Partitioned = true
+			s.stop(held)
+			return true, nil
+		}
+		s.stop("no pod changes state any more and the controller makes no further step")
+		return true, nil
+	case next > s.cfg.Horizon:
+		s.stop(fmt.Sprintf("not complete within %s of simulated time", s.cfg.Horizon))
+		return true, nil
+	}
+	s.advance(next)
+	return false, nil
+}
+
+func (s *simulation) stop(why string) *Plan {
+	s.plan.Stopped = why
+	s.plan.EstimatedSeconds = s.now.Seconds()
+	return s.plan
+}
+
+// settleReplicaSets runs the kubelet, then syncs every ReplicaSet (by the
+// ReplicaSet controller's own sync) in rounds until a round writes nothing.
+// It reports whether any pod or ReplicaSet changed.
+func (s *simulation) settleReplicaSets() (bool, error) {
+	changed, err := s.kubelet()
+	if err != nil {
+		return false, err
+	}
+	if changed {
+		if err := s.observe(); err != nil {
+			return false, err
+		}
+	}
+	for range replicaSetRounds {
+		writes := s.writes
+		list, err := s.client.AppsV1().ReplicaSets(s.key.Namespace).List(s.ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, fmt.Errorf("simulate: %w", err)
+		}
+		for i := range list.Items {
+			key := cache.ObjectName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}
+			before := s.writes
+			if _, err := s.replicaSets.Sync(s.ctx, key); err != nil {
+				return false, fmt.Errorf("simulate: ReplicaSet %s sync at %s: %w", key, s.now, err)
+			}
+			if s.writes == before {
+				continue // the caches are still exact
+			}
+			if err := s.observe(); err != nil {
+				return false, err
+			}
+		}
+		if s.writes == writes {
+			return changed, nil
+		}
+		changed = true
+	}
+	return false, fmt.Errorf("simulate: the ReplicaSets still changed after %d rounds of syncs at %s", replicaSetRounds, s.now)
+}
+
+// replicaSetSizes are the spec.replicas of the new and the old ReplicaSets.
+type replicaSetSizes struct {
+	newName string
+	newSize int32
+	old     map[string]int32
+}
+
+func (a replicaSetSizes) equal(b replicaSetSizes) bool {
+	return a.newName == b.newName && a.newSize == b.newSize && maps.Equal(a.old, b.old)
+}
+
+// sizes reads the current ReplicaSets' sizes.
+func (s *simulation) sizes() (replicaSetSizes, error) {
+	st, err := s.state()
+	if err != nil {
+		return replicaSetSizes{}, err
+	}
+	out := replicaSetSizes{old: map[string]int32{}}
+	if st.newRS != nil {
+		out.newName, out.newSize = st.newRS.Name, rolloutstate.ReplicaSetReplicas(st.newRS)
+	}
+	for _, rs := range st.oldRSs {
+		out.old[rs.Name] = rolloutstate.ReplicaSetReplicas(rs)
+	}
+	return out, nil
+}
+
+// record appends the step whose sizes are after.
+func (s *simulation) record(after replicaSetSizes) error {
+	p := s.plan
+	if after.newName != "" {
+		p.NewReplicaSet = after.newName
+	}
+	st, err := s.state()
+	if err != nil {
+		return err
+	}
+	for _, rs := range st.oldRSs {
+		if !slices.Contains(s.oldNames, rs.Name) {
+			s.oldNames = append(s.oldNames, rs.Name)
+		}
+	}
+	p.OldReplicaSets = slices.Clone(s.oldNames)
+	oldSizes := make([]int32, len(s.oldNames))
+	for i, name := range s.oldNames {
+		oldSizes[i] = after.old[name] // 0 once deleted (history cleanup)
+	}
+	total, available := st.totals(s.now)
+	p.Steps = append(p.Steps, Step{
+		Seconds: s.now.Seconds(), NewReplicas: after.newSize, NewReplicaSetExists: after.newName != "",
+		OldReplicas: oldSizes, MaxTotal: total, MinAvailable: available,
+	})
+	p.PeakPods = max(p.PeakPods, total)
+	p.MinAvailable = min(p.MinAvailable, available)
+	return nil
+}
+
+// totals returns the sum of spec.replicas and the available pods now.
+func (s *simulation) totals() (total, available int32, err error) {
+	st, err := s.state()
+	if err != nil {
+		return 0, 0, err
+	}
+	total, available = st.totals(s.now)
+	return total, available, nil
+}
+
+// state reads the stored Deployment, the ReplicaSets it controls and their
+// pods.
+func (s *simulation) state() (*state, error) {
+	d, err := s.client.AppsV1().Deployments(s.key.Namespace).Get(s.ctx, s.key.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("simulate: %w", err)
+	}
+	list, err := s.client.AppsV1().ReplicaSets(s.key.Namespace).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("simulate: %w", err)
+	}
+	pods, err := s.client.CoreV1().Pods(s.key.Namespace).List(s.ctx, metav1.ListOptions{LabelSelector: labels.Everything().String()})
+	if err != nil {
+		return nil, fmt.Errorf("simulate: %w", err)
+	}
+	st := &state{d: d, rss: rolloutstate.ControlledReplicaSets(list, d.UID), times: s.pods}
+	st.newRS = rolloutstate.NewReplicaSet(d, st.rss)
+	st.oldRSs = rolloutstate.OldReplicaSets(st.rss, st.newRS)
+	for i := range pods.Items {
+		st.pods = append(st.pods, &pods.Items[i])
+	}
+	return st, nil
+}
