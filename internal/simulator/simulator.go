@@ -1,7 +1,7 @@
 // Package simulator predicts a Deployment's rollout by running kubedeploy's
 // own controllers, not a model of them: the Deployment controller's sync and
 // the ReplicaSet controller's sync (slow start, RS-14's victim ranking,
-// status, minReadySeconds), each through its Syncer, against an in-memory API
+// status, minReadySeconds), each through its NewSyncer entry point, against an in-memory API
 // server (client-go's fake clientset) whose reactors stand in for the API
 // server, the scheduler, a kubelet and the garbage collector, on a fake
 // clock. `kubedeploy rollout plan` prints what it returns.
@@ -33,6 +33,7 @@ import (
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/replicaset"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
+	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
 // replicaSetRounds bounds the ReplicaSet syncs run, every ReplicaSet once a
@@ -94,8 +95,9 @@ func validate(d *appsv1.Deployment) error {
 // simulation is the state of one Simulate call.
 type simulation struct {
 	*cluster
-	deployments *deployment.Syncer
-	replicaSets *replicaset.Syncer
+	// deployments and replicaSets are the controllers' own syncs (NewSyncer).
+	deployments runner.SyncFunc
+	replicaSets runner.SyncFunc
 	key         cache.ObjectName
 	plan        *Plan
 	// oldNames are the old ReplicaSets' names in the order first seen
@@ -154,31 +156,22 @@ func newSimulation(ctx context.Context, d *appsv1.Deployment, rss []*appsv1.Repl
 	return s, nil
 }
 
-// newSyncers builds both controllers' Syncers over the cluster's caches.
+// newSyncers builds both controllers' syncs over the cluster's caches.
 func (s *simulation) newSyncers() error {
 	recorder := &record.FakeRecorder{} // no channel: events are dropped
-	var err error
-	s.deployments, err = deployment.NewSyncer(deployment.Config{
-		Client:      s.client,
-		Deployments: s.factory.Apps().V1().Deployments(),
-		ReplicaSets: s.factory.Apps().V1().ReplicaSets(),
-		Pods:        s.factory.Core().V1().Pods(),
-		Recorder:    recorder,
-		Clock:       s.clock,
+	informers := s.factory.Apps().V1()
+	deployments, errDeployment := deployment.NewSyncer(deployment.Config{
+		Client: s.client, Recorder: recorder, Clock: s.clock,
+		Deployments: informers.Deployments(), ReplicaSets: informers.ReplicaSets(), Pods: s.factory.Core().V1().Pods(),
 	})
-	if err != nil {
+	replicaSets, errReplicaSet := replicaset.NewSyncer(replicaset.Config{
+		Client: s.client, Recorder: recorder, Clock: s.clock,
+		ReplicaSets: informers.ReplicaSets(), Pods: s.factory.Core().V1().Pods(),
+	})
+	if err := errors.Join(errDeployment, errReplicaSet); err != nil {
 		return fmt.Errorf("simulate: %w", err)
 	}
-	s.replicaSets, err = replicaset.NewSyncer(replicaset.Config{
-		Client:      s.client,
-		ReplicaSets: s.factory.Apps().V1().ReplicaSets(),
-		Pods:        s.factory.Core().V1().Pods(),
-		Recorder:    recorder,
-		Clock:       s.clock,
-	})
-	if err != nil {
-		return fmt.Errorf("simulate: %w", err)
-	}
+	s.deployments, s.replicaSets = deployments, replicaSets
 	return nil
 }
 
@@ -225,7 +218,7 @@ func (s *simulation) run() (*Plan, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := s.deployments.Sync(s.ctx, s.key); err != nil {
+		if _, err := s.deployments(s.ctx, s.key); err != nil {
 			return nil, fmt.Errorf("simulate: Deployment sync at %s: %w", s.now, err)
 		}
 		if err := s.observe(); err != nil {
@@ -340,7 +333,7 @@ func (s *simulation) settleReplicaSets() (bool, error) {
 		for i := range list.Items {
 			key := cache.ObjectName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}
 			before := s.writes
-			if _, err := s.replicaSets.Sync(s.ctx, key); err != nil {
+			if _, err := s.replicaSets(s.ctx, key); err != nil {
 				return false, fmt.Errorf("simulate: ReplicaSet %s sync at %s: %w", key, s.now, err)
 			}
 			if s.writes == before {

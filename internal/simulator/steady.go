@@ -47,7 +47,7 @@ func SteadyReplicaSet(ctx context.Context, d *appsv1.Deployment) (*appsv1.Replic
 	if err := s.observe(); err != nil {
 		return nil, err
 	}
-	if _, err := s.deployments.Sync(s.ctx, s.key); err != nil {
+	if _, err := s.deployments(s.ctx, s.key); err != nil {
 		return nil, fmt.Errorf("simulate: Deployment sync: %w", err)
 	}
 	st, err := s.state()

@@ -114,7 +114,7 @@ type Controller struct {
 	// Deployment caches.
 	freshness *expectations.ReadYourWrites
 	// rolloutDuration observes finished rollouts' durations in seconds (the
-	// process-wide histogram); nil for a Syncer, whose syncs are simulated.
+	// process-wide histogram); nil for NewSyncer's controller, whose syncs are simulated.
 	rolloutDuration func(seconds float64)
 }
 

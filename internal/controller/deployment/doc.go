@@ -16,9 +16,9 @@
 // with pure functions (calculateStatus, rolloutstate.Fenceposts.MaxTotal, newRSNewReplicas,
 // proportionalSizes, isScalingEvent, …) and performs a few named writes
 // (createReplicaSet, scaleReplicaSet, updateStatus, …). After every write it
-// continues from the object the API server returned (IM-2). A Syncer runs
-// the same syncDeployment for one key without the queue, the handlers or
-// the metrics, for internal/simulator (`kubedeploy rollout plan`).
+// continues from the object the API server returned (IM-2). NewSyncer
+// returns the same syncDeployment without the queue, the handlers or the
+// metrics, for internal/simulator (`kubedeploy rollout plan`).
 //
 // It must never create, delete or patch pods (SD-14): pods belong to the
 // ReplicaSet controller. It writes ReplicaSets (create, conditioned JSON

@@ -33,7 +33,7 @@ func registerMetrics() {
 // observeRolloutComplete gives observe the rollout duration when a status
 // write has just moved the Deployment to Progressing reason
 // NewReplicaSetAvailable (prev is the status before the write): now −
-// newRS.CreationTimestamp, in seconds. A nil observe (a Syncer's) records nothing.
+// newRS.CreationTimestamp, in seconds. A nil observe (NewSyncer's) records nothing.
 func observeRolloutComplete(observe func(float64), prev, cur appsv1.DeploymentStatus, newRS *appsv1.ReplicaSet, now time.Time) {
 	if observe == nil || newRS == nil || progressingReason(prev) == NewReplicaSetAvailable || progressingReason(cur) != NewReplicaSetAvailable {
 		return
