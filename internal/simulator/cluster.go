@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -24,14 +25,15 @@ import (
 // per-node rank then ties, as on a one-node cluster.
 const simulatedNode = "simulated-node"
 
-// start is the simulated wall-clock time of the change; any fixed time
-// works, plans report times relative to it.
-var start = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+// defaultStart is the simulated wall-clock time of the change when no pod
+// says what time it is; any fixed time works, plans report times relative
+// to it.
+var defaultStart = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 var podsResource = v1.SchemeGroupVersion.WithResource("pods")
 
 // podTimes is when a simulated pod turns Ready and, once deleted, is gone,
-// as offsets from start.
+// as offsets from the cluster's start.
 type podTimes struct {
 	readyAt time.Duration
 	deleted bool
@@ -42,8 +44,11 @@ type podTimes struct {
 // reactors that do what the API server and a kubelet would) and the caches
 // the controllers' syncs read, which observe fills from it.
 type cluster struct {
-	ctx    context.Context
-	cfg    Config
+	ctx context.Context
+	cfg Config
+	// start is the wall-clock time of the change; now is the simulated time
+	// since.
+	start  time.Time
 	now    time.Duration
 	clock  *clocktesting.FakeClock
 	client *fake.Clientset
@@ -57,10 +62,15 @@ type cluster struct {
 	nextID  int
 	// writes counts the create, update, patch and delete requests made.
 	writes int
+	// deleted names the pods deleted since the last takeDeleted.
+	deleted []string
+	// resized are the ReplicaSets as each spec write (not status) left them,
+	// in order, since the last takeResized.
+	resized []*appsv1.ReplicaSet
 }
 
-func newCluster(ctx context.Context, cfg Config, objs ...runtime.Object) (*cluster, error) {
-	c := &cluster{ctx: ctx, cfg: cfg, clock: clocktesting.NewFakeClock(start), pods: map[types.UID]*podTimes{}}
+func newCluster(ctx context.Context, cfg Config, start time.Time, objs ...runtime.Object) (*cluster, error) {
+	c := &cluster{ctx: ctx, cfg: cfg, start: start, clock: clocktesting.NewFakeClock(start), pods: map[types.UID]*podTimes{}}
 	c.tracker = clienttesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())
 	for _, obj := range objs {
 		if err := c.tracker.Add(obj); err != nil {
@@ -69,6 +79,8 @@ func newCluster(ctx context.Context, cfg Config, objs ...runtime.Object) (*clust
 	}
 	c.client = fake.NewClientset()
 	c.client.PrependReactor("*", "*", clienttesting.ObjectReaction(c.tracker))
+	c.client.PrependReactor("patch", "replicasets", c.onReplicaSetWrite)
+	c.client.PrependReactor("update", "replicasets", c.onReplicaSetWrite)
 	c.client.PrependReactor("create", "replicasets", c.onCreateReplicaSet)
 	c.client.PrependReactor("create", "pods", c.onCreatePod)
 	c.client.PrependReactor("delete", "pods", c.onDeletePod)
@@ -80,7 +92,7 @@ func newCluster(ctx context.Context, cfg Config, objs ...runtime.Object) (*clust
 // advance moves the simulated time to now (an offset from start).
 func (c *cluster) advance(now time.Duration) {
 	c.now = now
-	c.clock.SetTime(start.Add(now))
+	c.clock.SetTime(c.start.Add(now))
 }
 
 func (c *cluster) countWrite(action clienttesting.Action) (bool, runtime.Object, error) {
@@ -89,6 +101,27 @@ func (c *cluster) countWrite(action clienttesting.Action) (bool, runtime.Object,
 		c.writes++
 	}
 	return false, nil, nil
+}
+
+// onReplicaSetWrite applies a write of a ReplicaSet and, unless it is of
+// the status, keeps the ReplicaSet it leaves (see takeResized).
+func (c *cluster) onReplicaSetWrite(action clienttesting.Action) (bool, runtime.Object, error) {
+	handled, obj, err := clienttesting.ObjectReaction(c.tracker)(action)
+	if rs, ok := obj.(*appsv1.ReplicaSet); ok && err == nil && action.GetSubresource() == "" {
+		c.resized = append(c.resized, rs.DeepCopy())
+	}
+	return handled, obj, err
+}
+
+// takeResized returns the ReplicaSets as the spec writes since it was last
+// called left them, in order: the states a ReplicaSet controller that syncs
+// after each write sees, which one sync of the Deployment controller (two
+// writes when it cleans up unhealthy replicas and then scales down, RU-12)
+// runs past.
+func (c *cluster) takeResized() []*appsv1.ReplicaSet {
+	out := c.resized
+	c.resized = nil
+	return out
 }
 
 // onCreateReplicaSet gives a created ReplicaSet what the API server would:
@@ -137,7 +170,7 @@ func (c *cluster) startPod(pod *v1.Pod, readyAt time.Duration) {
 	pod.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: pod.CreationTimestamp}}
 	c.pods[pod.UID] = &podTimes{readyAt: readyAt}
 	if readyAt <= c.now {
-		setReady(pod, start.Add(readyAt))
+		setReady(pod, c.start.Add(readyAt))
 	}
 }
 
@@ -150,6 +183,9 @@ func (c *cluster) onDeletePod(action clienttesting.Action) (bool, runtime.Object
 		return true, nil, err
 	}
 	pod := obj.(*v1.Pod).DeepCopy()
+	if pod.DeletionTimestamp == nil {
+		c.deleted = append(c.deleted, pod.Name)
+	}
 	times := c.pods[pod.UID]
 	if c.cfg.PodTermination <= 0 || times == nil {
 		delete(c.pods, pod.UID)
@@ -189,7 +225,7 @@ func (c *cluster) kubelet() (bool, error) {
 			err = c.tracker.Delete(podsResource, pod.Namespace, pod.Name)
 		case !times.deleted && times.readyAt <= c.now && !isReady(pod):
 			pod = pod.DeepCopy()
-			setReady(pod, start.Add(times.readyAt))
+			setReady(pod, c.start.Add(times.readyAt))
 			err = c.tracker.Update(podsResource, pod, pod.Namespace)
 		default:
 			continue
@@ -287,4 +323,13 @@ func (c *cluster) observe() error {
 		return fmt.Errorf("simulate: %w", err)
 	}
 	return nil
+}
+
+// takeDeleted returns the names of the pods deleted since it was last
+// called, sorted (the ReplicaSet controller deletes in parallel).
+func (c *cluster) takeDeleted() []string {
+	out := c.deleted
+	c.deleted = nil
+	slices.Sort(out)
+	return out
 }

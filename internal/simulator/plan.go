@@ -50,6 +50,10 @@ type Step struct {
 	// MinAvailable is the number of available pods right after the step's
 	// deletions: the least availability during the step.
 	MinAvailable int32 `json:"minAvailable"`
+	// DeletedPods names the pods the ReplicaSet controller deleted after the
+	// step's size write (RS-14's victims), sorted; simulated pods have
+	// simulated names.
+	DeletedPods []string `json:"deletedPods,omitempty"`
 }
 
 // Plan is the outcome of Simulate.

@@ -43,33 +43,37 @@ const replicaSetRounds = 10
 
 var deploymentKind = appsv1.SchemeGroupVersion.WithKind("Deployment")
 
-// Simulate predicts the rollout kubedeploy's controllers perform for d (the
-// Deployment as it is or will be after a change; its status as stored) over
-// rss (the ReplicaSets it owns now, with their status): pods are created by
-// the ReplicaSet controller, become Ready cfg.PodStartup after creation and
-// available minReadySeconds later, and stay Terminating cfg.PodTermination
-// after deletion. Existing pods are made from each ReplicaSet's status
-// (available ones are available now, ready ones become available after
-// minReadySeconds, the others Ready after PodStartup). A paused d is
+// Simulate predicts the rollout kubedeploy's controllers perform for
+// from.Deployment (as it is or will be after a change; its status as
+// stored) over from.ReplicaSets (the ReplicaSets it owns now, with their
+// status) and their pods: pods are created by the ReplicaSet controller,
+// become Ready cfg.PodStartup after creation and available minReadySeconds
+// later, and stay Terminating cfg.PodTermination after deletion. The pods in
+// from.Pods are taken as they are, with their nodes, ages and readiness, so
+// RS-14 picks among them as it would on the cluster (one not yet Ready turns
+// Ready PodStartup after its creation, or at once); a ReplicaSet none of
+// them belongs to gets pods made from its status (available ones are
+// available now, ready ones become available after minReadySeconds, the
+// others Ready after PodStartup), on one node. A paused Deployment is
 // simulated as if resumed (Plan.Paused says so). It never talks to a real
 // API server.
 //
-// It returns an error when d or rss are not what the controller could sync
-// (no name, an invalid selector or strategy, a ReplicaSet d does not
-// control) or when a simulated sync fails; a rollout that stops progressing
-// (for example pods that never become available) is not an error:
-// Plan.Stopped says why.
-func Simulate(ctx context.Context, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, cfg Config) (*Plan, error) {
+// It returns an error when from is not what the controller could sync (no
+// name, an invalid selector or strategy, a ReplicaSet the Deployment does
+// not control) or when a simulated sync fails; a rollout that stops
+// progressing (for example pods that never become available) is not an
+// error: Plan.Stopped says why.
+func Simulate(ctx context.Context, from State, cfg Config) (*Plan, error) {
 	if cfg.PodStartup <= 0 {
 		cfg.PodStartup = DefaultPodStartup
 	}
 	if cfg.Horizon <= 0 {
 		cfg.Horizon = DefaultHorizon
 	}
-	if err := validate(d); err != nil {
+	if err := validate(from.Deployment); err != nil {
 		return nil, err
 	}
-	s, err := newSimulation(ctx, d, rss, cfg)
+	s, err := newSimulation(ctx, from, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -105,8 +109,8 @@ type simulation struct {
 	oldNames []string
 }
 
-func newSimulation(ctx context.Context, d *appsv1.Deployment, rss []*appsv1.ReplicaSet, cfg Config) (*simulation, error) {
-	d = d.DeepCopy()
+func newSimulation(ctx context.Context, from State, cfg Config) (*simulation, error) {
+	d := from.Deployment.DeepCopy()
 	plan := &Plan{Deployment: d.Name, Strategy: d.Spec.Strategy.Type, Replicas: rolloutstate.Replicas(d), Paused: d.Spec.Paused}
 	d.Spec.Paused = false
 	if d.Namespace == "" {
@@ -121,7 +125,7 @@ func newSimulation(ctx context.Context, d *appsv1.Deployment, rss []*appsv1.Repl
 	d.ResourceVersion = "1"
 	objs := []runtime.Object{d}
 	var seeded []*appsv1.ReplicaSet
-	for i, rs := range rss {
+	for i, rs := range from.ReplicaSets {
 		rs = rs.DeepCopy()
 		// A Deployment read from a manifest has no UID: any controller
 		// reference is then taken as its own.
@@ -140,13 +144,13 @@ func newSimulation(ctx context.Context, d *appsv1.Deployment, rss []*appsv1.Repl
 		objs = append(objs, rs)
 		seeded = append(seeded, rs)
 	}
-	c, err := newCluster(klog.NewContext(ctx, logr.Discard()), cfg, objs...)
+	c, err := newCluster(klog.NewContext(ctx, logr.Discard()), cfg, startOf(from), objs...)
 	if err != nil {
 		return nil, err
 	}
 	s := &simulation{cluster: c, key: cache.ObjectName{Namespace: d.Namespace, Name: d.Name}, plan: plan}
 	for _, rs := range seeded {
-		if err := s.seedPods(rs); err != nil {
+		if err := s.seedPods(rs, from.Pods); err != nil {
 			return nil, err
 		}
 	}
@@ -172,28 +176,6 @@ func (s *simulation) newSyncers() error {
 		return fmt.Errorf("simulate: %w", err)
 	}
 	s.deployments, s.replicaSets = deployments, replicaSets
-	return nil
-}
-
-// seedPods stores rs's existing pods, made from its status (see Simulate),
-// created an hour before the change, a second apart, oldest first.
-func (s *simulation) seedPods(rs *appsv1.ReplicaSet) error {
-	minReady := time.Duration(rs.Spec.MinReadySeconds) * time.Second
-	for i := range rs.Status.Replicas {
-		readyAt := s.cfg.PodStartup
-		switch {
-		case i < rs.Status.AvailableReplicas:
-			readyAt = -minReady
-		case i < max(rs.Status.ReadyReplicas, rs.Status.AvailableReplicas):
-			readyAt = 0
-		}
-		pod := newPod(rs)
-		pod.CreationTimestamp = metav1.NewTime(start.Add(-time.Hour + time.Duration(i)*time.Second))
-		s.startPod(pod, readyAt)
-		if err := s.tracker.Add(pod); err != nil {
-			return fmt.Errorf("simulate: %w", err)
-		}
-	}
 	return nil
 }
 
@@ -324,6 +306,9 @@ func (s *simulation) settleReplicaSets() (bool, error) {
 			return false, err
 		}
 	}
+	if err := s.replayResized(); err != nil {
+		return false, err
+	}
 	for range replicaSetRounds {
 		writes := s.writes
 		list, err := s.client.AppsV1().ReplicaSets(s.key.Namespace).List(s.ctx, metav1.ListOptions{})
@@ -349,6 +334,38 @@ func (s *simulation) settleReplicaSets() (bool, error) {
 		changed = true
 	}
 	return false, fmt.Errorf("simulate: the ReplicaSets still changed after %d rounds of syncs at %s", replicaSetRounds, s.now)
+}
+
+// replayResized syncs each ReplicaSet the Deployment controller wrote since
+// the last replay as that write left it, in order, all but the last write
+// of each (the rounds that follow sync the stored one): the ReplicaSet
+// controller acts on every size it sees, so its victims for a later size
+// are chosen with the earlier victims already Terminating, as on a cluster.
+func (s *simulation) replayResized() error {
+	resized := s.takeResized()
+	idx := s.factory.Apps().V1().ReplicaSets().Informer().GetIndexer()
+	for i, rs := range resized {
+		if !slices.ContainsFunc(resized[i+1:], func(later *appsv1.ReplicaSet) bool { return later.UID == rs.UID }) {
+			continue
+		}
+		stored, ok, err := idx.GetByKey(rs.Namespace + "/" + rs.Name)
+		if err != nil || !ok {
+			continue // deleted since (history cleanup)
+		}
+		rs = rs.DeepCopy()
+		rs.Status = stored.(*appsv1.ReplicaSet).Status
+		if err := idx.Update(rs); err != nil {
+			return fmt.Errorf("simulate: %w", err)
+		}
+		key := cache.ObjectName{Namespace: rs.Namespace, Name: rs.Name}
+		if _, err := s.replicaSets(s.ctx, key); err != nil {
+			return fmt.Errorf("simulate: ReplicaSet %s sync at %s: %w", key, s.now, err)
+		}
+		if err := s.observe(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // replicaSetSizes are the spec.replicas of the new and the old ReplicaSets.
@@ -401,7 +418,7 @@ func (s *simulation) record(after replicaSetSizes) error {
 	total, available := st.totals(s.now)
 	p.Steps = append(p.Steps, Step{
 		Seconds: s.now.Seconds(), NewReplicas: after.newSize, NewReplicaSetExists: after.newName != "",
-		OldReplicas: oldSizes, MaxTotal: total, MinAvailable: available,
+		OldReplicas: oldSizes, MaxTotal: total, MinAvailable: available, DeletedPods: s.takeDeleted(),
 	})
 	p.PeakPods = max(p.PeakPods, total)
 	p.MinAvailable = min(p.MinAvailable, available)

@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -61,7 +62,7 @@ func simulateImageChange(t testing.TB, d *appsv1.Deployment, annotations map[str
 	next := d.DeepCopy()
 	next.Annotations = annotations
 	next.Spec.Template.Spec.Containers[0].Image = "nginx:1.9.3"
-	p, err := Simulate(context.Background(), next, []*appsv1.ReplicaSet{rs}, cfg)
+	p, err := Simulate(context.Background(), State{Deployment: next, ReplicaSets: []*appsv1.ReplicaSet{rs}}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +200,7 @@ func TestSimulateStopsWhenStuck(t *testing.T) {
 	}
 	next := d.DeepCopy()
 	next.Spec.Template.Spec.Containers[0].Image = "nginx:1.9.3"
-	p, err := Simulate(context.Background(), next, []*appsv1.ReplicaSet{rs}, Config{PodStartup: 48 * time.Hour})
+	p, err := Simulate(context.Background(), State{Deployment: next, ReplicaSets: []*appsv1.ReplicaSet{rs}}, Config{PodStartup: 48 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,17 +214,17 @@ func TestSimulateRejectsBadInput(t *testing.T) {
 	surge, unavailable := pct25()
 	d := newDeployment(3, surge, unavailable)
 	d.Spec.Selector = nil
-	if _, err := Simulate(context.Background(), d, nil, Config{}); err == nil {
+	if _, err := Simulate(context.Background(), State{Deployment: d}, Config{}); err == nil {
 		t.Error("no error for a Deployment without selector")
 	}
 	d = newDeployment(3, intstr.FromString("x%"), intstr.FromInt32(0))
-	if _, err := Simulate(context.Background(), d, nil, Config{}); err == nil {
+	if _, err := Simulate(context.Background(), State{Deployment: d}, Config{}); err == nil {
 		t.Error("no error for an invalid maxSurge")
 	}
 	d = newDeployment(3, surge, unavailable)
 	rs, _ := SteadyReplicaSet(context.Background(), d)
 	rs.OwnerReferences[0].UID = "someone-else"
-	if _, err := Simulate(context.Background(), d, []*appsv1.ReplicaSet{rs}, Config{}); err == nil {
+	if _, err := Simulate(context.Background(), State{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{rs}}, Config{}); err == nil {
 		t.Error("no error for a ReplicaSet of another owner")
 	}
 }
@@ -269,5 +270,48 @@ func TestSimulatePartitionHolds(t *testing.T) {
 	// A partition at or above replicas is no partition.
 	if p := partitionedPlan(t, newDeployment(20, surge, unavailable), "100%"); !p.Complete || p.Partitioned {
 		t.Errorf("100%%: complete %v, partitioned %v (%s)", p.Complete, p.Partitioned, p.Stopped)
+	}
+}
+
+// TestSimulateVictimsFromPods: given the cluster's pods, the old ReplicaSet
+// loses the pods the ReplicaSet controller's own ranking picks (RS-14): the
+// not-Ready one first, then, between nodes holding as many of the
+// Deployment's pods, the one Ready for the shortest time ("b"), not the
+// newest by creation ("a", which a model of RS-14 by age alone would pick).
+func TestSimulateVictimsFromPods(t *testing.T) {
+	d := newDeployment(4, intstr.FromInt32(0), intstr.FromInt32(2))
+	rs, err := SteadyReplicaSet(context.Background(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.UID = "old-uid"
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	pod := func(name, node string, created, ready time.Duration) *v1.Pod {
+		p := newPod(rs)
+		p.Name, p.UID, p.Spec.NodeName = name, types.UID(name+"-uid"), node
+		p.CreationTimestamp = metav1.NewTime(now.Add(-created))
+		p.Status.Phase = v1.PodRunning
+		if ready > 0 {
+			setReady(p, now.Add(-ready))
+		}
+		return p
+	}
+	pods := []*v1.Pod{
+		pod("a", "node-1", time.Minute, 50*time.Second), // the newest
+		pod("b", "node-1", time.Hour, 10*time.Second),   // Ready for the shortest time
+		pod("c", "node-2", 2*time.Hour, 0),              // not Ready
+		pod("d", "node-2", 3*time.Hour, 2*time.Hour),    // Ready longest
+	}
+	next := d.DeepCopy()
+	next.Spec.Template.Spec.Containers[0].Image = "nginx:1.9.3"
+	p, err := Simulate(context.Background(), State{Deployment: next, ReplicaSets: []*appsv1.ReplicaSet{rs}, Pods: pods, Now: now}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Steps) == 0 || !slices.Equal(p.Steps[0].DeletedPods, []string{"b", "c"}) {
+		t.Fatalf("first step's victims = %v, want [b c] (steps %+v)", p.Steps[0].DeletedPods, p.Steps)
+	}
+	if !p.Complete {
+		t.Errorf("plan not complete: %s", p.Stopped)
 	}
 }

@@ -36,7 +36,7 @@ func SteadyReplicaSet(ctx context.Context, d *appsv1.Deployment) (*appsv1.Replic
 	if d.UID == "" {
 		d.UID = "simulated-deployment"
 	}
-	c, err := newCluster(klog.NewContext(ctx, logr.Discard()), Config{PodStartup: DefaultPodStartup}, d)
+	c, err := newCluster(klog.NewContext(ctx, logr.Discard()), Config{PodStartup: DefaultPodStartup}, defaultStart, d)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func SteadyReplicaSet(ctx context.Context, d *appsv1.Deployment) (*appsv1.Replic
 	}
 	rs.Annotations[deployment.RevisionAnnotation] = strconv.FormatInt(revision, 10)
 	rs.UID, rs.ResourceVersion, rs.Generation = "", "", 1
-	rs.CreationTimestamp = metav1.NewTime(start.Add(-time.Hour))
+	rs.CreationTimestamp = metav1.NewTime(defaultStart.Add(-time.Hour))
 	rs.Status = appsv1.ReplicaSetStatus{
 		Replicas: size, FullyLabeledReplicas: size, ReadyReplicas: size, AvailableReplicas: size, ObservedGeneration: 1,
 	}

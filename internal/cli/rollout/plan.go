@@ -105,20 +105,20 @@ func (o *planOptions) run(ctx context.Context, c *clusterFlags, args []string, o
 	if err != nil {
 		return err
 	}
-	var next *appsv1.Deployment
-	var rss []*appsv1.ReplicaSet
+	var from simulator.State
 	if o.local {
-		next, rss, err = localState(ctx, manifests, name, c.namespace())
+		from, err = localState(ctx, manifests, name, c.namespace())
 	} else {
-		next, rss, err = clusterState(ctx, c, manifests, name)
+		from, err = clusterState(ctx, c, manifests, name)
 	}
 	if err != nil {
 		return err
 	}
+	next := from.Deployment
 	if err := setImages(next, o.images); err != nil {
 		return err
 	}
-	plan, err := simulator.Simulate(ctx, next, rss, simulator.Config{
+	plan, err := simulator.Simulate(ctx, from, simulator.Config{
 		PodStartup:     seconds(o.podStartup),
 		PodTermination: seconds(o.podTermination),
 	})
@@ -255,16 +255,17 @@ func (m manifests) pick(name string) ([]*appsv1.Deployment, error) {
 // current one, the last the new one; ReplicaSets it controls (by UID, or by
 // name when the manifests carry no UID) are its current ReplicaSets, else
 // one fully rolled-out ReplicaSet (simulator.SteadyReplicaSet).
-func localState(ctx context.Context, m manifests, name, namespace string) (next *appsv1.Deployment, rss []*appsv1.ReplicaSet, err error) {
+func localState(ctx context.Context, m manifests, name, namespace string) (simulator.State, error) {
+	var rss []*appsv1.ReplicaSet
 	ds, err := m.pick(name)
 	if err != nil {
-		return nil, nil, err
+		return simulator.State{}, err
 	}
 	if len(ds) == 0 {
 		if name == "" {
-			return nil, nil, fmt.Errorf("--local: %w", errNoTarget)
+			return simulator.State{}, fmt.Errorf("--local: %w", errNoTarget)
 		}
-		return nil, nil, fmt.Errorf("--local: no Deployment %q in the -f manifests", name)
+		return simulator.State{}, fmt.Errorf("--local: no Deployment %q in the -f manifests", name)
 	}
 	cur, next := ds[0].DeepCopy(), ds[len(ds)-1].DeepCopy()
 	for _, d := range []*appsv1.Deployment{cur, next} {
@@ -292,11 +293,11 @@ func localState(ctx context.Context, m manifests, name, namespace string) (next 
 	if len(rss) == 0 {
 		rs, err := simulator.SteadyReplicaSet(ctx, cur)
 		if err != nil {
-			return nil, nil, err
+			return simulator.State{}, err
 		}
 		rss = []*appsv1.ReplicaSet{rs}
 	}
-	return next, rss, nil
+	return simulator.State{Deployment: next, ReplicaSets: rss}, nil
 }
 
 // applyDefaults sets the apps/v1 Deployment defaults the controller reads
@@ -334,44 +335,73 @@ func applyDefaults(d *appsv1.Deployment) {
 // manifest) and the ReplicaSets it controls; the new version is the live
 // one, or the -f manifest as the API server would store it (a server-side
 // apply dry run: defaulted and validated, nothing written).
-func clusterState(ctx context.Context, c *clusterFlags, m manifests, name string) (next *appsv1.Deployment, rss []*appsv1.ReplicaSet, err error) {
+func clusterState(ctx context.Context, c *clusterFlags, m manifests, name string) (simulator.State, error) {
 	ds, err := m.pick(name)
 	if err != nil {
-		return nil, nil, err
+		return simulator.State{}, err
 	}
 	if name == "" {
 		if len(ds) == 0 {
-			return nil, nil, errNoTarget
+			return simulator.State{}, errNoTarget
 		}
 		name = ds[0].Name
 	}
 	client, ns, err := c.client()
 	if err != nil {
-		return nil, nil, err
+		return simulator.State{}, err
 	}
 	if len(ds) > 0 && ds[len(ds)-1].Namespace != "" && c.namespace() == "" {
 		ns = ds[len(ds)-1].Namespace
 	}
 	cur, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, nil, fmt.Errorf("deployment %s/%s not found: it has no rollout to plan (creating it scales one ReplicaSet up)", ns, name)
+		return simulator.State{}, fmt.Errorf("deployment %s/%s not found: it has no rollout to plan (creating it scales one ReplicaSet up)", ns, name)
 	}
 	if err != nil {
-		return nil, nil, err
+		return simulator.State{}, err
 	}
 	list, err := client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, nil, err
+		return simulator.State{}, err
 	}
-	rss = rolloutstate.ControlledReplicaSets(list, cur.UID)
-	next = cur.DeepCopy()
+	rss := rolloutstate.ControlledReplicaSets(list, cur.UID)
+	pods, err := replicaSetPods(ctx, client, ns, cur, rss)
+	if err != nil {
+		return simulator.State{}, err
+	}
+	next := cur.DeepCopy()
 	if len(ds) > 0 {
 		if next, err = dryRunApply(ctx, client, ns, ds[len(ds)-1]); err != nil {
-			return nil, nil, err
+			return simulator.State{}, err
 		}
 		next.Status = cur.Status
 	}
-	return next, rss, nil
+	// The pods' ages count to this machine's clock (raised to the latest
+	// time the pods show, should it be behind the cluster's).
+	return simulator.State{Deployment: next, ReplicaSets: rss, Pods: pods, Now: time.Now()}, nil
+}
+
+// replicaSetPods lists the pods of d's selector in ns and returns those
+// the ReplicaSets rss control, so that the plan deletes the pods RS-14
+// would, by their nodes, ages and readiness.
+func replicaSetPods(ctx context.Context, client kubernetes.Interface, ns string, d *appsv1.Deployment, rss []*appsv1.ReplicaSet) ([]*v1.Pod, error) {
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("deployment %s/%s: %w", ns, d.Name, err)
+	}
+	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, err
+	}
+	var pods []*v1.Pod
+	for _, rs := range rss {
+		for i := range list.Items {
+			if ref := metav1.GetControllerOf(&list.Items[i]); ref != nil && ref.UID == rs.UID {
+				pods = append(pods, &list.Items[i])
+			}
+		}
+	}
+	return pods, nil
 }
 
 // dryRunApply returns d as the API server would store it after a

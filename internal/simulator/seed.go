@@ -1,0 +1,119 @@
+package simulator
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
+)
+
+// State is what Simulate starts from.
+type State struct {
+	// Deployment is the Deployment as it is or will be after the change,
+	// with its status as stored. Required.
+	Deployment *appsv1.Deployment
+	// ReplicaSets are the ReplicaSets the Deployment controls now, with
+	// their status.
+	ReplicaSets []*appsv1.ReplicaSet
+	// Pods are the ReplicaSets' pods as the cluster has them (others are
+	// ignored). Optional: a ReplicaSet none of them belongs to gets pods
+	// made from its status.
+	Pods []*v1.Pod
+	// Now is the wall-clock time of the change, the simulation's start: the
+	// pods' ages and readiness count to it, as RS-14's log-scale buckets
+	// compare them. Zero means the latest time in Pods and ReplicaSets (a
+	// fixed time without Pods); an earlier Now than that is raised to it.
+	Now time.Time
+}
+
+// startOf returns the wall-clock time of the change: from.Now, or the
+// latest time in from's pods (creation, condition transitions, deletion)
+// and ReplicaSets' creation when that is later, so that their ages and
+// readiness keep their meaning on the simulated clock; defaultStart when
+// from has neither Now nor pods.
+func startOf(from State) time.Time {
+	if len(from.Pods) == 0 && from.Now.IsZero() {
+		return defaultStart
+	}
+	latest := from.Now
+	later := func(t metav1.Time) {
+		if t.After(latest) {
+			latest = t.Time
+		}
+	}
+	for _, rs := range from.ReplicaSets {
+		later(rs.CreationTimestamp)
+	}
+	for _, p := range from.Pods {
+		later(p.CreationTimestamp)
+		for _, c := range p.Status.Conditions {
+			later(c.LastTransitionTime)
+		}
+		if p.DeletionTimestamp != nil {
+			later(*p.DeletionTimestamp)
+		}
+	}
+	return latest
+}
+
+// seedPods stores rs's pods: those of pods it controls as they are
+// (seedPod), or, when it controls none of them, pods made from its status
+// (see Simulate), created an hour before the change, a second apart, oldest
+// first.
+func (s *simulation) seedPods(rs *appsv1.ReplicaSet, pods []*v1.Pod) error {
+	if owned := rolloutstate.ControlledBy(pods, rs.UID); len(owned) > 0 {
+		for _, p := range owned {
+			if err := s.tracker.Add(s.seedPod(p)); err != nil {
+				return fmt.Errorf("simulate: %w", err)
+			}
+		}
+		return nil
+	}
+	minReady := time.Duration(rs.Spec.MinReadySeconds) * time.Second
+	for i := range rs.Status.Replicas {
+		readyAt := s.cfg.PodStartup
+		switch {
+		case i < rs.Status.AvailableReplicas:
+			readyAt = -minReady
+		case i < max(rs.Status.ReadyReplicas, rs.Status.AvailableReplicas):
+			readyAt = 0
+		}
+		pod := newPod(rs)
+		pod.CreationTimestamp = metav1.NewTime(s.start.Add(-time.Hour + time.Duration(i)*time.Second))
+		s.startPod(pod, readyAt)
+		if err := s.tracker.Add(pod); err != nil {
+			return fmt.Errorf("simulate: %w", err)
+		}
+	}
+	return nil
+}
+
+// seedPod returns a copy of an existing pod for the simulated cluster and
+// notes when it turns Ready (already, by its Ready condition; else
+// PodStartup after its creation, or at once) or, when Terminating, is gone
+// (PodTermination from now).
+func (s *simulation) seedPod(p *v1.Pod) *v1.Pod {
+	pod := p.DeepCopy()
+	pod.ResourceVersion = "1"
+	if pod.UID == "" {
+		s.nextID++
+		pod.UID = types.UID("simulated-pod-" + strconv.Itoa(s.nextID))
+	}
+	times := &podTimes{readyAt: max(pod.CreationTimestamp.Sub(s.start)+s.cfg.PodStartup, 0)}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
+			times.readyAt = c.LastTransitionTime.Sub(s.start)
+		}
+	}
+	if pod.DeletionTimestamp != nil {
+		times.deleted, times.goneAt = true, s.cfg.PodTermination
+	}
+	s.pods[pod.UID] = times
+	return pod
+}
