@@ -250,6 +250,12 @@ func run(ctx context.Context, o options) (err error) {
 			}
 		}
 	}
+	return printReport(o, probes, results)
+}
+
+// printReport prints the report of the runs to stdout and, with -json, writes
+// the probes and results to that file; it returns the file's write error.
+func printReport(o options, probes []probe, results []result) error {
 	rep := newReport(o.probePods(), probes, results)
 	fmt.Println()
 	if o.mode == modeMany {

@@ -76,6 +76,41 @@ func follow(ctx context.Context, client kubernetes.Interface, d *appsv1.Deployme
 		return nil, fmt.Errorf("deployment %s/%s has an empty selector", d.Namespace, d.Name)
 	}
 	f := &follower{ns: d.Namespace, name: d.Name, uid: d.UID, changed: make(chan struct{}, 1), seen: map[types.UID]int32{}, listed: map[types.UID]int32{}}
+	if record {
+		f.rec = &timeline.Recording{Namespace: d.Namespace, Deployment: d.Name}
+	}
+	for _, h := range f.informers(client, d, sel, events > 0 || record) {
+		on := func(obj any) {
+			if h.onEvent != nil {
+				h.onEvent(obj)
+			}
+			f.signal()
+		}
+		if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    on,
+			UpdateFunc: func(_, cur any) { on(cur) },
+			DeleteFunc: on,
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if err := f.start(ctx, record); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// informerHandler is one informer of a follower and what it records of an
+// object before the change is signalled (nil: nothing).
+type informerHandler struct {
+	inf     cache.SharedIndexInformer
+	onEvent func(obj any)
+}
+
+// informers builds the follower's informer factories (the Deployment by
+// name; its selector's ReplicaSets and pods; with events, the Deployment's
+// events) and listers, and returns the informers with what each records.
+func (f *follower) informers(client kubernetes.Interface, d *appsv1.Deployment, sel labels.Selector, events bool) []informerHandler {
 	factory := func(tweak func(*metav1.ListOptions)) informers.SharedInformerFactory {
 		inf := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(d.Namespace), informers.WithTweakListOptions(tweak))
 		f.factories = append(f.factories, inf)
@@ -91,42 +126,27 @@ func follow(ctx context.Context, client kubernetes.Interface, d *appsv1.Deployme
 	f.dLister = dInf.Lister().Deployments(d.Namespace)
 	f.rsLister = rsInf.Lister().ReplicaSets(d.Namespace)
 	f.podLister = podInf.Lister().Pods(d.Namespace)
-	if record {
-		f.rec = &timeline.Recording{Namespace: d.Namespace, Deployment: d.Name}
-	}
-	// onEvent, when set, records the object before the change is signalled.
-	type handler struct {
-		inf     cache.SharedIndexInformer
-		onEvent func(obj any)
-	}
-	handlers := []handler{
+	handlers := []informerHandler{
 		{dInf.Informer(), f.recordState},
 		{rsInf.Informer(), f.recordState},
 		{podInf.Informer(), nil},
 	}
-	if events > 0 || record {
+	if events {
 		byObject := factory(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.Set{"involvedObject.kind": "Deployment", "involvedObject.name": d.Name}.AsSelector().String()
 		})
 		evInf := byObject.Core().V1().Events()
 		f.evLister = evInf.Lister().Events(d.Namespace)
-		handlers = append(handlers, handler{evInf.Informer(), f.recordEvent})
+		handlers = append(handlers, informerHandler{evInf.Informer(), f.recordEvent})
 	}
-	for _, h := range handlers {
-		on := func(obj any) {
-			if h.onEvent != nil {
-				h.onEvent(obj)
-			}
-			f.signal()
-		}
-		if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    on,
-			UpdateFunc: func(_, cur any) { on(cur) },
-			DeleteFunc: on,
-		}); err != nil {
-			return nil, err
-		}
-	}
+	return handlers
+}
+
+// start starts the informers and waits for their caches; when recording,
+// it notes the events of the first list (see recordEvent) and records the
+// first state. It returns ctx's error when the caches did not sync, or the
+// event lister's.
+func (f *follower) start(ctx context.Context, record bool) error {
 	for _, inf := range f.factories {
 		inf.Start(ctx.Done())
 	}
@@ -134,7 +154,7 @@ func follow(ctx context.Context, client kubernetes.Interface, d *appsv1.Deployme
 		for typ, ok := range inf.WaitForCacheSync(ctx.Done()) {
 			if !ok {
 				f.shutdown()
-				return nil, fmt.Errorf("watching %v in namespace %s: %w", typ, d.Namespace, ctx.Err())
+				return fmt.Errorf("watching %v in namespace %s: %w", typ, f.ns, ctx.Err())
 			}
 		}
 	}
@@ -144,7 +164,7 @@ func follow(ctx context.Context, client kubernetes.Interface, d *appsv1.Deployme
 		evs, err := f.evLister.List(labels.Everything())
 		if err != nil {
 			f.shutdown()
-			return nil, err
+			return err
 		}
 		f.mu.Lock()
 		for _, e := range evs {
@@ -154,7 +174,7 @@ func follow(ctx context.Context, client kubernetes.Interface, d *appsv1.Deployme
 	}
 	f.synced.Store(true)
 	f.recordState(nil)
-	return f, nil
+	return nil
 }
 
 // shutdown waits for the informers to stop (their context must be done).
