@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 func newDeployment(replicas int32, surge, unavailable intstr.IntOrString) *appsv1.Deployment {
@@ -233,7 +233,7 @@ func TestSimulateRejectsBadInput(t *testing.T) {
 // nginx:1.9.3 with partition value v.
 func partitionedPlan(t *testing.T, d *appsv1.Deployment, v string) *Plan {
 	t.Helper()
-	return simulateImageChange(t, d, map[string]string{deployment.RolloutPartitionAnnotation: v}, Config{})
+	return simulateImageChange(t, d, map[string]string{rolloutstate.RolloutPartitionAnnotation: v}, Config{})
 }
 
 // EX-1 on the seed Deployment (20 replicas, 25%/25%): partition 5 creates
@@ -251,7 +251,7 @@ func TestSimulatePartitionHolds(t *testing.T) {
 	} {
 		t.Run(tc.v, func(t *testing.T) {
 			p := partitionedPlan(t, newDeployment(20, surge, unavailable), tc.v)
-			if p.Complete || !p.Partitioned || !strings.Contains(p.Stopped, deployment.RolloutPartitionAnnotation) {
+			if p.Complete || !p.Partitioned || !strings.Contains(p.Stopped, rolloutstate.RolloutPartitionAnnotation) {
 				t.Fatalf("plan complete %v, partitioned %v, stopped %q; want held", p.Complete, p.Partitioned, p.Stopped)
 			}
 			if got := p.NewReplicaSetSizes(); !slices.Equal(got, tc.wantNew) {

@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
@@ -78,13 +77,13 @@ func (st *state) held(final bool) string {
 	if !st.observed() {
 		return ""
 	}
-	_, partitioned := st.d.Annotations[deployment.RolloutPartitionAnnotation]
+	_, partitioned := st.d.Annotations[rolloutstate.RolloutPartitionAnnotation]
 	replicas := rolloutstate.Replicas(st.d)
-	if progressingReason(st.d) != deployment.RolloutPartitioned &&
+	if progressingReason(st.d) != rolloutstate.RolloutPartitioned &&
 		!(final && partitioned && st.d.Status.UpdatedReplicas < replicas) {
 		return ""
 	}
-	return fmt.Sprintf("held by %s: %d of %d pods updated", deployment.RolloutPartitionAnnotation, st.d.Status.UpdatedReplicas, replicas)
+	return fmt.Sprintf("held by %s: %d of %d pods updated", rolloutstate.RolloutPartitionAnnotation, st.d.Status.UpdatedReplicas, replicas)
 }
 
 func progressingReason(d *appsv1.Deployment) string {

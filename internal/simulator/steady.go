@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
@@ -60,10 +59,10 @@ func SteadyReplicaSet(ctx context.Context, d *appsv1.Deployment) (*appsv1.Replic
 	}
 	rs := st.newRS.DeepCopy()
 	revision := int64(1)
-	if r, err := strconv.ParseInt(d.Annotations[deployment.RevisionAnnotation], 10, 64); err == nil && r > 0 {
+	if r, err := strconv.ParseInt(d.Annotations[rolloutstate.RevisionAnnotation], 10, 64); err == nil && r > 0 {
 		revision = r
 	}
-	rs.Annotations[deployment.RevisionAnnotation] = strconv.FormatInt(revision, 10)
+	rs.Annotations[rolloutstate.RevisionAnnotation] = strconv.FormatInt(revision, 10)
 	rs.UID, rs.ResourceVersion, rs.Generation = "", "", 1
 	rs.CreationTimestamp = metav1.NewTime(defaultStart.Add(-time.Hour))
 	rs.Status = appsv1.ReplicaSetStatus{

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
 
@@ -37,7 +38,7 @@ func setAnnotation(ctx context.Context, t *testing.T, ns, name, key, value strin
 func heldAt(ctx context.Context, t *testing.T, ns, name, image string, n, replicas int32) *appsv1.Deployment {
 	t.Helper()
 	return waitDeployment(t, ns, name, fmt.Sprintf("held at %d of %d on %s", n, replicas, image), func(d *appsv1.Deployment) bool {
-		if !observed(d) || !hasReason(d, appsv1.DeploymentProgressing, deployment.RolloutPartitioned) ||
+		if !observed(d) || !hasReason(d, appsv1.DeploymentProgressing, rolloutstate.RolloutPartitioned) ||
 			d.Status.UpdatedReplicas != n || d.Status.AvailableReplicas != replicas {
 			return false
 		}
@@ -71,7 +72,7 @@ func TestRolloutPartition(t *testing.T) {
 	const name, deadline = "nginx-deployment", 4
 	d := harness.NewDeployment(ns, name, 20, "nginx:1.9")
 	d.Spec.ProgressDeadlineSeconds = new(int32(deadline))
-	d.Annotations = map[string]string{deployment.RolloutPartitionAnnotation: "5"}
+	d.Annotations = map[string]string{rolloutstate.RolloutPartitionAnnotation: "5"}
 	d = createDeployment(ctx, t, d)
 	// A first rollout has no old template to keep pods on: it completes.
 	harness.WaitComplete(t, env.Client, ns, name, rolloutTimeout)
@@ -89,7 +90,7 @@ func TestRolloutPartition(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !hasReason(cur, appsv1.DeploymentProgressing, deployment.RolloutPartitioned) || cur.Status.UpdatedReplicas != 5 {
+		if !hasReason(cur, appsv1.DeploymentProgressing, rolloutstate.RolloutPartitioned) || cur.Status.UpdatedReplicas != 5 {
 			t.Fatalf("not held any more after %v: %+v", time.Since(until.Add(-2*deadline*time.Second-2*time.Second)), cur.Status)
 		}
 		if newN, oldN := splitSizes(ctx, t, cur, "nginx:1.9.3"); newN != 5 || oldN != 15 {
@@ -97,13 +98,13 @@ func TestRolloutPartition(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	setAnnotation(ctx, t, ns, name, deployment.RolloutPartitionAnnotation, "")
+	setAnnotation(ctx, t, ns, name, rolloutstate.RolloutPartitionAnnotation, "")
 	waitRevision(t, ns, name, "2")
 	w.Stop()
 	w.Check(4)
 
 	// "50%": a new rollout holds at 10; scaled to 40 it holds at 20.
-	setAnnotation(ctx, t, ns, name, deployment.RolloutPartitionAnnotation, "50%")
+	setAnnotation(ctx, t, ns, name, rolloutstate.RolloutPartitionAnnotation, "50%")
 	w = harness.WatchRollout(t, env.Client, ns, name, harness.Bounds{MaxTotal: 25, MinAvailable: 15})
 	setImage(ctx, t, ns, name, name, "nginx:1.9.4")
 	heldAt(ctx, t, ns, name, "nginx:1.9.4", 10, 20)
@@ -139,24 +140,24 @@ func TestAutoRollbackOnProgressDeadline(t *testing.T) {
 			d := harness.NewDeployment(ns, name, 10, "nginx:1.9")
 			d.Spec.ProgressDeadlineSeconds = new(int32(10))
 			if on {
-				d.Annotations = map[string]string{deployment.RollbackOnProgressDeadlineAnnotation: "true"}
+				d.Annotations = map[string]string{rolloutstate.RollbackOnProgressDeadlineAnnotation: "true"}
 			}
 			createDeployment(ctx, t, d)
 			waitRevision(t, ns, name, "1")
 			if on {
 				waitDeployment(t, ns, name, "revision 1 recorded complete", func(d *appsv1.Deployment) bool {
-					return d.Annotations[deployment.CompleteRevisionAnnotation] == "1"
+					return d.Annotations[rolloutstate.CompleteRevisionAnnotation] == "1"
 				})
 			}
 			setImage(ctx, t, ns, name, name, brokenImage)
 			if !on {
 				failed := waitDeployment(t, ns, name, "progress deadline exceeded", func(d *appsv1.Deployment) bool {
-					return hasReason(d, appsv1.DeploymentProgressing, deployment.ProgressDeadlineExceeded)
+					return hasReason(d, appsv1.DeploymentProgressing, rolloutstate.ProgressDeadlineExceeded)
 				})
 				// The controller syncs it again and leaves it failed: nothing rolls back.
 				cur := pokeAndWaitSynced(ctx, t, ns, name)
 				if img := cur.Spec.Template.Spec.Containers[0].Image; img != brokenImage || cur.Annotations[revisionAnnotation] != "2" ||
-					!hasReason(cur, appsv1.DeploymentProgressing, deployment.ProgressDeadlineExceeded) || cur.Generation != failed.Generation+1 {
+					!hasReason(cur, appsv1.DeploymentProgressing, rolloutstate.ProgressDeadlineExceeded) || cur.Generation != failed.Generation+1 {
 					t.Errorf("annotation off: image %s, revision %s, conditions %+v; want it left failed on %s at revision 2",
 						img, cur.Annotations[revisionAnnotation], cur.Status.Conditions, brokenImage)
 				}
@@ -168,11 +169,11 @@ func TestAutoRollbackOnProgressDeadline(t *testing.T) {
 			back := waitDeploymentWithin(t, 30*time.Second, ns, name, "rolled back within 30 s of set image", func(d *appsv1.Deployment) bool {
 				return d.Spec.Template.Spec.Containers[0].Image == "nginx:1.9"
 			})
-			if back.Annotations[deployment.FailedRevisionAnnotation] != "2" {
-				t.Errorf("%s = %q, want 2", deployment.FailedRevisionAnnotation, back.Annotations[deployment.FailedRevisionAnnotation])
+			if back.Annotations[rolloutstate.FailedRevisionAnnotation] != "2" {
+				t.Errorf("%s = %q, want 2", rolloutstate.FailedRevisionAnnotation, back.Annotations[rolloutstate.FailedRevisionAnnotation])
 			}
 			done := waitRevision(t, ns, name, "3")
-			if done.Status.AvailableReplicas != 10 || done.Annotations[deployment.RollbackOnProgressDeadlineAnnotation] != "true" {
+			if done.Status.AvailableReplicas != 10 || done.Annotations[rolloutstate.RollbackOnProgressDeadlineAnnotation] != "true" {
 				t.Errorf("after the rollback: %d available, annotations %v", done.Status.AvailableReplicas, done.Annotations)
 			}
 			waitEvent(t, ns, name, deployment.AutoRolledBack, fmt.Sprintf(

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
 
@@ -124,7 +124,7 @@ func waitRevision(t *testing.T, ns, name, rev string) *appsv1.Deployment {
 	t.Helper()
 	return waitDeployment(t, ns, name, "complete at revision "+rev, func(d *appsv1.Deployment) bool {
 		return harness.DeploymentComplete(d) && d.Annotations[revisionAnnotation] == rev &&
-			hasReason(d, appsv1.DeploymentProgressing, deployment.NewReplicaSetAvailable)
+			hasReason(d, appsv1.DeploymentProgressing, rolloutstate.NewReplicaSetAvailable)
 	})
 }
 

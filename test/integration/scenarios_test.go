@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
 
@@ -118,7 +119,7 @@ func TestFailedDeployment(t *testing.T) {
 	d.Spec.ProgressDeadlineSeconds = new(int32(3))
 	d = createDeployment(ctx, t, d)
 	d = waitDeployment(t, ns, d.Name, "ProgressDeadlineExceeded", func(d *appsv1.Deployment) bool {
-		return hasReason(d, appsv1.DeploymentProgressing, deployment.ProgressDeadlineExceeded)
+		return hasReason(d, appsv1.DeploymentProgressing, rolloutstate.ProgressDeadlineExceeded)
 	})
 	rs := harness.OwnedReplicaSets(ctx, t, env.Client, d)[0]
 	c := condition(d, appsv1.DeploymentProgressing)

@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/timeline"
-	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
@@ -252,7 +251,7 @@ func (f *follower) recordState(any) {
 	for _, rs := range owned {
 		s.ReplicaSets = append(s.ReplicaSets, timeline.ReplicaSet{
 			Name:      rs.Name,
-			Revision:  rs.Annotations[deployment.RevisionAnnotation],
+			Revision:  rs.Annotations[rolloutstate.RevisionAnnotation],
 			Replicas:  rolloutstate.ReplicaSetReplicas(rs),
 			Ready:     rs.Status.ReadyReplicas,
 			Available: rs.Status.AvailableReplicas,

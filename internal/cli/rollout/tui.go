@@ -15,7 +15,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
@@ -85,7 +84,7 @@ func (m tuiModel) View() string {
 	var conds []string
 	for _, c := range v.d.Status.Conditions {
 		style := goodStyle
-		if c.Status != "True" || c.Reason == deployment.ProgressDeadlineExceeded {
+		if c.Status != "True" || c.Reason == rolloutstate.ProgressDeadlineExceeded {
 			style = badStyle
 		}
 		conds = append(conds, style.Render(fmt.Sprintf("%s=%s", c.Type, c.Status))+dimStyle.Render(" "+c.Reason))
@@ -109,7 +108,7 @@ func (m tuiModel) View() string {
 		if rs == v.newRS {
 			kind, style = "new", newRSStyle
 		}
-		rev := rs.Annotations[deployment.RevisionAnnotation]
+		rev := rs.Annotations[rolloutstate.RevisionAnnotation]
 		label := style.Render(fmt.Sprintf("%s %-*s rev %-3s", kind, nameWidth, rs.Name, rev))
 		fraction := 0.0
 		if v.replicas > 0 {

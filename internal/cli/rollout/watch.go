@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/timeline"
-	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/unavailable"
 )
@@ -162,14 +161,14 @@ func timedOut(ns, name string) error {
 // still progressing.
 func outcome(v *view) (done bool, err error) {
 	switch v.state {
-	case stateComplete, statePartitioned:
+	case rolloutstate.PhaseComplete, rolloutstate.PhaseHeld:
 		return true, nil
-	case stateDeadline:
+	case rolloutstate.PhaseFailed:
 		return true, fmt.Errorf("deployment %s/%s %w", v.d.Namespace, v.d.Name, errDeadline)
-	case stateRolledBack:
-		failed, _ := deployment.AutoRolledBackFrom(v.d)
+	case rolloutstate.PhaseRolledBack:
+		failed, _ := rolloutstate.AutoRolledBackFrom(v.d)
 		return true, fmt.Errorf("deployment %s/%s: revision %d %w and was rolled back automatically (%s)",
-			v.d.Namespace, v.d.Name, failed, errDeadline, deployment.RollbackOnProgressDeadlineAnnotation)
+			v.d.Namespace, v.d.Name, failed, errDeadline, rolloutstate.RollbackOnProgressDeadlineAnnotation)
 	}
 	return false, nil
 }
@@ -209,7 +208,7 @@ func runPlain(ctx context.Context, f *follower, o *watchOptions, out io.Writer) 
 // ended is the last line of a watch that ended well: complete, or held at
 // its partition (EX-1) with the Progressing message.
 func (v *view) ended() string {
-	if v.state == statePartitioned {
+	if v.state == rolloutstate.PhaseHeld {
 		for _, c := range v.d.Status.Conditions {
 			if c.Type == appsv1.DeploymentProgressing {
 				return fmt.Sprintf("deployment %q rollout held: %s", v.d.Name, c.Message)
@@ -219,21 +218,6 @@ func (v *view) ended() string {
 	return fmt.Sprintf("deployment %q successfully rolled out", v.d.Name)
 }
 
-// rolloutState is where a rollout stands, as kubectl rollout status judges it.
-type rolloutState int
-
-const (
-	stateProgressing rolloutState = iota
-	stateComplete
-	stateDeadline
-	// statePartitioned: held by kubedeploy.io/rollout-partition (EX-1), a
-	// state the rollout stays in until the partition changes.
-	statePartitioned
-	// stateRolledBack: complete on the template an automatic rollback
-	// restored after the previous revision exceeded its deadline (EX-2).
-	stateRolledBack
-)
-
 // view is what one look at the watched objects shows.
 type view struct {
 	d        *appsv1.Deployment
@@ -242,7 +226,7 @@ type view struct {
 	oldRSs   []*appsv1.ReplicaSet
 	stuck    []unavailable.Group
 	events   []v1.Event
-	state    rolloutState
+	state    rolloutstate.Phase
 }
 
 // buildView makes the view of d from its ReplicaSets (any order; those d
@@ -250,7 +234,7 @@ type view struct {
 // (the latest nEvents are kept), judged at now.
 func buildView(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*v1.Pod, events []*v1.Event, nEvents int, now time.Time) *view {
 	owned := rolloutstate.ControlledBy(rss, d.UID)
-	v := &view{d: d, state: state(d, owned), replicas: rolloutstate.Replicas(d)}
+	v := &view{d: d, state: rolloutstate.PhaseOf(d, owned), replicas: rolloutstate.Replicas(d)}
 	v.newRS = rolloutstate.NewReplicaSet(d, owned)
 	for _, rs := range owned {
 		if rs != v.newRS && (rolloutstate.ReplicaSetReplicas(rs) > 0 || rs.Status.Replicas > 0) {
@@ -258,7 +242,7 @@ func buildView(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*v1.Pod, e
 		}
 	}
 	slices.SortFunc(v.oldRSs, func(a, b *appsv1.ReplicaSet) int { return strings.Compare(a.Name, b.Name) })
-	if v.newRS != nil && v.state != stateComplete && v.state != stateRolledBack {
+	if v.newRS != nil && v.state != rolloutstate.PhaseComplete && v.state != rolloutstate.PhaseRolledBack {
 		v.stuck = unavailable.Groups(rolloutstate.ControlledBy(pods, v.newRS.UID), d.Spec.MinReadySeconds, now)
 	}
 	if nEvents > 0 {
@@ -288,36 +272,6 @@ func eventTime(e v1.Event) time.Time {
 		}
 	}
 	return time.Time{}
-}
-
-// state judges d's rollout as kubectl rollout status does: complete when the
-// controller observed the current generation and every replica is updated
-// and available with no old one left; failed on ProgressDeadlineExceeded,
-// unless the controller is about to roll it back (EX-2, owned are d's
-// ReplicaSets), in which case the watch follows the rollback; held at a
-// partition (EX-1); rolled back once an automatic rollback completed.
-func state(d *appsv1.Deployment, owned []*appsv1.ReplicaSet) rolloutState {
-	if d.Status.ObservedGeneration < d.Generation {
-		return stateProgressing
-	}
-	for _, c := range d.Status.Conditions {
-		if c.Type == appsv1.DeploymentProgressing && c.Reason == deployment.ProgressDeadlineExceeded {
-			if deployment.AutoRollbackPending(d, owned) {
-				return stateProgressing
-			}
-			return stateDeadline
-		}
-		if c.Type == appsv1.DeploymentProgressing && c.Reason == deployment.RolloutPartitioned {
-			return statePartitioned
-		}
-	}
-	if rolloutstate.Complete(d, &d.Status) {
-		if _, ok := deployment.AutoRolledBackFrom(d); ok {
-			return stateRolledBack
-		}
-		return stateComplete
-	}
-	return stateProgressing
 }
 
 // summary is the view's first line: the Deployment's counts.

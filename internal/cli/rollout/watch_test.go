@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // rolloutObjects is a 4-replica Deployment mid-rollout: the new ReplicaSet
@@ -54,7 +54,7 @@ func rolloutObjects(progressing appsv1.DeploymentCondition) []runtime.Object {
 		return &appsv1.ReplicaSet{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: name, Namespace: "ns", UID: types.UID(name), Labels: labels,
-				Annotations:     map[string]string{deployment.RevisionAnnotation: rev},
+				Annotations:     map[string]string{rolloutstate.RevisionAnnotation: rev},
 				OwnerReferences: owner("Deployment", "web", d.UID),
 			},
 			Spec:   appsv1.ReplicaSetSpec{Replicas: ptr.To(spec), Selector: d.Spec.Selector, Template: tmpl(image)},
@@ -89,7 +89,7 @@ func rolloutObjects(progressing appsv1.DeploymentCondition) []runtime.Object {
 
 var (
 	progressingCondition = appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: v1.ConditionTrue, Reason: "ReplicaSetUpdated"}
-	deadlineCondition    = appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: v1.ConditionFalse, Reason: deployment.ProgressDeadlineExceeded}
+	deadlineCondition    = appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: v1.ConditionFalse, Reason: rolloutstate.ProgressDeadlineExceeded}
 )
 
 // Issue 11: piped, watch prints plain lines that name every stuck pod with
@@ -166,7 +166,7 @@ func TestWatchEndsHeldAtPartition(t *testing.T) {
 	d := objs[0].(*appsv1.Deployment)
 	msg := `ReplicaSet "web-new" has 1 of 4 pods updated, held by kubedeploy.io/rollout-partition.`
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 4, UpdatedReplicas: 1, AvailableReplicas: 4,
-		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: v1.ConditionTrue, Reason: deployment.RolloutPartitioned, Message: msg}}}
+		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: v1.ConditionTrue, Reason: rolloutstate.RolloutPartitioned, Message: msg}}}
 	var out bytes.Buffer
 	if err := watchRollout(context.Background(), fake.NewClientset(objs...), "ns", "web", &watchOptions{}, &out, &out); err != nil {
 		t.Fatalf("held: %v\n%s", err, out.String())
@@ -184,8 +184,8 @@ func TestWatchFollowsAutoRollback(t *testing.T) {
 	objs := rolloutObjects(deadlineCondition)
 	d := objs[0].(*appsv1.Deployment)
 	d.Spec.ProgressDeadlineSeconds = ptr.To[int32](10)
-	d.Annotations = map[string]string{deployment.RevisionAnnotation: "2",
-		deployment.RollbackOnProgressDeadlineAnnotation: "true", deployment.CompleteRevisionAnnotation: "1"}
+	d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "2",
+		rolloutstate.RollbackOnProgressDeadlineAnnotation: "true", rolloutstate.CompleteRevisionAnnotation: "1"}
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	var out bytes.Buffer
@@ -196,7 +196,7 @@ func TestWatchFollowsAutoRollback(t *testing.T) {
 
 	objs = rolloutObjects(progressingCondition)
 	d = objs[0].(*appsv1.Deployment)
-	d.Annotations = map[string]string{deployment.RevisionAnnotation: "3", deployment.FailedRevisionAnnotation: "2"}
+	d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "3", rolloutstate.FailedRevisionAnnotation: "2"}
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 4, UpdatedReplicas: 4, AvailableReplicas: 4}
 	out.Reset()
 	err = watchRollout(context.Background(), fake.NewClientset(objs...), "ns", "web", &watchOptions{}, &out, &out)
@@ -240,7 +240,7 @@ func TestTerminalView(t *testing.T) {
 		}
 	}
 	v := buildView(objs[0].(*appsv1.Deployment), rss, pods, events, 3, time.Now())
-	m := tuiModel{v: &view{d: v.d, replicas: v.replicas, state: stateProgressing, newRS: v.newRS, oldRSs: v.oldRSs, stuck: v.stuck, events: v.events},
+	m := tuiModel{v: &view{d: v.d, replicas: v.replicas, state: rolloutstate.PhaseProgressing, newRS: v.newRS, oldRSs: v.oldRSs, stuck: v.stuck, events: v.events},
 		bar: progress.New(progress.WithWidth(barWidth), progress.WithoutPercentage())}
 	screen := m.View()
 	for _, want := range []string{

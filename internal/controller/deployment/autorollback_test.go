@@ -7,10 +7,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // failedDeployment returns the seed-sized Deployment opted into EX-2 at
-// revision 2 (nginx:2, failed: Progressing=False ProgressDeadlineExceeded),
+// revision 2 (nginx:2, failed: Progressing=False rolloutstate.ProgressDeadlineExceeded),
 // whose revision 1 (nginx:1, ReplicaSet nginx-a) completed, and its two
 // ReplicaSets.
 func failedDeployment(annotations map[string]string) (*appsv1.Deployment, *appsv1.ReplicaSet, *appsv1.ReplicaSet) {
@@ -18,11 +20,11 @@ func failedDeployment(annotations map[string]string) (*appsv1.Deployment, *appsv
 	d := newDeployment(20, surge, unavailable)
 	d.Spec.Template = podTemplate("nginx:2")
 	d.Annotations = map[string]string{
-		RevisionAnnotation:                   "2",
-		RollbackOnProgressDeadlineAnnotation: "true",
-		CompleteRevisionAnnotation:           "1",
-		RolloutPartitionAnnotation:           "50%",
-		"team":                               "web",
+		rolloutstate.RevisionAnnotation:                   "2",
+		rolloutstate.RollbackOnProgressDeadlineAnnotation: "true",
+		rolloutstate.CompleteRevisionAnnotation:           "1",
+		rolloutstate.RolloutPartitionAnnotation:           "50%",
+		"team":                                            "web",
 	}
 	for k, v := range annotations {
 		if v == "" {
@@ -33,14 +35,14 @@ func failedDeployment(annotations map[string]string) (*appsv1.Deployment, *appsv
 	}
 	d.Status = appsv1.DeploymentStatus{
 		ObservedGeneration: d.Generation, Replicas: 25, UpdatedReplicas: 10, AvailableReplicas: 15, ReadyReplicas: 15,
-		Conditions: []appsv1.DeploymentCondition{newCondition(appsv1.DeploymentProgressing, v1.ConditionFalse, ProgressDeadlineExceeded, "timed out", baseTime)},
+		Conditions: []appsv1.DeploymentCondition{newCondition(appsv1.DeploymentProgressing, v1.ConditionFalse, rolloutstate.ProgressDeadlineExceeded, "timed out", baseTime)},
 	}
 	old := withStatus(newRS(d, "nginx-a", "nginx:1", 15, 0, map[string]string{
-		RevisionAnnotation: "1", DesiredReplicasAnnotation: "20", MaxReplicasAnnotation: "25",
-		"kubernetes.io/change-cause": "v1", RolloutPartitionAnnotation: "5",
+		rolloutstate.RevisionAnnotation: "1", DesiredReplicasAnnotation: "20", MaxReplicasAnnotation: "25",
+		"kubernetes.io/change-cause": "v1", rolloutstate.RolloutPartitionAnnotation: "5",
 	}), 15, 15)
 	cur := withStatus(newRS(d, "nginx-b", "nginx:2", 10, 1, map[string]string{
-		RevisionAnnotation: "2", DesiredReplicasAnnotation: "20", MaxReplicasAnnotation: "25",
+		rolloutstate.RevisionAnnotation: "2", DesiredReplicasAnnotation: "20", MaxReplicasAnnotation: "25",
 	}), 10, 0)
 	return d, old, cur
 }
@@ -65,11 +67,11 @@ func TestAutoRollback(t *testing.T) {
 		t.Errorf("template kept the pod-template-hash label: %v", got.Spec.Template.Labels)
 	}
 	for k, want := range map[string]string{
-		FailedRevisionAnnotation:             "2",
-		RevisionAnnotation:                   "2", // the controller advances it with the ReplicaSet (RV-2)
-		RollbackOnProgressDeadlineAnnotation: "true",
-		RolloutPartitionAnnotation:           "50%", // the Deployment's, not the ReplicaSet's "5"
-		"kubernetes.io/change-cause":         "v1",  // from the ReplicaSet, as kubectl does
+		rolloutstate.FailedRevisionAnnotation:             "2",
+		rolloutstate.RevisionAnnotation:                   "2", // the controller advances it with the ReplicaSet (RV-2)
+		rolloutstate.RollbackOnProgressDeadlineAnnotation: "true",
+		rolloutstate.RolloutPartitionAnnotation:           "50%", // the Deployment's, not the ReplicaSet's "5"
+		"kubernetes.io/change-cause":                      "v1",  // from the ReplicaSet, as kubectl does
 	} {
 		if got.Annotations[k] != want {
 			t.Errorf("annotation %s = %q, want %q (all: %v)", k, got.Annotations[k], want, got.Annotations)
@@ -96,21 +98,21 @@ func TestAutoRollbackSkipped(t *testing.T) {
 		name        string
 		annotations map[string]string
 		paused      bool
-		wantSkipped string // planAutoRollback's reason; "" when not even considered
+		wantSkipped string // rolloutstate.PlanAutoRollback's reason; "" when not even considered
 	}{
-		{name: "annotation off, upstream behaviour", annotations: map[string]string{RollbackOnProgressDeadlineAnnotation: ""}},
-		{name: "annotation not true", annotations: map[string]string{RollbackOnProgressDeadlineAnnotation: "yes"}},
+		{name: "annotation off, upstream behaviour", annotations: map[string]string{rolloutstate.RollbackOnProgressDeadlineAnnotation: ""}},
+		{name: "annotation not true", annotations: map[string]string{rolloutstate.RollbackOnProgressDeadlineAnnotation: "yes"}},
 		{name: "paused", paused: true},
-		{name: "the failed rollout is the rollback", annotations: map[string]string{FailedRevisionAnnotation: "1"}, wantSkipped: "left failed"},
-		{name: "nothing completed before", annotations: map[string]string{CompleteRevisionAnnotation: ""}, wantSkipped: "no earlier revision"},
-		{name: "the complete revision's ReplicaSet is gone", annotations: map[string]string{CompleteRevisionAnnotation: "7"}, wantSkipped: "no longer exists"},
+		{name: "the failed rollout is the rollback", annotations: map[string]string{rolloutstate.FailedRevisionAnnotation: "1"}, wantSkipped: "left failed"},
+		{name: "nothing completed before", annotations: map[string]string{rolloutstate.CompleteRevisionAnnotation: ""}, wantSkipped: "no earlier revision"},
+		{name: "the complete revision's ReplicaSet is gone", annotations: map[string]string{rolloutstate.CompleteRevisionAnnotation: "7"}, wantSkipped: "no longer exists"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, old, cur := failedDeployment(tc.annotations)
 			d.Spec.Paused = tc.paused
 			if tc.wantSkipped != "" {
-				if p := planAutoRollback(d, []*appsv1.ReplicaSet{old}); p.target != nil || !strings.Contains(p.skipped, tc.wantSkipped) {
-					t.Errorf("plan: target %v, skipped %q; want skipped with %q", p.target, p.skipped, tc.wantSkipped)
+				if p := rolloutstate.PlanAutoRollback(d, []*appsv1.ReplicaSet{old}); p.Target != nil || !strings.Contains(p.Skipped, tc.wantSkipped) {
+					t.Errorf("plan: target %v, skipped %q; want skipped with %q", p.Target, p.Skipped, tc.wantSkipped)
 				}
 			}
 			f := newFixture(t, d, old, cur)
@@ -132,20 +134,20 @@ func TestAutoRollbackSkipped(t *testing.T) {
 // EX-2 bookkeeping: the status write that reports a complete rollout also
 // records its revision, for opted-in Deployments only.
 func TestRecordCompleteRevision(t *testing.T) {
-	d, _, _ := failedDeployment(map[string]string{CompleteRevisionAnnotation: ""})
+	d, _, _ := failedDeployment(map[string]string{rolloutstate.CompleteRevisionAnnotation: ""})
 	status := d.Status
-	status.Conditions = []appsv1.DeploymentCondition{newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, NewReplicaSetAvailable, "done", baseTime)}
-	if !recordCompleteRevision(d, &status) || d.Annotations[CompleteRevisionAnnotation] != "2" {
-		t.Errorf("complete: recorded %q, want 2", d.Annotations[CompleteRevisionAnnotation])
+	status.Conditions = []appsv1.DeploymentCondition{newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, rolloutstate.NewReplicaSetAvailable, "done", baseTime)}
+	if !recordCompleteRevision(d, &status) || d.Annotations[rolloutstate.CompleteRevisionAnnotation] != "2" {
+		t.Errorf("complete: recorded %q, want 2", d.Annotations[rolloutstate.CompleteRevisionAnnotation])
 	}
 	if recordCompleteRevision(d, &status) {
 		t.Errorf("recorded twice")
 	}
-	off, _, _ := failedDeployment(map[string]string{CompleteRevisionAnnotation: "", RollbackOnProgressDeadlineAnnotation: ""})
-	if recordCompleteRevision(off, &status) || off.Annotations[CompleteRevisionAnnotation] != "" {
-		t.Errorf("not opted in: recorded %q", off.Annotations[CompleteRevisionAnnotation])
+	off, _, _ := failedDeployment(map[string]string{rolloutstate.CompleteRevisionAnnotation: "", rolloutstate.RollbackOnProgressDeadlineAnnotation: ""})
+	if recordCompleteRevision(off, &status) || off.Annotations[rolloutstate.CompleteRevisionAnnotation] != "" {
+		t.Errorf("not opted in: recorded %q", off.Annotations[rolloutstate.CompleteRevisionAnnotation])
 	}
-	failed, _, _ := failedDeployment(map[string]string{CompleteRevisionAnnotation: ""})
+	failed, _, _ := failedDeployment(map[string]string{rolloutstate.CompleteRevisionAnnotation: ""})
 	if recordCompleteRevision(failed, &failed.Status) {
 		t.Errorf("failed rollout recorded as complete")
 	}

@@ -6,6 +6,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 func TestReplicaSetsToDeleteCL(t *testing.T) {
@@ -39,7 +41,7 @@ func TestSyncCleanupDeletesOldReplicaSets(t *testing.T) {
 	s, u := pct25()
 	d := newDeployment(2, s, u)
 	d.Spec.RevisionHistoryLimit = ptr.To[int32](0)
-	d.Annotations = map[string]string{RevisionAnnotation: "3"}
+	d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "3"}
 	cur := withStatus(newRS(d, "cur", "nginx:1.14.2", 2, 2, sizeAnnotations(2, 3, 3)), 2, 2)
 	gone := withStatus(newRS(d, "gone", "nginx:a", 0, 0, sizeAnnotations(2, 3, 1)), 0, 0)
 	unsynced := withStatus(newRS(d, "unsynced", "nginx:b", 0, 1, sizeAnnotations(2, 3, 2)), 0, 0)

@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 func TestSetConditionST7(t *testing.T) {
@@ -28,7 +30,7 @@ func TestSetConditionST7(t *testing.T) {
 	})
 	t.Run("same status new reason: keeps transition time, moves to end", func(t *testing.T) {
 		s := start()
-		setCondition(&s, newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, NewReplicaSetAvailable, "new", t1))
+		setCondition(&s, newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, rolloutstate.NewReplicaSetAvailable, "new", t1))
 		c := s.Conditions[1]
 		if len(s.Conditions) != 2 || c.Type != appsv1.DeploymentProgressing || !c.LastTransitionTime.Time.Equal(t0) || !c.LastUpdateTime.Time.Equal(t1) {
 			t.Errorf("got %+v", s.Conditions)
@@ -36,7 +38,7 @@ func TestSetConditionST7(t *testing.T) {
 	})
 	t.Run("different status: new timestamps", func(t *testing.T) {
 		s := start()
-		setCondition(&s, newCondition(appsv1.DeploymentProgressing, v1.ConditionFalse, ProgressDeadlineExceeded, "x", t1))
+		setCondition(&s, newCondition(appsv1.DeploymentProgressing, v1.ConditionFalse, rolloutstate.ProgressDeadlineExceeded, "x", t1))
 		if c := getCondition(&s, appsv1.DeploymentProgressing); !c.LastTransitionTime.Time.Equal(t1) {
 			t.Errorf("got %+v", c)
 		}

@@ -4,14 +4,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 )
 
-// Annotation keys (OM-1..OM-5, OM-7).
+// Annotation keys (OM-3..OM-5, OM-7; OM-1 and OM-2 are rolloutstate's).
 const (
-	// RevisionAnnotation holds the decimal int64 rollout sequence number on a
-	// Deployment and on each of its ReplicaSets; missing means 0 (OM-1).
-	RevisionAnnotation = "deployment.kubernetes.io/revision"
-	// RevisionHistoryAnnotation is the comma-separated list of revisions a
-	// ReplicaSet held before (OM-2, RV-6).
-	RevisionHistoryAnnotation = "deployment.kubernetes.io/revision-history"
 	// DesiredReplicasAnnotation is d.spec.replicas (replicas) when the
 	// controller last wrote the ReplicaSet's size (OM-3).
 	DesiredReplicasAnnotation = "deployment.kubernetes.io/desired-replicas"
@@ -24,12 +18,13 @@ const (
 	// lastAppliedConfigAnnotation is kubectl's client-side apply record (OM-7).
 	lastAppliedConfigAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
-	// maxRevisionHistoryLength caps RevisionHistoryAnnotation, in characters (RV-6).
+	// maxRevisionHistoryLength caps rolloutstate.RevisionHistoryAnnotation, in characters (RV-6).
 	maxRevisionHistoryLength = 2000
 )
 
 // Event reasons emitted on Deployments (section 17) and condition reasons
-// (ST-4, ST-13, ST-17, SD-6, RV-3, RV-12, RV-13).
+// (ST-4, ST-13, ST-17, SD-6, RV-3, RV-12, RV-13); the reasons that end or
+// hold a rollout are rolloutstate's.
 const (
 	// SelectingAll is the Warning event reason for an empty selector (SD-2).
 	SelectingAll = "SelectingAll"
@@ -53,12 +48,6 @@ const (
 	// ReplicaSetUpdated is the Progressing=True reason while a rollout makes
 	// progress (ST-13).
 	ReplicaSetUpdated = "ReplicaSetUpdated"
-	// NewReplicaSetAvailable is the Progressing=True reason once a rollout is
-	// complete (ST-13).
-	NewReplicaSetAvailable = "NewReplicaSetAvailable"
-	// ProgressDeadlineExceeded is the Progressing=False reason once a rollout
-	// made no progress for progressDeadlineSeconds (ST-13).
-	ProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 	// DeploymentPaused is the Progressing=Unknown reason while paused (SD-6).
 	DeploymentPaused = "DeploymentPaused"
 	// DeploymentResumed is the Progressing=Unknown reason after a resume (SD-6).

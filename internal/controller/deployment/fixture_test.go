@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 	"github.com/kubedeploy/kubedeploy/internal/testing/controllertest"
 )
@@ -257,7 +258,7 @@ func newRS(d *appsv1.Deployment, name, image string, size int32, minute int, ann
 func startRollout(d *appsv1.Deployment, maxReplicas int32) *appsv1.ReplicaSet {
 	n := *d.Spec.Replicas
 	d.Spec.Template = podTemplate("nginx:2")
-	d.Annotations = map[string]string{RevisionAnnotation: "1"}
+	d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "1"}
 	return withStatus(newRS(d, "nginx-a", "nginx:1", n, 0, sizeAnnotations(n, maxReplicas, 1)), n, n)
 }
 
@@ -278,7 +279,7 @@ func sizeAnnotations(desired, maxReplicas int32, rev int) map[string]string {
 		MaxReplicasAnnotation:     strconv.Itoa(int(maxReplicas)),
 	}
 	if rev > 0 {
-		m[RevisionAnnotation] = strconv.Itoa(rev)
+		m[rolloutstate.RevisionAnnotation] = strconv.Itoa(rev)
 	}
 	return m
 }

@@ -38,8 +38,8 @@ func (sc *syncContext) resolveReplicaSets(ctx context.Context) error {
 		_, err := sc.patchReplicaSet(ctx, sc.newRS, rsCopy)
 		return err
 	}
-	update := sc.setDeploymentRevision(sc.newRS.Annotations[RevisionAnnotation])
-	if hasProgressDeadline(sc.d) && getCondition(&sc.d.Status, appsv1.DeploymentProgressing) == nil {
+	update := sc.setDeploymentRevision(sc.newRS.Annotations[rolloutstate.RevisionAnnotation])
+	if rolloutstate.HasProgressDeadline(sc.d) && getCondition(&sc.d.Status, appsv1.DeploymentProgressing) == nil {
 		msg := fmt.Sprintf("Found new replica set %q", sc.newRS.Name)
 		setCondition(&sc.d.Status, newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, FoundNewReplicaSet, msg, sc.now))
 		update = true
@@ -53,13 +53,13 @@ func (sc *syncContext) resolveReplicaSets(ctx context.Context) error {
 // setDeploymentRevision sets d's revision annotation (RV-8) and reports
 // whether it changed.
 func (sc *syncContext) setDeploymentRevision(rev string) bool {
-	if sc.d.Annotations[RevisionAnnotation] == rev {
+	if sc.d.Annotations[rolloutstate.RevisionAnnotation] == rev {
 		return false
 	}
 	if sc.d.Annotations == nil {
 		sc.d.Annotations = map[string]string{}
 	}
-	sc.d.Annotations[RevisionAnnotation] = rev
+	sc.d.Annotations[rolloutstate.RevisionAnnotation] = rev
 	return true
 }
 
@@ -94,7 +94,7 @@ func (sc *syncContext) ensureNewReplicaSet(ctx context.Context) error {
 		sc.c.recorder.Eventf(sc.d, v1.EventTypeNormal, ScalingReplicaSet, "Scaled up replica set %s from 0 to %d", created.Name, size)
 	}
 	update := sc.setDeploymentRevision(strconv.FormatInt(newRevision, 10))
-	if !existed && hasProgressDeadline(sc.d) {
+	if !existed && rolloutstate.HasProgressDeadline(sc.d) {
 		msg := fmt.Sprintf("Created new replica set %q", created.Name)
 		setCondition(&sc.d.Status, newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, NewReplicaSetCreated, msg, sc.now))
 		update = true
@@ -133,7 +133,7 @@ func newReplicaSet(d *appsv1.Deployment, f rolloutstate.Fenceposts, revision int
 		},
 	}
 	copyDeploymentAnnotations(d, rs)
-	rs.Annotations[RevisionAnnotation] = strconv.FormatInt(revision, 10)
+	rs.Annotations[rolloutstate.RevisionAnnotation] = strconv.FormatInt(revision, 10)
 	setReplicasAnnotations(rs, f.Replicas, f.MaxTotal())
 	return rs
 }
@@ -165,7 +165,7 @@ func (sc *syncContext) createReplicaSet(ctx context.Context, rs *appsv1.ReplicaS
 		return nil, false, err
 	}
 	msg := fmt.Sprintf("Failed to create new replica set %q: %v", rs.Name, err)
-	if hasProgressDeadline(sc.d) {
+	if rolloutstate.HasProgressDeadline(sc.d) {
 		setCondition(&sc.d.Status, newCondition(appsv1.DeploymentProgressing, v1.ConditionFalse, ReplicaSetCreateError, msg, sc.now))
 		if statusErr := sc.updateStatus(ctx); statusErr != nil {
 			sc.logger.Info("Failed to record the replica set create error in status", "err", statusErr)

@@ -7,26 +7,12 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
-// RolloutPartitionAnnotation opts a RollingUpdate Deployment into a rollout
-// partition (EX-1): its value, "N" or "N%" (of spec.replicas, rounded down),
-// is the most pods a rollout puts on the new template. The rolling update
-// proceeds as usual, within maxSurge and maxUnavailable, until the new
-// ReplicaSet has that many replicas, then holds: the old ReplicaSets keep the
-// rest. Raising the value or removing the annotation continues the rollout.
-// Lowering it below the pods already updated does not roll them back (that
-// is `kubectl rollout undo`); the rollout holds where it is. Recreate
-// Deployments ignore it.
-const RolloutPartitionAnnotation = "kubedeploy.io/rollout-partition"
-
-// RolloutPartitioned is the Progressing=True condition reason while a
-// rollout is held at its partition (EX-1); the progress deadline does not
-// run meanwhile.
-const RolloutPartitioned = "RolloutPartitioned"
-
 // InvalidRolloutPartition is the Warning event reason for a
-// RolloutPartitionAnnotation value that does not parse; the rollout then
+// rolloutstate.RolloutPartitionAnnotation value that does not parse; the rollout then
 // holds where it is, as for a partition of 0 (EX-1).
 const InvalidRolloutPartition = "InvalidRolloutPartition"
 
@@ -40,7 +26,7 @@ func ParsePartition(v string, replicas int32) (int32, error) {
 	replicas = max(replicas, 0)
 	digits, percent := strings.CutSuffix(v, "%")
 	if digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
-		return 0, fmt.Errorf("%s %q: want a whole number of pods (\"5\") or a percentage of spec.replicas (\"25%%\")", RolloutPartitionAnnotation, v)
+		return 0, fmt.Errorf("%s %q: want a whole number of pods (\"5\") or a percentage of spec.replicas (\"25%%\")", rolloutstate.RolloutPartitionAnnotation, v)
 	}
 	n, err := strconv.ParseInt(digits, 10, 64)
 	if err != nil {
@@ -57,9 +43,9 @@ func ParsePartition(v string, replicas int32) (int32, error) {
 }
 
 // partitioned reports whether d is a RollingUpdate Deployment with a
-// RolloutPartitionAnnotation (EX-1).
+// rolloutstate.RolloutPartitionAnnotation (EX-1).
 func partitioned(d *appsv1.Deployment) bool {
-	_, ok := d.Annotations[RolloutPartitionAnnotation]
+	_, ok := d.Annotations[rolloutstate.RolloutPartitionAnnotation]
 	return ok && isRollingUpdate(d)
 }
 
@@ -84,7 +70,7 @@ func newReplicaSetLimit(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, allRSs [
 	if old == 0 {
 		return replicas, nil
 	}
-	p, err := ParsePartition(d.Annotations[RolloutPartitionAnnotation], replicas)
+	p, err := ParsePartition(d.Annotations[rolloutstate.RolloutPartitionAnnotation], replicas)
 	return min(replicas, max(p, specReplicas(newRS))), err
 }
 
@@ -108,9 +94,9 @@ func heldAtPartition(d *appsv1.Deployment, status *appsv1.DeploymentStatus, newR
 		status.ObservedGeneration >= d.Generation
 }
 
-// partitionMessage is the RolloutPartitioned condition message.
+// partitionMessage is the rolloutstate.RolloutPartitioned condition message.
 func partitionMessage(subject string, updated, replicas int32) string {
-	return fmt.Sprintf("%s has %d of %d pods updated, held by %s.", subject, updated, replicas, RolloutPartitionAnnotation)
+	return fmt.Sprintf("%s has %d of %d pods updated, held by %s.", subject, updated, replicas, rolloutstate.RolloutPartitionAnnotation)
 }
 
 // partitionScaling limits the new ReplicaSet's size in p, a proportional

@@ -7,6 +7,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // EX-1: "N" is N pods, "N%" is N percent of spec.replicas rounded down,
@@ -48,7 +50,7 @@ func TestParsePartition(t *testing.T) {
 		switch {
 		case tc.wantErr && err == nil:
 			t.Errorf("ParsePartition(%q, %d) = %d, want an error", tc.v, tc.replicas, got)
-		case tc.wantErr && !strings.Contains(err.Error(), RolloutPartitionAnnotation):
+		case tc.wantErr && !strings.Contains(err.Error(), rolloutstate.RolloutPartitionAnnotation):
 			t.Errorf("ParsePartition(%q): error %q does not name the annotation", tc.v, err)
 		case !tc.wantErr && (err != nil || got != tc.want):
 			t.Errorf("ParsePartition(%q, %d) = %d, %v; want %d", tc.v, tc.replicas, got, err, tc.want)
@@ -63,7 +65,7 @@ func heldStatus(d *appsv1.Deployment, limit int32) appsv1.DeploymentStatus {
 	return appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: limit, AvailableReplicas: n, ReadyReplicas: n}
 }
 
-// EX-1 condition: held → Progressing=True RolloutPartitioned with the
+// EX-1 condition: held → Progressing=True rolloutstate.RolloutPartitioned with the
 // counts, its transition time kept, no deadline requeue; released (the
 // annotation removed) → ReplicaSetUpdated now, the deadline starting
 // afresh; a held Deployment whose stored condition is old is not timed out.
@@ -71,7 +73,7 @@ func TestPartitionCondition(t *testing.T) {
 	surge, unavailable := pct25()
 	d := newDeployment(20, surge, unavailable)
 	d.Spec.ProgressDeadlineSeconds = new(int32(10))
-	d.Annotations = map[string]string{RolloutPartitionAnnotation: "5"}
+	d.Annotations = map[string]string{rolloutstate.RolloutPartitionAnnotation: "5"}
 	cur := withStatus(newRS(d, "nginx-b", "nginx:2", 5, 1, nil), 5, 5)
 	old := withStatus(newRS(d, "nginx-a", "nginx:1", 15, 0, nil), 15, 15)
 	long := baseTime
@@ -83,8 +85,8 @@ func TestPartitionCondition(t *testing.T) {
 	status := rolloutStatus(d, f, []*appsv1.ReplicaSet{old, cur}, cur, now)
 	c := getCondition(&status, appsv1.DeploymentProgressing)
 	want := `ReplicaSet "nginx-b" has 5 of 20 pods updated, held by kubedeploy.io/rollout-partition.`
-	if c == nil || c.Status != v1.ConditionTrue || c.Reason != RolloutPartitioned || c.Message != want {
-		t.Fatalf("held: Progressing %+v, want True %s %q", c, RolloutPartitioned, want)
+	if c == nil || c.Status != v1.ConditionTrue || c.Reason != rolloutstate.RolloutPartitioned || c.Message != want {
+		t.Fatalf("held: Progressing %+v, want True %s %q", c, rolloutstate.RolloutPartitioned, want)
 	}
 	if !c.LastTransitionTime.Time.Equal(long) {
 		t.Errorf("held: lastTransitionTime %v, want the True condition's %v", c.LastTransitionTime, long)
@@ -93,12 +95,12 @@ func TestPartitionCondition(t *testing.T) {
 	if after := stuckRequeueAfter(d, &status, now.Add(time.Hour)); after != 0 {
 		t.Errorf("held: deadline requeue after %v, want none", after)
 	}
-	if again := rolloutStatus(d, f, []*appsv1.ReplicaSet{old, cur}, cur, now.Add(time.Hour)); getCondition(&again, appsv1.DeploymentProgressing).Reason != RolloutPartitioned {
+	if again := rolloutStatus(d, f, []*appsv1.ReplicaSet{old, cur}, cur, now.Add(time.Hour)); getCondition(&again, appsv1.DeploymentProgressing).Reason != rolloutstate.RolloutPartitioned {
 		t.Errorf("held an hour later: %+v", getCondition(&again, appsv1.DeploymentProgressing))
 	}
 
 	released := d.DeepCopy()
-	delete(released.Annotations, RolloutPartitionAnnotation)
+	delete(released.Annotations, rolloutstate.RolloutPartitionAnnotation)
 	later := now.Add(2 * time.Hour)
 	status = rolloutStatus(released, f, []*appsv1.ReplicaSet{old, cur}, cur, later)
 	c = getCondition(&status, appsv1.DeploymentProgressing)
@@ -128,7 +130,7 @@ func TestPartitionScaling(t *testing.T) {
 		{v: "5", replicas: 10, proposedNew: 3, wantNew: 3, wantOld: 7},
 	} {
 		d := newDeployment(tc.replicas, surge, unavailable)
-		d.Annotations = map[string]string{RolloutPartitionAnnotation: tc.v}
+		d.Annotations = map[string]string{rolloutstate.RolloutPartitionAnnotation: tc.v}
 		newOne := newRS(d, "nginx-b", "nginx:2", 5, 1, nil)
 		oldOne := newRS(d, "nginx-a", "nginx:1", 15, 0, nil)
 		total := tc.replicas

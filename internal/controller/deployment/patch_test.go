@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // TestReplicaSetPatch checks the operations of the conditioned JSON patch
@@ -88,7 +90,7 @@ func TestReplicaSetPatch(t *testing.T) {
 // rollout), while a concurrent spec change still does.
 func TestScaleSurvivesStatusWritesButNotSpecChanges(t *testing.T) {
 	d := newDeployment(5, intstr.FromInt32(1), intstr.FromInt32(0))
-	d.Annotations = map[string]string{RevisionAnnotation: "1"}
+	d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "1"}
 	rs := withStatus(newRS(d, "nginx-"+computeHash(&d.Spec.Template, nil), "nginx:1.14.2", 3, 0, sizeAnnotations(3, 4, 1)), 3, 3)
 	rs.Generation = 2
 	f := newFixture(t, d, rs)

@@ -5,17 +5,19 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // checkPausedConditions records a pause or resume in the Progressing
 // condition (SD-6, ST-18) for Deployments with a progress deadline; it never
-// overwrites ProgressDeadlineExceeded. It returns the status write error.
+// overwrites rolloutstate.ProgressDeadlineExceeded. It returns the status write error.
 func (sc *syncContext) checkPausedConditions(ctx context.Context) error {
-	if !hasProgressDeadline(sc.d) {
+	if !rolloutstate.HasProgressDeadline(sc.d) {
 		return nil
 	}
 	cond := getCondition(&sc.d.Status, appsv1.DeploymentProgressing)
-	if cond != nil && cond.Reason == ProgressDeadlineExceeded {
+	if cond != nil && cond.Reason == rolloutstate.ProgressDeadlineExceeded {
 		return nil
 	}
 	pausedRecorded := cond != nil && cond.Reason == DeploymentPaused

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	core "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // TestSyncPausedSD6: pausing records DeploymentPaused and creates no RS.
@@ -31,11 +33,11 @@ func TestSyncPausedSD6(t *testing.T) {
 
 // TestSyncResumedSD6: a resumed Deployment first records DeploymentResumed
 // (SD-6, ST-18), then the rolling pass finds it complete and records
-// NewReplicaSetAvailable, continuing from the written object (IM-2: no
+// rolloutstate.NewReplicaSetAvailable, continuing from the written object (IM-2: no
 // conflict, two status writes).
 func TestSyncResumedSD6(t *testing.T) {
 	d := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
-	d.Annotations = map[string]string{RevisionAnnotation: "1"}
+	d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "1"}
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 3, AvailableReplicas: 3,
 		Conditions: []appsv1.DeploymentCondition{newCondition(appsv1.DeploymentProgressing, v1.ConditionUnknown, DeploymentPaused, pausedMessage, baseTime)}}
 	rs := withStatus(newRS(d, "nginx-a", "nginx:1.14.2", 3, 0, sizeAnnotations(3, 4, 1)), 3, 3)
@@ -56,8 +58,8 @@ func TestSyncResumedSD6(t *testing.T) {
 			}
 		}
 	}
-	if strings.Join(reasons, ",") != DeploymentResumed+","+NewReplicaSetAvailable {
-		t.Errorf("Progressing reasons written = %v, want [DeploymentResumed NewReplicaSetAvailable]", reasons)
+	if strings.Join(reasons, ",") != DeploymentResumed+","+rolloutstate.NewReplicaSetAvailable {
+		t.Errorf("Progressing reasons written = %v, want [DeploymentResumed rolloutstate.NewReplicaSetAvailable]", reasons)
 	}
 }
 
@@ -69,8 +71,8 @@ func TestSyncPausedScalesAndCleansUp(t *testing.T) {
 	d.Spec.Paused = true
 	d.Spec.RevisionHistoryLimit = ptr.To[int32](0)
 	d.Spec.Template = podTemplate("nginx:changed-while-paused")
-	d.Annotations = map[string]string{RevisionAnnotation: "2"}
-	old := withStatus(newRS(d, "nginx-a", "nginx:1", 0, 0, map[string]string{RevisionAnnotation: "1"}), 0, 0)
+	d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "2"}
+	old := withStatus(newRS(d, "nginx-a", "nginx:1", 0, 0, map[string]string{rolloutstate.RevisionAnnotation: "1"}), 0, 0)
 	cur := withStatus(newRS(d, "nginx-b", "nginx:1.14.2", 3, 1, sizeAnnotations(3, 4, 2)), 3, 3)
 	f := newFixture(t, d, old, cur)
 	if _, err := f.sync(); err != nil {

@@ -17,12 +17,12 @@ import (
 // newRS may be nil.
 func rolloutStatus(d *appsv1.Deployment, f rolloutstate.Fenceposts, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet, now time.Time) appsv1.DeploymentStatus {
 	status := calculateStatus(d, f, allRSs, newRS, now)
-	if !hasProgressDeadline(d) {
+	if !rolloutstate.HasProgressDeadline(d) {
 		removeCondition(&status, appsv1.DeploymentProgressing)
 	}
 	cur := getCondition(&d.Status, appsv1.DeploymentProgressing)
-	settled := status.Replicas == status.UpdatedReplicas && cur != nil && cur.Reason == NewReplicaSetAvailable
-	if hasProgressDeadline(d) && !settled {
+	settled := status.Replicas == status.UpdatedReplicas && cur != nil && cur.Reason == rolloutstate.NewReplicaSetAvailable
+	if rolloutstate.HasProgressDeadline(d) && !settled {
 		setProgressingCondition(d, &status, allRSs, newRS, cur, now)
 	}
 	if c, ok := replicaFailureCondition(allRSs, newRS); ok {
@@ -44,22 +44,22 @@ func setProgressingCondition(d *appsv1.Deployment, status *appsv1.DeploymentStat
 	limit, _ := newReplicaSetLimit(d, newRS, allRSs)
 	switch {
 	case rolloutstate.Complete(d, status):
-		setCondition(status, newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, NewReplicaSetAvailable,
+		setCondition(status, newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, rolloutstate.NewReplicaSetAvailable,
 			subject+" has successfully progressed.", now))
 	case heldAtPartition(d, status, newRS, limit):
 		// EX-1: held, as asked; the deadline does not run. The message
 		// follows the counts (a scaled Deployment holds at a new limit).
 		msg := partitionMessage(subject, status.UpdatedReplicas, desiredReplicas(d))
-		if cur != nil && cur.Reason == RolloutPartitioned && cur.Message == msg {
+		if cur != nil && cur.Reason == rolloutstate.RolloutPartitioned && cur.Message == msg {
 			return
 		}
-		cond := newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, RolloutPartitioned, msg, now)
+		cond := newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, rolloutstate.RolloutPartitioned, msg, now)
 		if cur != nil && cur.Status == v1.ConditionTrue {
 			cond.LastTransitionTime = cur.LastTransitionTime
 		}
 		removeCondition(status, appsv1.DeploymentProgressing)
 		status.Conditions = append(status.Conditions, cond)
-	case deploymentProgressing(d, status) || (cur != nil && cur.Reason == RolloutPartitioned):
+	case deploymentProgressing(d, status) || (cur != nil && cur.Reason == rolloutstate.RolloutPartitioned):
 		// A rollout leaving its hold (the partition raised or removed, or
 		// held pods no longer available) starts its deadline afresh, as a
 		// resumed one does (SD-6).
@@ -70,7 +70,7 @@ func setProgressingCondition(d *appsv1.Deployment, status *appsv1.DeploymentStat
 		removeCondition(status, appsv1.DeploymentProgressing)
 		status.Conditions = append(status.Conditions, cond)
 	case deploymentTimedOut(d, status, now):
-		setCondition(status, newCondition(appsv1.DeploymentProgressing, v1.ConditionFalse, ProgressDeadlineExceeded,
+		setCondition(status, newCondition(appsv1.DeploymentProgressing, v1.ConditionFalse, rolloutstate.ProgressDeadlineExceeded,
 			subject+" has timed out progressing.", now))
 	}
 }
@@ -81,12 +81,12 @@ func setProgressingCondition(d *appsv1.Deployment, status *appsv1.DeploymentStat
 // deadline is less than 1s away; kubedeploy uses a plain delayed requeue
 // (IM-5) of the remaining time plus 1s, which is at most 1s in that case.
 func stuckRequeueAfter(d *appsv1.Deployment, newStatus *appsv1.DeploymentStatus, now time.Time) time.Duration {
-	if !hasProgressDeadline(d) {
+	if !rolloutstate.HasProgressDeadline(d) {
 		return 0
 	}
 	cur := getCondition(&d.Status, appsv1.DeploymentProgressing)
-	if cur == nil || cur.Reason == ProgressDeadlineExceeded || cur.Reason == RolloutPartitioned || rolloutstate.Complete(d, newStatus) {
-		return 0 // RolloutPartitioned: held, no deadline (EX-1)
+	if cur == nil || cur.Reason == rolloutstate.ProgressDeadlineExceeded || cur.Reason == rolloutstate.RolloutPartitioned || rolloutstate.Complete(d, newStatus) {
+		return 0 // rolloutstate.RolloutPartitioned: held, no deadline (EX-1)
 	}
 	after := cur.LastUpdateTime.Add(time.Duration(*d.Spec.ProgressDeadlineSeconds) * time.Second).Sub(now)
 	return max(after, 0) + time.Second

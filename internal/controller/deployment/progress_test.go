@@ -6,6 +6,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // TestSyncRequeueStuckST16: a full rolling sync that writes nothing returns
@@ -13,7 +15,7 @@ import (
 func TestSyncRequeueStuckST16(t *testing.T) {
 	s, u := pct25()
 	d := newDeployment(2, s, u)
-	d.Annotations = map[string]string{RevisionAnnotation: "2"}
+	d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "2"}
 	old := withStatus(newRS(d, "old", "nginx:old", 2, 0, sizeAnnotations(2, 3, 1)), 2, 2)
 	cur := withStatus(newRS(d, "cur", "nginx:1.14.2", 1, 1, sizeAnnotations(2, 3, 2)), 1, 0)
 	f := newFixture(t, d, old, cur)

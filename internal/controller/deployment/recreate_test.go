@@ -7,6 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // TestSyncRecreateRC: old scaled to 0 first, new RS only after old pods are gone.
@@ -52,7 +54,7 @@ func TestSyncRecreateScalingIM3(t *testing.T) {
 	d := newRecreateDeployment(5)
 	old := withStatus(newRS(d, "nginx-a", "nginx:1", 2, 0, sizeAnnotations(3, 3, 1)), 2, 2)
 	nrs := withStatus(newRS(d, "nginx-b", "nginx:1.14.2", 3, 1, sizeAnnotations(3, 3, 2)), 3, 3)
-	d.Annotations = map[string]string{RevisionAnnotation: "2"}
+	d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "2"}
 	f := newFixture(t, d, old, nrs)
 	f.enforceOptimisticConcurrency()
 	if _, err := f.sync(); err != nil {

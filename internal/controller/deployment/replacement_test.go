@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // podsOf returns live and terminating pods controlled by rs (and finished
@@ -81,7 +83,7 @@ func TestSyncTerminationCompleteWaitsForTerminatingPods(t *testing.T) {
 	setup := func(t *testing.T, policy string) (*fixture, string) {
 		d := newDeployment(10, intstr.FromInt32(3), intstr.FromInt32(0))
 		d.Spec.Template = podTemplate("nginx:2")
-		d.Annotations = map[string]string{RevisionAnnotation: "2"}
+		d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "2"}
 		if policy != "" {
 			d.Annotations[PodReplacementPolicyAnnotation] = policy
 		}

@@ -6,23 +6,25 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // skippedAnnotations are never copied from a Deployment to a ReplicaSet and
 // are kept on the Deployment during a rollback (OM-8).
 var skippedAnnotations = map[string]bool{
-	lastAppliedConfigAnnotation: true,
-	RevisionAnnotation:          true,
-	RevisionHistoryAnnotation:   true,
-	DesiredReplicasAnnotation:   true,
-	MaxReplicasAnnotation:       true,
-	RollbackToAnnotation:        true,
+	lastAppliedConfigAnnotation:            true,
+	rolloutstate.RevisionAnnotation:        true,
+	rolloutstate.RevisionHistoryAnnotation: true,
+	DesiredReplicasAnnotation:              true,
+	MaxReplicasAnnotation:                  true,
+	RollbackToAnnotation:                   true,
 }
 
 // revision returns the ReplicaSet's revision (OM-1): 0 when the annotation is
 // missing or empty, an error when it is not a decimal int64.
 func revision(rs *appsv1.ReplicaSet) (int64, error) {
-	v := rs.Annotations[RevisionAnnotation]
+	v := rs.Annotations[rolloutstate.RevisionAnnotation]
 	if v == "" {
 		return 0, nil
 	}
@@ -127,7 +129,7 @@ func setNewReplicaSetRevision(d *appsv1.Deployment, rs *appsv1.ReplicaSet, newRe
 	if rs.Annotations == nil {
 		rs.Annotations = map[string]string{}
 	}
-	oldValue, had := rs.Annotations[RevisionAnnotation]
+	oldValue, had := rs.Annotations[rolloutstate.RevisionAnnotation]
 	var oldRevision int64
 	if oldValue != "" {
 		v, err := strconv.ParseInt(oldValue, 10, 64)
@@ -139,10 +141,10 @@ func setNewReplicaSetRevision(d *appsv1.Deployment, rs *appsv1.ReplicaSet, newRe
 	if oldRevision >= newRevision {
 		return changed
 	}
-	rs.Annotations[RevisionAnnotation] = strconv.FormatInt(newRevision, 10)
+	rs.Annotations[rolloutstate.RevisionAnnotation] = strconv.FormatInt(newRevision, 10)
 	if had {
-		rs.Annotations[RevisionHistoryAnnotation] = appendRevisionHistory(
-			rs.Annotations[RevisionHistoryAnnotation], oldValue, maxRevisionHistoryLength)
+		rs.Annotations[rolloutstate.RevisionHistoryAnnotation] = appendRevisionHistory(
+			rs.Annotations[rolloutstate.RevisionHistoryAnnotation], oldValue, maxRevisionHistoryLength)
 	}
 	return true
 }

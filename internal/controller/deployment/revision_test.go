@@ -7,6 +7,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 func TestRevisionHistoryRV6(t *testing.T) {
@@ -35,7 +37,7 @@ func TestRevisionHistoryRV6(t *testing.T) {
 func TestRevisions(t *testing.T) {
 	d := newDeployment(1, intstr.FromInt32(1), intstr.FromInt32(0))
 	rev := func(v string) *appsv1.ReplicaSet {
-		return newRS(d, "rs"+v, "x", 0, 0, map[string]string{RevisionAnnotation: v})
+		return newRS(d, "rs"+v, "x", 0, 0, map[string]string{rolloutstate.RevisionAnnotation: v})
 	}
 	for _, tc := range []struct {
 		name              string
@@ -63,15 +65,15 @@ func TestRevisions(t *testing.T) {
 func TestAnnotationCopyOM8(t *testing.T) {
 	d := newDeployment(1, intstr.FromInt32(1), intstr.FromInt32(0))
 	d.Annotations = map[string]string{
-		lastAppliedConfigAnnotation: "{}", RevisionAnnotation: "9", RevisionHistoryAnnotation: "1",
+		lastAppliedConfigAnnotation: "{}", rolloutstate.RevisionAnnotation: "9", rolloutstate.RevisionHistoryAnnotation: "1",
 		DesiredReplicasAnnotation: "5", MaxReplicasAnnotation: "6", RollbackToAnnotation: "0",
 		"kubernetes.io/change-cause": "v2", "custom": "x",
 	}
-	rs := newRS(d, "a", "x", 1, 0, map[string]string{"custom": "x", "rs-only": "keep", RevisionAnnotation: "2"})
+	rs := newRS(d, "a", "x", 1, 0, map[string]string{"custom": "x", "rs-only": "keep", rolloutstate.RevisionAnnotation: "2"})
 	if !copyDeploymentAnnotations(d, rs) {
 		t.Fatal("expected a change")
 	}
-	want := map[string]string{"custom": "x", "rs-only": "keep", RevisionAnnotation: "2", "kubernetes.io/change-cause": "v2"}
+	want := map[string]string{"custom": "x", "rs-only": "keep", rolloutstate.RevisionAnnotation: "2", "kubernetes.io/change-cause": "v2"}
 	if len(rs.Annotations) != len(want) {
 		t.Fatalf("annotations = %v, want %v", rs.Annotations, want)
 	}
@@ -85,7 +87,7 @@ func TestAnnotationCopyOM8(t *testing.T) {
 	}
 	t.Run("RB-6 rollback annotations", func(t *testing.T) {
 		got := rollbackAnnotations(d, rs)
-		for _, k := range []string{lastAppliedConfigAnnotation, RevisionAnnotation, RollbackToAnnotation} {
+		for _, k := range []string{lastAppliedConfigAnnotation, rolloutstate.RevisionAnnotation, RollbackToAnnotation} {
 			if got[k] != d.Annotations[k] {
 				t.Errorf("skip-listed %s = %q, want the deployment's %q", k, got[k], d.Annotations[k])
 			}
@@ -107,18 +109,18 @@ func TestSetNewReplicaSetRevisionRV2(t *testing.T) {
 		wantHistory string
 	}{
 		{"missing revision set, no history", nil, 3, true, "3", ""},
-		{"bumped appends history", map[string]string{RevisionAnnotation: "1"}, 4, true, "4", "1"},
-		{"bumped appends to existing history", map[string]string{RevisionAnnotation: "2", RevisionHistoryAnnotation: "1"}, 4, true, "4", "1,2"},
-		{"RV-7 never lowered", map[string]string{RevisionAnnotation: "9"}, 4, false, "9", ""},
-		{"unparseable reports unchanged", map[string]string{RevisionAnnotation: "x"}, 4, false, "x", ""},
+		{"bumped appends history", map[string]string{rolloutstate.RevisionAnnotation: "1"}, 4, true, "4", "1"},
+		{"bumped appends to existing history", map[string]string{rolloutstate.RevisionAnnotation: "2", rolloutstate.RevisionHistoryAnnotation: "1"}, 4, true, "4", "1,2"},
+		{"RV-7 never lowered", map[string]string{rolloutstate.RevisionAnnotation: "9"}, 4, false, "9", ""},
+		{"unparseable reports unchanged", map[string]string{rolloutstate.RevisionAnnotation: "x"}, 4, false, "x", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rs := newRS(d, "a", "x", 1, 0, tc.annotations)
 			if got := setNewReplicaSetRevision(d, rs, tc.newRevision); got != tc.wantChanged {
 				t.Errorf("changed = %v, want %v", got, tc.wantChanged)
 			}
-			if rs.Annotations[RevisionAnnotation] != tc.wantRev || rs.Annotations[RevisionHistoryAnnotation] != tc.wantHistory {
-				t.Errorf("revision %q history %q, want %q %q", rs.Annotations[RevisionAnnotation], rs.Annotations[RevisionHistoryAnnotation], tc.wantRev, tc.wantHistory)
+			if rs.Annotations[rolloutstate.RevisionAnnotation] != tc.wantRev || rs.Annotations[rolloutstate.RevisionHistoryAnnotation] != tc.wantHistory {
+				t.Errorf("revision %q history %q, want %q %q", rs.Annotations[rolloutstate.RevisionAnnotation], rs.Annotations[rolloutstate.RevisionHistoryAnnotation], tc.wantRev, tc.wantHistory)
 			}
 		})
 	}

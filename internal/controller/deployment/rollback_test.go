@@ -6,13 +6,15 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // TestSyncRollback: RB-3/RB-5/RB-6 via the annotation with target 0.
 func TestSyncRollback(t *testing.T) {
 	d := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
-	d.Annotations = map[string]string{RevisionAnnotation: "2", RollbackToAnnotation: "0", "note": "dropped"}
-	old := withStatus(newRS(d, "nginx-a", "nginx:1", 0, 0, map[string]string{RevisionAnnotation: "1", "kubernetes.io/change-cause": "v1"}), 0, 0)
+	d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "2", RollbackToAnnotation: "0", "note": "dropped"}
+	old := withStatus(newRS(d, "nginx-a", "nginx:1", 0, 0, map[string]string{rolloutstate.RevisionAnnotation: "1", "kubernetes.io/change-cause": "v1"}), 0, 0)
 	cur := withStatus(newRS(d, "nginx-b", "nginx:1.14.2", 3, 1, sizeAnnotations(3, 4, 2)), 3, 3)
 	f := newFixture(t, d, old, cur)
 	if _, err := f.sync(); err != nil {
@@ -27,7 +29,7 @@ func TestSyncRollback(t *testing.T) {
 	if _, ok := got.Spec.Template.Labels[appsv1.DefaultDeploymentUniqueLabelKey]; ok {
 		t.Error("hash label copied into the deployment template")
 	}
-	if _, ok := got.Annotations[RollbackToAnnotation]; ok || got.Annotations["note"] != "" || got.Annotations["kubernetes.io/change-cause"] != "v1" || got.Annotations[RevisionAnnotation] != "2" {
+	if _, ok := got.Annotations[RollbackToAnnotation]; ok || got.Annotations["note"] != "" || got.Annotations["kubernetes.io/change-cause"] != "v1" || got.Annotations[rolloutstate.RevisionAnnotation] != "2" {
 		t.Errorf("annotations = %v", got.Annotations)
 	}
 	if ev := f.Events(); len(ev) != 1 || ev[0] != `Normal DeploymentRollback Rolled back deployment "nginx" to revision 1` {
@@ -80,15 +82,15 @@ func TestSyncRollbackBranches(t *testing.T) {
 // nginx-a (nginx:1), asking to roll back to revision `to`.
 func rollbackFixture(t *testing.T, to string, withOld bool) *fixture {
 	d := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
-	d.Annotations = map[string]string{RevisionAnnotation: "2", RollbackToAnnotation: to}
-	progressing := newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, NewReplicaSetAvailable, "done", baseTime)
+	d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "2", RollbackToAnnotation: to}
+	progressing := newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, rolloutstate.NewReplicaSetAvailable, "done", baseTime)
 	d.Status.Conditions = []appsv1.DeploymentCondition{progressing}
 	cur := withStatus(newRS(d, "nginx-b", "nginx:1.14.2", 3, 1, sizeAnnotations(3, 4, 2)), 3, 3)
 	if !withOld {
-		cur.Annotations[RevisionAnnotation] = "1"
-		d.Annotations[RevisionAnnotation] = "1"
+		cur.Annotations[rolloutstate.RevisionAnnotation] = "1"
+		d.Annotations[rolloutstate.RevisionAnnotation] = "1"
 		return newFixture(t, d, cur)
 	}
-	old := withStatus(newRS(d, "nginx-a", "nginx:1", 0, 0, map[string]string{RevisionAnnotation: "1"}), 0, 0)
+	old := withStatus(newRS(d, "nginx-a", "nginx:1", 0, 0, map[string]string{rolloutstate.RevisionAnnotation: "1"}), 0, 0)
 	return newFixture(t, d, old, cur)
 }

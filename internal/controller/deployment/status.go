@@ -1,7 +1,6 @@
 package deployment
 
 import (
-	"math"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -61,13 +60,6 @@ func terminatingReplicas(allRSs []*appsv1.ReplicaSet) *int32 {
 	return &n
 }
 
-// hasProgressDeadline reports whether progressDeadlineSeconds is set and not
-// MaxInt32 (ST-12).
-func hasProgressDeadline(d *appsv1.Deployment) bool {
-	p := d.Spec.ProgressDeadlineSeconds
-	return p != nil && *p != math.MaxInt32
-}
-
 // deploymentProgressing reports whether newStatus shows progress over d's
 // stored status (ST-10): more updated, fewer old, more ready or more
 // available replicas.
@@ -82,7 +74,7 @@ func deploymentProgressing(d *appsv1.Deployment, newStatus *appsv1.DeploymentSta
 // deploymentTimedOut reports whether the Progressing condition in newStatus
 // is older than progressDeadlineSeconds at now (ST-11).
 func deploymentTimedOut(d *appsv1.Deployment, newStatus *appsv1.DeploymentStatus, now time.Time) bool {
-	if !hasProgressDeadline(d) {
+	if !rolloutstate.HasProgressDeadline(d) {
 		return false
 	}
 	cond := getCondition(newStatus, appsv1.DeploymentProgressing)
@@ -90,9 +82,9 @@ func deploymentTimedOut(d *appsv1.Deployment, newStatus *appsv1.DeploymentStatus
 		return false
 	}
 	switch cond.Reason {
-	case NewReplicaSetAvailable:
+	case rolloutstate.NewReplicaSetAvailable:
 		return false
-	case ProgressDeadlineExceeded:
+	case rolloutstate.ProgressDeadlineExceeded:
 		return true
 	}
 	deadline := cond.LastUpdateTime.Add(time.Duration(*d.Spec.ProgressDeadlineSeconds) * time.Second)

@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 func TestCalculateStatusST1toST4(t *testing.T) {
@@ -79,8 +81,8 @@ func TestProgressPredicatesST9toST16(t *testing.T) {
 		want bool
 	}{
 		{"no condition", appsv1.DeploymentStatus{}, false},
-		{"available never times out", withProgressing(NewReplicaSetAvailable, baseTime), false},
-		{"exceeded stays", withProgressing(ProgressDeadlineExceeded, now), true},
+		{"available never times out", withProgressing(rolloutstate.NewReplicaSetAvailable, baseTime), false},
+		{"exceeded stays", withProgressing(rolloutstate.ProgressDeadlineExceeded, now), true},
 		{"past deadline", withProgressing(ReplicaSetUpdated, baseTime), true},
 		{"exactly at deadline is not before now", withProgressing(ReplicaSetUpdated, baseTime.Add(time.Second)), false},
 	} {
@@ -94,7 +96,7 @@ func TestProgressPredicatesST9toST16(t *testing.T) {
 		d2 := d.DeepCopy()
 		d2.Spec.ProgressDeadlineSeconds = ptr.To[int32](2147483647)
 		s := withProgressing(ReplicaSetUpdated, baseTime)
-		if deploymentTimedOut(d2, &s, now) || hasProgressDeadline(d2) {
+		if deploymentTimedOut(d2, &s, now) || rolloutstate.HasProgressDeadline(d2) {
 			t.Error("timed out without deadline")
 		}
 	})
@@ -105,7 +107,7 @@ func TestProgressPredicatesST9toST16(t *testing.T) {
 		if got := stuckRequeueAfter(d2, &s, baseTime.Add(100*time.Second)); got != 501*time.Second {
 			t.Errorf("got %v", got)
 		}
-		d2.Status = withProgressing(ProgressDeadlineExceeded, baseTime)
+		d2.Status = withProgressing(rolloutstate.ProgressDeadlineExceeded, baseTime)
 		if got := stuckRequeueAfter(d2, &s, baseTime); got != 0 {
 			t.Errorf("exceeded: got %v", got)
 		}
@@ -117,7 +119,7 @@ func TestProgressPredicatesST9toST16(t *testing.T) {
 		d2.Status.Replicas, d2.Status.UpdatedReplicas, d2.Status.ReadyReplicas, d2.Status.AvailableReplicas = 1, 1, 1, 1
 		s := rolloutStatus(d2, fencepostsFor(d2), []*appsv1.ReplicaSet{rs}, rs, now)
 		c := getCondition(&s, appsv1.DeploymentProgressing)
-		if c.Reason != ProgressDeadlineExceeded || c.Status != v1.ConditionFalse || c.Message != `ReplicaSet "b" has timed out progressing.` {
+		if c.Reason != rolloutstate.ProgressDeadlineExceeded || c.Status != v1.ConditionFalse || c.Message != `ReplicaSet "b" has timed out progressing.` {
 			t.Errorf("got %+v", c)
 		}
 		rs.Status.AvailableReplicas, rs.Status.ReadyReplicas = 2, 2

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/expectations"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
@@ -69,7 +70,7 @@ func TestSyncNewDeployment(t *testing.T) {
 	if *rs.Spec.Replicas != 3 {
 		t.Errorf("replicas = %d, want 3", *rs.Spec.Replicas)
 	}
-	wantAnn := map[string]string{RevisionAnnotation: "1", DesiredReplicasAnnotation: "3", MaxReplicasAnnotation: "4", "custom": "yes"}
+	wantAnn := map[string]string{rolloutstate.RevisionAnnotation: "1", DesiredReplicasAnnotation: "3", MaxReplicasAnnotation: "4", "custom": "yes"}
 	if !reflect.DeepEqual(rs.Annotations, wantAnn) {
 		t.Errorf("annotations = %v, want %v", rs.Annotations, wantAnn)
 	}
@@ -81,8 +82,8 @@ func TestSyncNewDeployment(t *testing.T) {
 		t.Errorf("events = %q, want %q", got, want)
 	}
 	got := f.deployment()
-	if got.Annotations[RevisionAnnotation] != "1" {
-		t.Errorf("deployment revision = %q", got.Annotations[RevisionAnnotation])
+	if got.Annotations[rolloutstate.RevisionAnnotation] != "1" {
+		t.Errorf("deployment revision = %q", got.Annotations[rolloutstate.RevisionAnnotation])
 	}
 	p := getCondition(&got.Status, appsv1.DeploymentProgressing)
 	if p == nil || p.Reason != NewReplicaSetCreated || p.Message != `Created new replica set "nginx-`+hash+`"` || p.Status != v1.ConditionTrue {
@@ -114,8 +115,8 @@ func TestSyncRollingUpdateTraceRU16(t *testing.T) {
 	if got := *f.rs("nginx-a").Spec.Replicas; got != 8 {
 		t.Errorf("sync 1: A = %d, want 8", got)
 	}
-	if f.rs(b).Annotations[RevisionAnnotation] != "2" {
-		t.Errorf("B revision = %q, want 2", f.rs(b).Annotations[RevisionAnnotation])
+	if f.rs(b).Annotations[rolloutstate.RevisionAnnotation] != "2" {
+		t.Errorf("B revision = %q, want 2", f.rs(b).Annotations[rolloutstate.RevisionAnnotation])
 	}
 	wantEvents := []string{
 		"Normal ScalingReplicaSet Scaled up replica set " + b + " from 0 to 3",
@@ -169,8 +170,8 @@ func TestSyncRollingUpdateTraceRU16(t *testing.T) {
 func TestSyncScalingEventOneActiveRS(t *testing.T) {
 	s, u := pct25()
 	d := newDeployment(5, s, u)
-	d.Annotations = map[string]string{RevisionAnnotation: "1"}
-	progressing := newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, NewReplicaSetAvailable, "done", baseTime)
+	d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "1"}
+	progressing := newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, rolloutstate.NewReplicaSetAvailable, "done", baseTime)
 	d.Status.Conditions = []appsv1.DeploymentCondition{progressing}
 	rs := withStatus(newRS(d, "nginx-a", "nginx:1.14.2", 3, 0, sizeAnnotations(3, 4, 1)), 3, 3)
 	f := newFixture(t, d, rs)
@@ -250,7 +251,7 @@ func TestSyncAdoptionContinuesFromPatchedObject(t *testing.T) {
 		t.Fatalf("writes = %v, want the adopt patch then the RV-2 patch", w)
 	}
 	rs := f.rs(orphan.Name)
-	if ref := metav1.GetControllerOf(rs); ref == nil || ref.UID != d.UID || rs.Annotations[RevisionAnnotation] != "1" {
+	if ref := metav1.GetControllerOf(rs); ref == nil || ref.UID != d.UID || rs.Annotations[rolloutstate.RevisionAnnotation] != "1" {
 		t.Errorf("adopted ReplicaSet: ControllerRef %+v, annotations %v", ref, rs.Annotations)
 	}
 }

@@ -1,11 +1,10 @@
-// Package rolloutstate is the rollout vocabulary that kubedeploy's controllers, `kubedeploy rollout` and the test
-// harness share, so that none of them derives it again: a workload's replicas with the API server's default,
-// which ReplicaSets a Deployment controls, its rolling-update fenceposts and the bounds they set (RU-1..RU-6), and
-// which of them is the new one (RV-1), whether a rollout is complete (ST-9). It is pure (objects in, values out)
-// and sits below both controllers.
-//
-// Issue 24 grows it step by step; the rest of the rollout's state with its reason (progressing, held, failed,
-// rolled back) moves here next.
+// Package rolloutstate is the rollout vocabulary that kubedeploy's controllers, `kubedeploy rollout`, the
+// simulator and the test harness share, so that none of them derives it again: a workload's replicas with the
+// API server's default, which ReplicaSets a Deployment controls and which of them is the new one (RV-1), its
+// rolling-update fenceposts and the bounds they set (RU-1..RU-6), the annotations and condition reasons that
+// say where a rollout stands (OM-1, OM-2, ST-13, EX-1, EX-2), whether it is complete (ST-9), and its phase
+// (PhaseOf: progressing, complete, held, failed, rolled back), with EX-2's decision of what an automatic
+// rollback returns to (PlanAutoRollback). It is pure (objects in, values out) and sits below both controllers.
 package rolloutstate
 
 import (

@@ -130,3 +130,57 @@ func names(rss []*appsv1.ReplicaSet) []string {
 	}
 	return out
 }
+
+// TestPhaseOf (ST-9, ST-13, EX-1, EX-2): where a rollout stands, judged from the stored status, as `rollout
+// watch` shows it.
+func TestPhaseOf(t *testing.T) {
+	replicas, deadline := int32(2), int32(60)
+	template := v1.PodTemplateSpec{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "web", Image: "web:2"}}}}
+	base := func() *appsv1.Deployment {
+		return &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Generation: 2, Annotations: map[string]string{RevisionAnnotation: "2"}},
+			Spec:       appsv1.DeploymentSpec{Replicas: &replicas, ProgressDeadlineSeconds: &deadline, Template: template},
+			Status:     appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2, ReadyReplicas: 2},
+		}
+	}
+	progressing := func(status v1.ConditionStatus, reason string) func(*appsv1.Deployment) {
+		return func(d *appsv1.Deployment) {
+			d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: status, Reason: reason}}
+			d.Status.UpdatedReplicas, d.Status.AvailableReplicas = 1, 1
+		}
+	}
+	// The ReplicaSet of revision 1, which completed: an automatic rollback's target.
+	old := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "old", UID: "old", Annotations: map[string]string{RevisionAnnotation: "1"}},
+		Spec: appsv1.ReplicaSetSpec{Template: v1.PodTemplateSpec{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "web", Image: "web:1"}}}}}}
+	for _, tc := range []struct {
+		name   string
+		change func(*appsv1.Deployment)
+		want   Phase
+	}{
+		{"complete", func(*appsv1.Deployment) {}, PhaseComplete},
+		{"generation not observed", func(d *appsv1.Deployment) { d.Status.ObservedGeneration = 1 }, PhaseProgressing},
+		{"under way", progressing(v1.ConditionTrue, "ReplicaSetUpdated"), PhaseProgressing},
+		{"held at its partition", progressing(v1.ConditionTrue, RolloutPartitioned), PhaseHeld},
+		{"deadline exceeded", progressing(v1.ConditionFalse, ProgressDeadlineExceeded), PhaseFailed},
+		{"deadline exceeded, rollback due", func(d *appsv1.Deployment) {
+			progressing(v1.ConditionFalse, ProgressDeadlineExceeded)(d)
+			d.Annotations[RollbackOnProgressDeadlineAnnotation] = "true"
+			d.Annotations[CompleteRevisionAnnotation] = "1"
+		}, PhaseProgressing},
+		{"deadline exceeded, opted in, nothing completed before", func(d *appsv1.Deployment) {
+			progressing(v1.ConditionFalse, ProgressDeadlineExceeded)(d)
+			d.Annotations[RollbackOnProgressDeadlineAnnotation] = "true"
+		}, PhaseFailed},
+		{"automatic rollback complete", func(d *appsv1.Deployment) {
+			d.Annotations[FailedRevisionAnnotation] = "1"
+		}, PhaseRolledBack},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := base()
+			tc.change(d)
+			if got := PhaseOf(d, []*appsv1.ReplicaSet{old}); got != tc.want {
+				t.Errorf("PhaseOf = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kubedeploy/kubedeploy/deploy"
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/manager"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
@@ -123,27 +124,27 @@ func TestNoDeploymentPUTs(t *testing.T) {
 	harness.WaitComplete(t, env.Client, ns, "web", time.Minute)
 
 	// A rollout held at a partition, raised, then released.
-	patch(ctx, t, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:"1"}}}`, deployment.RolloutPartitionAnnotation))
+	patch(ctx, t, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:"1"}}}`, rolloutstate.RolloutPartitionAnnotation))
 	harness.SetImage(ctx, t, env.Client, ns, "web", "web", "nginx:3")
 	waitFor(t, ns, "web", "held by the partition", func(d *appsv1.Deployment) bool {
-		return progressingReason(d) == deployment.RolloutPartitioned && d.Status.UpdatedReplicas == 1
+		return progressingReason(d) == rolloutstate.RolloutPartitioned && d.Status.UpdatedReplicas == 1
 	})
-	patch(ctx, t, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:"3"}}}`, deployment.RolloutPartitionAnnotation))
+	patch(ctx, t, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:"3"}}}`, rolloutstate.RolloutPartitionAnnotation))
 	waitFor(t, ns, "web", "held at the raised partition", func(d *appsv1.Deployment) bool {
-		return progressingReason(d) == deployment.RolloutPartitioned && d.Status.UpdatedReplicas == 3
+		return progressingReason(d) == rolloutstate.RolloutPartitioned && d.Status.UpdatedReplicas == 3
 	})
-	patch(ctx, t, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, deployment.RolloutPartitionAnnotation))
+	patch(ctx, t, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, rolloutstate.RolloutPartitionAnnotation))
 	harness.WaitComplete(t, env.Client, ns, "web", time.Minute)
 
 	// An automatic rollback when a broken image exceeds the progress deadline.
-	patch(ctx, t, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, deployment.RollbackOnProgressDeadlineAnnotation))
+	patch(ctx, t, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, rolloutstate.RollbackOnProgressDeadlineAnnotation))
 	// The rollback's target is the last complete revision, which the controller records once the Deployment opted in.
 	waitFor(t, ns, "web", "its complete revision recorded", func(d *appsv1.Deployment) bool {
-		return d.Annotations[deployment.CompleteRevisionAnnotation] != ""
+		return d.Annotations[rolloutstate.CompleteRevisionAnnotation] != ""
 	})
 	harness.SetImage(ctx, t, env.Client, ns, "web", "web", "nginx:broken")
 	waitFor(t, ns, "web", "rolled back automatically to nginx:3", func(d *appsv1.Deployment) bool {
-		return d.Annotations[deployment.FailedRevisionAnnotation] != "" && image(d) == "nginx:3"
+		return d.Annotations[rolloutstate.FailedRevisionAnnotation] != "" && image(d) == "nginx:3"
 	})
 	harness.WaitComplete(t, env.Client, ns, "web", time.Minute)
 

@@ -1,0 +1,186 @@
+package rolloutstate
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+)
+
+// Annotations that say where a rollout stands, on a Deployment and its ReplicaSets (OM-1, OM-2, EX-1, EX-2).
+const (
+	// RevisionAnnotation holds the decimal int64 rollout sequence number on a Deployment and on each of its
+	// ReplicaSets; missing means 0 (OM-1).
+	RevisionAnnotation = "deployment.kubernetes.io/revision"
+	// RevisionHistoryAnnotation is the comma-separated list of revisions a ReplicaSet held before (OM-2, RV-6).
+	RevisionHistoryAnnotation = "deployment.kubernetes.io/revision-history"
+	// RolloutPartitionAnnotation opts a RollingUpdate Deployment into a rollout partition (EX-1): its value, "N"
+	// or "N%" (of spec.replicas, rounded down), is the most pods a rollout puts on the new template. The rolling
+	// update proceeds as usual, within maxSurge and maxUnavailable, until the new ReplicaSet has that many
+	// replicas, then holds: the old ReplicaSets keep the rest. Raising the value or removing the annotation
+	// continues the rollout. Lowering it below the pods already updated does not roll them back (that is
+	// `kubectl rollout undo`); the rollout holds where it is. Recreate Deployments ignore it.
+	RolloutPartitionAnnotation = "kubedeploy.io/rollout-partition"
+	// RollbackOnProgressDeadlineAnnotation opts a Deployment into automatic rollback (EX-2): with the value
+	// "true", when its Progressing condition turns False with ProgressDeadlineExceeded, the controller rolls the
+	// template back to the ReplicaSet of the last revision that completed, as `kubectl rollout undo` would. Any
+	// other value, or none, keeps upstream's behaviour (the Deployment stays failed).
+	RollbackOnProgressDeadlineAnnotation = "kubedeploy.io/rollback-on-progress-deadline"
+	// FailedRevisionAnnotation is set by an automatic rollback (EX-2) to the revision it rolled back from. The
+	// rollback's own rollout is the next revision; if that one exceeds its deadline too, it is left failed.
+	FailedRevisionAnnotation = "kubedeploy.io/failed-revision"
+	// CompleteRevisionAnnotation records, on a Deployment opted into EX-2, the last revision whose rollout
+	// completed (Progressing reason NewReplicaSetAvailable): the revision an automatic rollback returns to. The
+	// controller writes it with the status write that reports the completion, so it costs no extra request.
+	CompleteRevisionAnnotation = "kubedeploy.io/complete-revision"
+)
+
+// Progressing condition reasons that end or hold a rollout (ST-13, EX-1).
+const (
+	// NewReplicaSetAvailable is the Progressing=True reason once a rollout is complete (ST-13).
+	NewReplicaSetAvailable = "NewReplicaSetAvailable"
+	// ProgressDeadlineExceeded is the Progressing=False reason once a rollout made no progress for
+	// progressDeadlineSeconds (ST-13).
+	ProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+	// RolloutPartitioned is the Progressing=True reason while a rollout is held at its partition (EX-1); the
+	// progress deadline does not run meanwhile.
+	RolloutPartitioned = "RolloutPartitioned"
+)
+
+// Phase is where a rollout stands, as `kubectl rollout status` judges it, with kubedeploy's extensions.
+type Phase string
+
+// The phases of a rollout.
+const (
+	// PhaseProgressing: the controller has not observed the current generation, or the rollout is under way
+	// (including a failed one the controller is about to roll back, EX-2).
+	PhaseProgressing Phase = "Progressing"
+	// PhaseComplete: every replica updated and available, no old one left (ST-9).
+	PhaseComplete Phase = "Complete"
+	// PhaseHeld: held at its partition (EX-1).
+	PhaseHeld Phase = "Held"
+	// PhaseFailed: Progressing=False with ProgressDeadlineExceeded (ST-13), not to be rolled back.
+	PhaseFailed Phase = "Failed"
+	// PhaseRolledBack: an automatic rollback (EX-2) completed; the failed revision is AutoRolledBackFrom's.
+	PhaseRolledBack Phase = "RolledBack"
+)
+
+// PhaseOf returns where d's rollout stands, from its stored status and rss, d's ReplicaSets (any order):
+// PhaseProgressing until the controller observed the current generation; PhaseFailed on
+// ProgressDeadlineExceeded unless AutoRollbackPending (then PhaseProgressing: the rollback's rollout follows);
+// PhaseHeld at a partition; PhaseComplete (ST-9), or PhaseRolledBack when the completed rollout is an
+// automatic rollback's.
+func PhaseOf(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) Phase {
+	if d.Status.ObservedGeneration < d.Generation {
+		return PhaseProgressing
+	}
+	if c := condition(&d.Status, appsv1.DeploymentProgressing); c != nil {
+		switch c.Reason {
+		case ProgressDeadlineExceeded:
+			if AutoRollbackPending(d, rss) {
+				return PhaseProgressing
+			}
+			return PhaseFailed
+		case RolloutPartitioned:
+			return PhaseHeld
+		}
+	}
+	if Complete(d, &d.Status) {
+		if _, ok := AutoRolledBackFrom(d); ok {
+			return PhaseRolledBack
+		}
+		return PhaseComplete
+	}
+	return PhaseProgressing
+}
+
+// HasProgressDeadline reports whether d's progressDeadlineSeconds is set and not math.MaxInt32, which means no
+// deadline (ST-13).
+func HasProgressDeadline(d *appsv1.Deployment) bool {
+	p := d.Spec.ProgressDeadlineSeconds
+	return p != nil && *p != math.MaxInt32
+}
+
+// DeadlineExceeded reports whether status holds Progressing=False with reason ProgressDeadlineExceeded (ST-13).
+func DeadlineExceeded(status *appsv1.DeploymentStatus) bool {
+	c := condition(status, appsv1.DeploymentProgressing)
+	return c != nil && c.Status == v1.ConditionFalse && c.Reason == ProgressDeadlineExceeded
+}
+
+// RollsBackOnDeadline reports whether d is opted into automatic rollback (EX-2).
+func RollsBackOnDeadline(d *appsv1.Deployment) bool {
+	return d.Annotations[RollbackOnProgressDeadlineAnnotation] == "true"
+}
+
+// AutoRollback is what EX-2 decides for a failed Deployment: the ReplicaSet to roll back to, or why not.
+type AutoRollback struct {
+	// Failed is the revision that exceeded its deadline.
+	Failed int64
+	// Target is the ReplicaSet of the last complete revision; nil when Skipped says why there is none.
+	Target  *appsv1.ReplicaSet
+	Skipped string
+}
+
+// PlanAutoRollback decides EX-2 for d (opted in, its stored status failed for the current generation) given
+// its old ReplicaSets: roll back to the old ReplicaSet whose revision, or revision history, holds the last
+// complete revision (CompleteRevisionAnnotation), unless the failed revision is the rollout of an automatic
+// rollback (the revision after FailedRevisionAnnotation) or there is no such ReplicaSet. It is pure.
+func PlanAutoRollback(d *appsv1.Deployment, oldRSs []*appsv1.ReplicaSet) AutoRollback {
+	failed, _ := strconv.ParseInt(d.Annotations[RevisionAnnotation], 10, 64)
+	p := AutoRollback{Failed: failed}
+	if prev, err := strconv.ParseInt(d.Annotations[FailedRevisionAnnotation], 10, 64); err == nil && failed == prev+1 {
+		p.Skipped = fmt.Sprintf("revision %d is the automatic rollback from revision %d and failed too; it is left failed", failed, prev)
+		return p
+	}
+	complete := d.Annotations[CompleteRevisionAnnotation]
+	if complete == "" || complete == d.Annotations[RevisionAnnotation] {
+		p.Skipped = "no earlier revision of it completed"
+		return p
+	}
+	for _, rs := range oldRSs {
+		if rs.Annotations[RevisionAnnotation] == complete ||
+			slices.Contains(strings.Split(rs.Annotations[RevisionHistoryAnnotation], ","), complete) {
+			p.Target = rs
+			return p
+		}
+	}
+	p.Skipped = fmt.Sprintf("the ReplicaSet of revision %s, the last that completed, no longer exists", complete)
+	return p
+}
+
+// AutoRollbackPending reports whether the controller is about to roll d back under EX-2: d is opted in, not
+// paused, its status says ProgressDeadlineExceeded for the current generation, and a ReplicaSet of its last
+// complete revision is among rss (d's ReplicaSets, any order; the new one, NewReplicaSet, is skipped).
+// `rollout watch` keeps following such a Deployment instead of ending at the deadline.
+func AutoRollbackPending(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) bool {
+	if !RollsBackOnDeadline(d) || d.Spec.Paused || !HasProgressDeadline(d) ||
+		d.Status.ObservedGeneration < d.Generation || !DeadlineExceeded(&d.Status) {
+		return false
+	}
+	return PlanAutoRollback(d, OldReplicaSets(rss, NewReplicaSet(d, rss))).Target != nil
+}
+
+// AutoRolledBackFrom returns the revision an automatic rollback (EX-2) left when d's current revision is that
+// rollback's rollout, i.e. the revision after FailedRevisionAnnotation; ok is false otherwise.
+func AutoRolledBackFrom(d *appsv1.Deployment) (failed int64, ok bool) {
+	failed, err := strconv.ParseInt(d.Annotations[FailedRevisionAnnotation], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	cur, err := strconv.ParseInt(d.Annotations[RevisionAnnotation], 10, 64)
+	return failed, err == nil && cur == failed+1
+}
+
+// condition returns status's condition of type t, or nil.
+func condition(status *appsv1.DeploymentStatus, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
+	for i := range status.Conditions {
+		if status.Conditions[i].Type == t {
+			return &status.Conditions[i]
+		}
+	}
+	return nil
+}
