@@ -45,12 +45,15 @@ type controllersProcess struct {
 	exited chan error
 }
 
-// startControllers runs `kubedeploy controllers` against dataDir's cluster with short lease settings.
+// startControllers runs `kubedeploy controllers` against dataDir's cluster with short lease settings:
+// 5s/3s/1s, so that a cut-off leader gives up (retry period + renew deadline) before a standby takes over,
+// and the retry period is a whole second (client-go compares renewTime to the second; see
+// manager.LeaderElection.Overlap).
 func startControllers(t *testing.T, dataDir string, port int) *controllersProcess {
 	t.Helper()
 	return startControllersWith(t, "--kubeconfig", filepath.Join(dataDir, "kubeconfig"),
-		"--secure-port", fmt.Sprint(port), "--leader-elect-lease-duration=4s",
-		"--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms")
+		"--secure-port", fmt.Sprint(port), "--leader-elect-lease-duration=5s",
+		"--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s")
 }
 
 // startControllersWith runs `kubedeploy controllers` with args; it is killed
@@ -131,7 +134,7 @@ func TestKillLeaderMidRollout(t *testing.T) {
 		second = h
 		return h != "" && h != first, err
 	})
-	t.Logf("standby took over %.1fs after kill -9 of the leader (lease duration 4s)", time.Since(killed).Seconds())
+	t.Logf("standby took over %.1fs after kill -9 of the leader (lease duration 5s)", time.Since(killed).Seconds())
 	if err := harness.ExpiredTakeover(lease.Stop(), first, second); err != nil {
 		t.Error(err)
 	}
@@ -159,7 +162,7 @@ func TestKillLeaderMidRollout(t *testing.T) {
 		last = h
 		return h != "" && h != second, err
 	})
-	t.Logf("new standby took over %.1fs after SIGTERM of the leader (lease duration 4s)", time.Since(terminated).Seconds())
+	t.Logf("new standby took over %.1fs after SIGTERM of the leader (lease duration 5s)", time.Since(terminated).Seconds())
 	if err := harness.ReleasedTakeover(lease.Stop(), second, last); err != nil {
 		t.Errorf("the Lease was not released: %v", err)
 	}
