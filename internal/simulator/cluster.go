@@ -199,8 +199,12 @@ func (c *cluster) onDeletePod(action clienttesting.Action) (bool, runtime.Object
 	return true, nil, c.tracker.Update(podsResource, pod, pod.Namespace)
 }
 
-// setReady marks pod Ready since at.
+// setReady marks pod Ready since at, replacing its Ready and
+// ContainersReady conditions.
 func setReady(pod *v1.Pod, at time.Time) {
+	pod.Status.Conditions = slices.DeleteFunc(pod.Status.Conditions, func(c v1.PodCondition) bool {
+		return c.Type == v1.PodReady || c.Type == v1.ContainersReady
+	})
 	pod.Status.Conditions = append(pod.Status.Conditions,
 		v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(at)},
 		v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(at)})

@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -313,5 +314,41 @@ func TestSimulateVictimsFromPods(t *testing.T) {
 	}
 	if !p.Complete {
 		t.Errorf("plan not complete: %s", p.Stopped)
+	}
+}
+
+// TestSimulateNotReadyPodTurnsReady: an existing pod that is not Ready (a
+// Ready=False condition) turns Ready PodStartup after its creation in the
+// simulation, and the rollout completes (its condition is replaced, not
+// added to, so the simulated kubelet sees it Ready).
+func TestSimulateNotReadyPodTurnsReady(t *testing.T) {
+	d := newDeployment(2, intstr.FromInt32(1), intstr.FromInt32(0))
+	rs, err := SteadyReplicaSet(context.Background(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.UID = "old-uid"
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	var pods []*v1.Pod
+	for i, ready := range []bool{true, false} {
+		p := newPod(rs)
+		p.Name, p.UID, p.Spec.NodeName = fmt.Sprint("p", i), types.UID(fmt.Sprint("p", i)), "node-1"
+		p.CreationTimestamp = metav1.NewTime(now.Add(-time.Minute))
+		p.Status.Phase = v1.PodRunning
+		if ready {
+			setReady(p, now.Add(-time.Minute))
+		} else {
+			p.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse, LastTransitionTime: metav1.NewTime(now)}}
+		}
+		pods = append(pods, p)
+	}
+	next := d.DeepCopy()
+	next.Spec.Template.Spec.Containers[0].Image = "nginx:1.9.3"
+	p, err := Simulate(context.Background(), State{Deployment: next, ReplicaSets: []*appsv1.ReplicaSet{rs}, Pods: pods, Now: now}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Complete || p.EstimatedSeconds > 10 {
+		t.Fatalf("plan complete %v after %v s (%s); want complete within seconds", p.Complete, p.EstimatedSeconds, p.Stopped)
 	}
 }
