@@ -42,10 +42,12 @@ func newPlanCommand(c *clusterFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plan [deploy/NAME] [--image CONTAINER=IMAGE] [-f NEW.yaml] [--local]",
 		Short: "Show, step by step, the rollout a change to a Deployment would start",
-		Long: `Computes the rollout a change would start by running kubedeploy's Deployment controller
-logic on a simulated copy of the Deployment and its ReplicaSets: pods become Ready
---pod-startup seconds after they are created and available minReadySeconds later.
-It never writes to the cluster.
+		Long: `Computes the rollout a change would start by running kubedeploy's Deployment and
+ReplicaSet controllers' own code on a simulated copy of the Deployment, its ReplicaSets
+and their pods: new pods become Ready --pod-startup seconds after they are created and
+available minReadySeconds later; existing pods keep their nodes, ages, readiness and
+deletion costs, so each step in -o json names the pods the ReplicaSet controller
+deletes (deletedPods). It never writes to the cluster.
 
 The change is --image CONTAINER=IMAGE (as kubectl set image; * for every container)
 and/or -f with the Deployment's new manifest, which the API server defaults and

@@ -31,7 +31,8 @@ func NewCommand(o Options) *cobra.Command {
 		Use:   "rollout",
 		Short: "Plan and follow Deployment rollouts",
 		Long: `Commands that show what a Deployment rollout will do and what it is doing, computed
-by kubedeploy's own Deployment controller logic. They read the cluster and never write to it.`,
+by kubedeploy's own controllers' code (the rollout-state package and both controllers' syncs).
+They read the cluster and never write to it.`,
 		// The caller prints a returned error once; usage is for mistakes in
 		// arguments, which cobra reports itself.
 		SilenceUsage:  true,
