@@ -23,7 +23,6 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -446,7 +445,7 @@ func (s *simulation) state() (*state, error) {
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}
-	pods, err := s.client.CoreV1().Pods(s.key.Namespace).List(s.ctx, metav1.ListOptions{LabelSelector: labels.Everything().String()})
+	pods, err := s.client.CoreV1().Pods(s.key.Namespace).List(s.ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}

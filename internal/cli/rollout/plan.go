@@ -367,7 +367,7 @@ func clusterState(ctx context.Context, c *clusterFlags, m manifests, name string
 		return simulator.State{}, err
 	}
 	rss := rolloutstate.ControlledReplicaSets(list, cur.UID)
-	pods, err := replicaSetPods(ctx, client, ns, cur, rss)
+	pods, err := selectedPods(ctx, client, ns, cur)
 	if err != nil {
 		return simulator.State{}, err
 	}
@@ -383,10 +383,10 @@ func clusterState(ctx context.Context, c *clusterFlags, m manifests, name string
 	return simulator.State{Deployment: next, ReplicaSets: rss, Pods: pods, Now: time.Now()}, nil
 }
 
-// replicaSetPods lists the pods of d's selector in ns and returns those
-// the ReplicaSets rss control, so that the plan deletes the pods RS-14
+// selectedPods lists the pods of d's selector in ns; the simulator keeps
+// those the ReplicaSets control, so that the plan deletes the pods RS-14
 // would, by their nodes, ages and readiness.
-func replicaSetPods(ctx context.Context, client kubernetes.Interface, ns string, d *appsv1.Deployment, rss []*appsv1.ReplicaSet) ([]*v1.Pod, error) {
+func selectedPods(ctx context.Context, client kubernetes.Interface, ns string, d *appsv1.Deployment) ([]*v1.Pod, error) {
 	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 	if err != nil {
 		return nil, fmt.Errorf("deployment %s/%s: %w", ns, d.Name, err)
@@ -395,13 +395,9 @@ func replicaSetPods(ctx context.Context, client kubernetes.Interface, ns string,
 	if err != nil {
 		return nil, err
 	}
-	var pods []*v1.Pod
-	for _, rs := range rss {
-		for i := range list.Items {
-			if ref := metav1.GetControllerOf(&list.Items[i]); ref != nil && ref.UID == rs.UID {
-				pods = append(pods, &list.Items[i])
-			}
-		}
+	pods := make([]*v1.Pod, len(list.Items))
+	for i := range list.Items {
+		pods[i] = &list.Items[i]
 	}
 	return pods, nil
 }
