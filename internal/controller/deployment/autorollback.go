@@ -94,7 +94,7 @@ func (sc *syncContext) autoRollback(ctx context.Context) (bool, error) {
 	sc.c.recorder.Event(sc.d, v1.EventTypeWarning, AutoRolledBack, msg)
 	sc.logger.Info("Rolled back a deployment that exceeded its progress deadline", "failedRevision", p.Failed, "revision", target, "replicaSet", p.Target.Name)
 	setCondition(&sc.d.Status, newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, ReplicaSetUpdated, msg+".", sc.now))
-	if err := sc.updateStatus(ctx); err != nil {
+	if err := sc.writeStatus(ctx); err != nil {
 		return true, fmt.Errorf("restarting the progress deadline after rolling back: %w", err)
 	}
 	return true, nil

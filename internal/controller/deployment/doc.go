@@ -12,11 +12,13 @@
 // Shape: event handlers only enqueue keys (handlers.go); one shared worker
 // loop (internal/controller/runner) calls syncDeployment, which reads from the
 // informer caches, computes a per-sync context once (syncContext: the
-// Deployment copy, new and old ReplicaSets, pods by ReplicaSet, now), decides
-// with pure functions (calculateStatus, rolloutstate.Fenceposts.MaxTotal, newRSNewReplicas,
-// proportionalSizes, isScalingEvent, …) and performs a few named writes
-// (createReplicaSet, scaleReplicaSet, updateStatus, …). After every write it
-// continues from the object the API server returned (IM-2). NewSyncer
+// Deployment copy, its fenceposts and partition, new and old ReplicaSets,
+// pods by ReplicaSet, now), decides with pure functions (calculateStatus,
+// rolloutstate.Fenceposts.MaxTotal, newRSNewReplicas, proportionalSizes,
+// isScalingEvent, …; the new ReplicaSet's bounds meet in newReplicaSetSize)
+// and performs a few named writes, all in writes.go (create,
+// patchReplicaSet, writeStatus, …). After every write it continues from
+// the object the API server returned (IM-2). NewSyncer
 // returns the same syncDeployment without the queue, the handlers or the
 // metrics, for internal/simulator (`kubedeploy rollout plan`).
 //

@@ -47,7 +47,7 @@ func (sc *syncContext) resolveReplicaSets(ctx context.Context) error {
 	if !update {
 		return nil
 	}
-	return sc.updateStatus(ctx)
+	return sc.writeStatus(ctx)
 }
 
 // setDeploymentRevision sets d's revision annotation (RV-8) and reports
@@ -70,13 +70,9 @@ func (sc *syncContext) ensureNewReplicaSet(ctx context.Context) error {
 		return nil
 	}
 	newRevision := maxRevision(sc.oldRSs) + 1
-	size, err := newRSNewReplicas(sc.d, sc.f, sc.allRSs(), nil)
+	size, err := sc.newReplicaSetSize() // sc.newRS is nil: from 0
 	if err != nil {
 		return err
-	}
-	size = sc.newRSSizeWithinPods(size) // EX-3; sc.newRS is nil: from 0
-	if isRollingUpdate(sc.d) {
-		size = min(size, sc.newReplicaSetLimit()) // EX-1
 	}
 	// IM-8: the template as stored, when it has fields kubedeploy's API does not know.
 	stored, err := sc.c.templates.Template(ctx, sc.d)
@@ -102,7 +98,7 @@ func (sc *syncContext) ensureNewReplicaSet(ctx context.Context) error {
 	if !update {
 		return nil
 	}
-	return sc.updateStatus(ctx)
+	return sc.writeStatus(ctx)
 }
 
 // newReplicaSet builds the new ReplicaSet for d (RV-9, OM-10..OM-12, OM-21,
@@ -167,7 +163,7 @@ func (sc *syncContext) createReplicaSet(ctx context.Context, rs *appsv1.ReplicaS
 	msg := fmt.Sprintf("Failed to create new replica set %q: %v", rs.Name, err)
 	if rolloutstate.HasProgressDeadline(sc.d) {
 		setCondition(&sc.d.Status, newCondition(appsv1.DeploymentProgressing, v1.ConditionFalse, ReplicaSetCreateError, msg, sc.now))
-		if statusErr := sc.updateStatus(ctx); statusErr != nil {
+		if statusErr := sc.writeStatus(ctx); statusErr != nil {
 			sc.logger.Info("Failed to record the replica set create error in status", "err", statusErr)
 		}
 	}
@@ -191,7 +187,7 @@ func (sc *syncContext) resolveExistingReplicaSet(ctx context.Context, rs *appsv1
 	count++
 	sc.d.Status.CollisionCount = &count
 	sc.logger.V(2).Info("Found a hash collision for the new replica set", "replicaSet", klog.KObj(existing), "collisionCount", count)
-	if err := sc.updateStatus(ctx); err != nil {
+	if err := sc.writeStatus(ctx); err != nil {
 		sc.logger.Info("Failed to record the collision count", "err", err)
 	}
 	return nil, false, createErr

@@ -42,24 +42,42 @@ func ParsePartition(v string, replicas int32) (int32, error) {
 	return int32(min(n, int64(replicas))), nil
 }
 
-// partitioned reports whether d is a RollingUpdate Deployment with a
-// rolloutstate.RolloutPartitionAnnotation (EX-1).
-func partitioned(d *appsv1.Deployment) bool {
-	_, ok := d.Annotations[rolloutstate.RolloutPartitionAnnotation]
-	return ok && isRollingUpdate(d)
+// rolloutPartition is a Deployment's EX-1 partition, read once per sync by
+// partitionOf. set is true for a RollingUpdate Deployment with the
+// rolloutstate.RolloutPartitionAnnotation (a Recreate Deployment ignores
+// it); pods is then the partition in pods, in [0, replicas], and 0 for a
+// value that does not parse (hold where it is); replicas is d.spec.replicas.
+// The zero value is no partition.
+type rolloutPartition struct {
+	set      bool
+	pods     int32
+	replicas int32
 }
 
-// newReplicaSetLimit returns the most replicas d's rolling update may give
-// the new ReplicaSet newRS (nil: none yet) under EX-1, in replicas: the
-// partition, but never less than newRS already has and never more than
-// d.spec.replicas; d.spec.replicas without a partition, or when no other
-// ReplicaSet in allRSs has replicas (a first rollout has no old template to
-// keep pods on). err is the parse error of an invalid annotation, which then
-// counts as a partition of 0 (hold where it is).
-func newReplicaSetLimit(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, allRSs []*appsv1.ReplicaSet) (limit int32, err error) {
-	replicas := desiredReplicas(d)
-	if !partitioned(d) {
-		return replicas, nil
+// partitionOf reads d's partition (EX-1). err is the parse error of an
+// invalid annotation (see ParsePartition); the partition returned with it
+// holds at 0 pods.
+func partitionOf(d *appsv1.Deployment) (rolloutPartition, error) {
+	p := rolloutPartition{replicas: desiredReplicas(d)}
+	v, ok := d.Annotations[rolloutstate.RolloutPartitionAnnotation]
+	if !ok || !isRollingUpdate(d) {
+		return p, nil
+	}
+	p.set = true
+	pods, err := ParsePartition(v, p.replicas)
+	p.pods = pods
+	return p, err
+}
+
+// newReplicaSetLimit returns the most replicas the rolling update may give
+// the new ReplicaSet newRS (nil: none yet), in replicas: the partition, but
+// never less than newRS already has and never more than d.spec.replicas.
+// Without a partition, or when no other ReplicaSet in allRSs has replicas (a
+// first rollout has no old template to keep pods on), there is no limit:
+// math.MaxInt32.
+func (p rolloutPartition) newReplicaSetLimit(newRS *appsv1.ReplicaSet, allRSs []*appsv1.ReplicaSet) int32 {
+	if !p.set {
+		return math.MaxInt32
 	}
 	var old int32
 	for _, rs := range allRSs {
@@ -68,10 +86,9 @@ func newReplicaSetLimit(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, allRSs [
 		}
 	}
 	if old == 0 {
-		return replicas, nil
+		return math.MaxInt32
 	}
-	p, err := ParsePartition(d.Annotations[rolloutstate.RolloutPartitionAnnotation], replicas)
-	return min(replicas, max(p, specReplicas(newRS))), err
+	return min(p.replicas, max(p.pods, specReplicas(newRS)))
 }
 
 // oldReplicasFloor returns how many replicas the old ReplicaSets keep in
@@ -99,23 +116,23 @@ func partitionMessage(subject string, updated, replicas int32) string {
 	return fmt.Sprintf("%s has %d of %d pods updated, held by %s.", subject, updated, replicas, rolloutstate.RolloutPartitionAnnotation)
 }
 
-// partitionScaling limits the new ReplicaSet's size in p, a proportional
-// scaling plan (PS-3..PS-6), to newReplicaSetLimit under EX-1, and gives
-// the replicas it takes off to the first old ReplicaSet in p, so that the
-// plan's total is unchanged: scaling a partitioned Deployment keeps the new
+// limitScaling limits the new ReplicaSet's size in sizes, a proportional
+// scaling plan (PS-3..PS-6), to newReplicaSetLimit, and gives the replicas
+// it takes off to the first old ReplicaSet in sizes, so that the plan's
+// total is unchanged: scaling a partitioned Deployment keeps the new
 // ReplicaSet at min(partition, replicas). Without a partition, or without
-// an old ReplicaSet in p, p is returned as is.
-func partitionScaling(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, p plan) plan {
-	if newRS == nil || !partitioned(d) {
-		return p
+// an old ReplicaSet in sizes, sizes is returned as is.
+func (p rolloutPartition) limitScaling(newRS *appsv1.ReplicaSet, sizes plan) plan {
+	if newRS == nil || !p.set {
+		return sizes
 	}
-	rss := make([]*appsv1.ReplicaSet, 0, len(p))
-	for _, r := range p {
+	rss := make([]*appsv1.ReplicaSet, 0, len(sizes))
+	for _, r := range sizes {
 		rss = append(rss, r.rs)
 	}
-	limit, _ := newReplicaSetLimit(d, newRS, rss)
+	limit := p.newReplicaSetLimit(newRS, rss)
 	newAt, oldAt := -1, -1
-	for i, r := range p {
+	for i, r := range sizes {
 		switch {
 		case r.rs.UID == newRS.UID:
 			newAt = i
@@ -123,10 +140,10 @@ func partitionScaling(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, p plan) pl
 			oldAt = i
 		}
 	}
-	if newAt < 0 || oldAt < 0 || p[newAt].size <= limit {
-		return p
+	if newAt < 0 || oldAt < 0 || sizes[newAt].size <= limit {
+		return sizes
 	}
-	out := append(plan(nil), p...)
+	out := append(plan(nil), sizes...)
 	out[oldAt].size += out[newAt].size - limit
 	out[newAt].size = limit
 	return out

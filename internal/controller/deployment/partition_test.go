@@ -1,6 +1,7 @@
 package deployment
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -81,8 +82,9 @@ func TestPartitionCondition(t *testing.T) {
 	d.Status = heldStatus(d, 5)
 	d.Status.Conditions = []appsv1.DeploymentCondition{newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, ReplicaSetUpdated, "progressing", long)}
 	f := fencepostsFor(d)
+	p := partitionFor(t, d)
 
-	status := rolloutStatus(d, f, []*appsv1.ReplicaSet{old, cur}, cur, now)
+	status := rolloutStatus(d, f, p, []*appsv1.ReplicaSet{old, cur}, cur, now)
 	c := getCondition(&status, appsv1.DeploymentProgressing)
 	want := `ReplicaSet "nginx-b" has 5 of 20 pods updated, held by kubedeploy.io/rollout-partition.`
 	if c == nil || c.Status != v1.ConditionTrue || c.Reason != rolloutstate.RolloutPartitioned || c.Message != want {
@@ -95,14 +97,14 @@ func TestPartitionCondition(t *testing.T) {
 	if after := stuckRequeueAfter(d, &status, now.Add(time.Hour)); after != 0 {
 		t.Errorf("held: deadline requeue after %v, want none", after)
 	}
-	if again := rolloutStatus(d, f, []*appsv1.ReplicaSet{old, cur}, cur, now.Add(time.Hour)); getCondition(&again, appsv1.DeploymentProgressing).Reason != rolloutstate.RolloutPartitioned {
+	if again := rolloutStatus(d, f, p, []*appsv1.ReplicaSet{old, cur}, cur, now.Add(time.Hour)); getCondition(&again, appsv1.DeploymentProgressing).Reason != rolloutstate.RolloutPartitioned {
 		t.Errorf("held an hour later: %+v", getCondition(&again, appsv1.DeploymentProgressing))
 	}
 
 	released := d.DeepCopy()
 	delete(released.Annotations, rolloutstate.RolloutPartitionAnnotation)
 	later := now.Add(2 * time.Hour)
-	status = rolloutStatus(released, f, []*appsv1.ReplicaSet{old, cur}, cur, later)
+	status = rolloutStatus(released, f, partitionFor(t, released), []*appsv1.ReplicaSet{old, cur}, cur, later)
 	c = getCondition(&status, appsv1.DeploymentProgressing)
 	if c == nil || c.Reason != ReplicaSetUpdated || !c.LastUpdateTime.Time.Equal(later) {
 		t.Fatalf("released: Progressing %+v, want ReplicaSetUpdated updated at %v", c, later)
@@ -134,10 +136,98 @@ func TestPartitionScaling(t *testing.T) {
 		newOne := newRS(d, "nginx-b", "nginx:2", 5, 1, nil)
 		oldOne := newRS(d, "nginx-a", "nginx:1", 15, 0, nil)
 		total := tc.replicas
-		got := partitionScaling(d, newOne, plan{{rs: oldOne, size: total - tc.proposedNew}, {rs: newOne, size: tc.proposedNew}})
+		got := partitionFor(t, d).limitScaling(newOne, plan{{rs: oldOne, size: total - tc.proposedNew}, {rs: newOne, size: tc.proposedNew}})
 		if got[1].size != tc.wantNew || got[0].size != tc.wantOld {
 			t.Errorf("%s at %d replicas, proposed new %d: new %d old %d, want %d and %d",
 				tc.v, tc.replicas, tc.proposedNew, got[1].size, got[0].size, tc.wantNew, tc.wantOld)
 		}
+	}
+}
+
+// partitionFor returns d's partition, failing t on an invalid one.
+func partitionFor(t *testing.T, d *appsv1.Deployment) rolloutPartition {
+	t.Helper()
+	p, err := partitionOf(d)
+	if err != nil {
+		t.Fatalf("partitionOf: %v", err)
+	}
+	return p
+}
+
+// EX-1 limit: the partition bounds the new ReplicaSet while another
+// ReplicaSet has replicas, never below the new one's size nor above
+// spec.replicas; without the annotation, on a Recreate Deployment, or on a
+// first rollout there is none (math.MaxInt32).
+func TestNewReplicaSetLimit(t *testing.T) {
+	surge, unavailable := pct25()
+	for _, tc := range []struct {
+		name      string
+		value     string // "": no annotation
+		recreate  bool
+		newSize   int32
+		oldSize   int32
+		wantLimit int32
+	}{
+		{name: "no partition", oldSize: 10, wantLimit: math.MaxInt32},
+		{name: "partition", value: "3", oldSize: 10, wantLimit: 3},
+		{name: "percent", value: "50%", oldSize: 10, wantLimit: 5},
+		{name: "new already above", value: "3", newSize: 6, oldSize: 4, wantLimit: 6},
+		{name: "first rollout", value: "3", wantLimit: math.MaxInt32},
+		{name: "above replicas", value: "30", oldSize: 10, wantLimit: 10},
+		{name: "recreate ignores it", value: "3", recreate: true, oldSize: 10, wantLimit: math.MaxInt32},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDeployment(10, surge, unavailable)
+			if tc.recreate {
+				d = newRecreateDeployment(10)
+			}
+			if tc.value != "" {
+				d.Annotations = map[string]string{rolloutstate.RolloutPartitionAnnotation: tc.value}
+			}
+			newOne := newRS(d, "nginx-b", "nginx:2", tc.newSize, 1, nil)
+			oldOne := newRS(d, "nginx-a", "nginx:1", tc.oldSize, 0, nil)
+			if got := partitionFor(t, d).newReplicaSetLimit(newOne, []*appsv1.ReplicaSet{oldOne, newOne}); got != tc.wantLimit {
+				t.Errorf("limit %d, want %d", got, tc.wantLimit)
+			}
+		})
+	}
+}
+
+// EX-1, invalid value: each sync reads the annotation once and says so in
+// exactly one Warning event, however many sizing decisions use the limit;
+// the rollout holds where it is (the new ReplicaSet is created at 0 and the
+// old one keeps its replicas), as a partition of 0 would.
+func TestInvalidPartitionWarnsOncePerSync(t *testing.T) {
+	surge, unavailable := pct25()
+	d := newDeployment(10, surge, unavailable)
+	d.Annotations = map[string]string{rolloutstate.RolloutPartitionAnnotation: "half"}
+	old := withStatus(newRS(d, "nginx-a", "nginx:1", 10, 0, nil), 10, 10)
+	f := newFixture(t, d, old)
+	for sync := 1; sync <= 2; sync++ {
+		if _, err := f.sync(); err != nil {
+			t.Fatalf("sync %d: %v", sync, err)
+		}
+		f.observe()
+		var warnings []string
+		for _, e := range f.Events() {
+			if strings.Contains(e, InvalidRolloutPartition) {
+				warnings = append(warnings, e)
+			}
+		}
+		if len(warnings) != 1 || !strings.Contains(warnings[0], `"half"`) {
+			t.Errorf("sync %d: InvalidRolloutPartition events %q, want one naming the value", sync, warnings)
+		}
+	}
+	for _, rs := range f.replicaSets() {
+		want := int32(0)
+		if rs.Name == "nginx-a" {
+			want = 10
+		}
+		if *rs.Spec.Replicas != want {
+			t.Errorf("%s has %d replicas, want %d (held where it was)", rs.Name, *rs.Spec.Replicas, want)
+		}
+	}
+	if n := len(f.replicaSets()); n != 2 {
+		t.Errorf("%d ReplicaSets, want the old one and a new one at 0", n)
 	}
 }

@@ -29,5 +29,5 @@ func (sc *syncContext) checkPausedConditions(ctx context.Context) error {
 	default:
 		return nil
 	}
-	return sc.updateStatus(ctx)
+	return sc.writeStatus(ctx)
 }

@@ -13,9 +13,10 @@ import (
 // rolloutStatus returns the status a rolling or recreate pass writes
 // (ST-8, ST-13, ST-14): calculateStatus, then the Progressing condition
 // estimated against d's stored status, then ReplicaFailure mirrored from the
-// ReplicaSets. f are d's rolloutstate.Fenceposts; allRSs holds old and new ReplicaSets;
-// newRS may be nil.
-func rolloutStatus(d *appsv1.Deployment, f rolloutstate.Fenceposts, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet, now time.Time) appsv1.DeploymentStatus {
+// ReplicaSets. f are d's rolloutstate.Fenceposts and p its partition (EX-1),
+// both read once per sync; allRSs holds old and new ReplicaSets; newRS may
+// be nil.
+func rolloutStatus(d *appsv1.Deployment, f rolloutstate.Fenceposts, p rolloutPartition, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet, now time.Time) appsv1.DeploymentStatus {
 	status := calculateStatus(d, f, allRSs, newRS, now)
 	if !rolloutstate.HasProgressDeadline(d) {
 		removeCondition(&status, appsv1.DeploymentProgressing)
@@ -23,7 +24,7 @@ func rolloutStatus(d *appsv1.Deployment, f rolloutstate.Fenceposts, allRSs []*ap
 	cur := getCondition(&d.Status, appsv1.DeploymentProgressing)
 	settled := status.Replicas == status.UpdatedReplicas && cur != nil && cur.Reason == rolloutstate.NewReplicaSetAvailable
 	if rolloutstate.HasProgressDeadline(d) && !settled {
-		setProgressingCondition(d, &status, allRSs, newRS, cur, now)
+		setProgressingCondition(d, &status, newRS, p.newReplicaSetLimit(newRS, allRSs), cur, now)
 	}
 	if c, ok := replicaFailureCondition(allRSs, newRS); ok {
 		setCondition(&status, c)
@@ -35,13 +36,12 @@ func rolloutStatus(d *appsv1.Deployment, f rolloutstate.Fenceposts, allRSs []*ap
 
 // setProgressingCondition applies the first matching rule of ST-13 to status:
 // complete, held at a partition (EX-1), progressing (always rewritten), or
-// timed out.
-func setProgressingCondition(d *appsv1.Deployment, status *appsv1.DeploymentStatus, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet, cur *appsv1.DeploymentCondition, now time.Time) {
+// timed out. limit is the new ReplicaSet's partition limit (EX-1).
+func setProgressingCondition(d *appsv1.Deployment, status *appsv1.DeploymentStatus, newRS *appsv1.ReplicaSet, limit int32, cur *appsv1.DeploymentCondition, now time.Time) {
 	subject := fmt.Sprintf("Deployment %q", d.Name)
 	if newRS != nil {
 		subject = fmt.Sprintf("ReplicaSet %q", newRS.Name)
 	}
-	limit, _ := newReplicaSetLimit(d, newRS, allRSs)
 	switch {
 	case rolloutstate.Complete(d, status):
 		setCondition(status, newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, rolloutstate.NewReplicaSetAvailable,

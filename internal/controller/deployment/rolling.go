@@ -4,7 +4,6 @@ import (
 	"context"
 
 	appsv1 "k8s.io/api/apps/v1"
-	v1 "k8s.io/api/core/v1"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
@@ -52,27 +51,26 @@ func (sc *syncContext) reconcileNewReplicaSet(ctx context.Context) (bool, error)
 	if current > replicas {
 		return sc.scaleReplicaSet(ctx, sc.newRS, replicas)
 	}
-	limit := sc.newReplicaSetLimit()
-	if current >= limit {
-		return false, nil
-	}
-	size, err := newRSNewReplicas(sc.d, sc.f, sc.allRSs(), sc.newRS)
-	if err != nil {
+	size, err := sc.newReplicaSetSize()
+	if err != nil || size <= current {
 		return false, err
 	}
-	return sc.scaleReplicaSet(ctx, sc.newRS, min(sc.newRSSizeWithinPods(size), limit))
+	return sc.scaleReplicaSet(ctx, sc.newRS, size)
 }
 
-// newReplicaSetLimit is newReplicaSetLimit for this sync's Deployment and new
-// ReplicaSet (EX-1); an invalid partition is reported with a Warning event
-// and holds the rollout where it is.
-func (sc *syncContext) newReplicaSetLimit() int32 {
-	limit, err := newReplicaSetLimit(sc.d, sc.newRS, sc.allRSs())
-	if err != nil && !sc.partitionWarned {
-		sc.partitionWarned = true
-		sc.c.recorder.Eventf(sc.d, v1.EventTypeWarning, InvalidRolloutPartition, "%v; holding the rollout at %d updated pods", err, limit)
+// newReplicaSetSize returns the size the new ReplicaSet (sc.newRS; nil: not
+// created yet, size 0) may grow to in this pass, in replicas, never below
+// its current size: RU-10's surge bound over ReplicaSet specs
+// (newRSNewReplicas), within the pod-level bound under TerminationComplete
+// (EX-3, newRSSizeWithinPods) and the partition (EX-1). This is the one
+// place the three bounds meet. It returns newRSNewReplicas' error for an
+// unknown strategy.
+func (sc *syncContext) newReplicaSetSize() (int32, error) {
+	size, err := newRSNewReplicas(sc.d, sc.f, sc.allRSs(), sc.newRS)
+	if err != nil {
+		return 0, err
 	}
-	return limit
+	return min(sc.newRSSizeWithinPods(size), sc.partition.newReplicaSetLimit(sc.newRS, sc.allRSs())), nil
 }
 
 // maxScaledDown returns how many old replicas may be removed now without
@@ -100,19 +98,19 @@ func (sc *syncContext) reconcileOldReplicaSets(ctx context.Context) (bool, error
 		return false, nil
 	}
 	// EX-1: the old ReplicaSets keep what the partition leaves them.
-	floor := oldReplicasFloor(sc.f.Replicas, sc.newReplicaSetLimit())
+	floor := oldReplicasFloor(sc.f.Replicas, sc.partition.newReplicaSetLimit(sc.newRS, sc.allRSs()))
 	partitionBudget := sumSpecReplicas(activeOld) - floor
 	if partitionBudget <= 0 {
 		return false, nil
 	}
 	sc.logger.V(4).Info("Found old replica sets to scale down", "maxScaledDown", budget)
-	cleaned, err := sc.applyPlan(ctx, unhealthyScaleDowns(activeOld, min(budget, partitionBudget)), true)
+	cleaned, err := sc.applyScaleDowns(ctx, unhealthyScaleDowns(activeOld, min(budget, partitionBudget)))
 	if err != nil {
 		return cleaned > 0, err
 	}
 	// Step B reads the ReplicaSets as step A left them (IM-2).
 	activeOld = activeReplicaSets(sc.oldRSs)
-	scaledDown, err := sc.applyPlan(ctx, healthyScaleDowns(sc.f, activeOld, withNew(activeOld, sc.newRS), partitionBudget-cleaned), true)
+	scaledDown, err := sc.applyScaleDowns(ctx, healthyScaleDowns(sc.f, activeOld, withNew(activeOld, sc.newRS), partitionBudget-cleaned))
 	return cleaned+scaledDown > 0, err
 }
 

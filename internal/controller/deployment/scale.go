@@ -162,9 +162,8 @@ func (sc *syncContext) scale(ctx context.Context) error {
 	if isRollingUpdate(sc.d) {
 		oldNewestFirst := append([]*appsv1.ReplicaSet(nil), sc.oldRSs...)
 		sortNewestFirst(oldNewestFirst)
-		sizes := partitionScaling(sc.d, sc.newRS, proportionalSizes(sc.f, sc.d.Status.Replicas, sc.newRS, oldNewestFirst)) // EX-1
-		_, err := sc.applyPlan(ctx, sizes, false)
-		return err
+		sizes := sc.partition.limitScaling(sc.newRS, proportionalSizes(sc.f, sc.d.Status.Replicas, sc.newRS, oldNewestFirst)) // EX-1
+		return sc.applyScaling(ctx, sizes)
 	}
 	return sc.scaleRecreate(ctx)
 }

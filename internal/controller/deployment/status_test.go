@@ -117,13 +117,13 @@ func TestProgressPredicatesST9toST16(t *testing.T) {
 		d2.Status = withProgressing(ReplicaSetUpdated, baseTime)
 		rs := withStatus(newRS(d2, "b", "nginx:1.14.2", 3, 0, nil), 1, 1)
 		d2.Status.Replicas, d2.Status.UpdatedReplicas, d2.Status.ReadyReplicas, d2.Status.AvailableReplicas = 1, 1, 1, 1
-		s := rolloutStatus(d2, fencepostsFor(d2), []*appsv1.ReplicaSet{rs}, rs, now)
+		s := rolloutStatus(d2, fencepostsFor(d2), partitionFor(t, d2), []*appsv1.ReplicaSet{rs}, rs, now)
 		c := getCondition(&s, appsv1.DeploymentProgressing)
 		if c.Reason != rolloutstate.ProgressDeadlineExceeded || c.Status != v1.ConditionFalse || c.Message != `ReplicaSet "b" has timed out progressing.` {
 			t.Errorf("got %+v", c)
 		}
 		rs.Status.AvailableReplicas, rs.Status.ReadyReplicas = 2, 2
-		s = rolloutStatus(d2, fencepostsFor(d2), []*appsv1.ReplicaSet{rs}, rs, now)
+		s = rolloutStatus(d2, fencepostsFor(d2), partitionFor(t, d2), []*appsv1.ReplicaSet{rs}, rs, now)
 		if c := getCondition(&s, appsv1.DeploymentProgressing); c.Reason != ReplicaSetUpdated || !c.LastUpdateTime.Time.Equal(now) {
 			t.Errorf("got %+v", c)
 		}

@@ -64,7 +64,12 @@ func (c *Controller) syncDeployment(ctx context.Context, key cache.ObjectName) (
 	if err != nil {
 		return runner.Result{}, fmt.Errorf("Deployment %s has an invalid spec.strategy.rollingUpdate: %w", key, err)
 	}
-	sc := &syncContext{c: c, key: key, logger: logger, now: c.clock.Now(), d: d, f: f, rsList: rsList, podsByRS: podsByRS}
+	partition, err := partitionOf(d)
+	if err != nil {
+		// Once per sync, here where it is read; the recorder aggregates repeats.
+		c.recorder.Eventf(d, v1.EventTypeWarning, InvalidRolloutPartition, "%v; holding the rollout where it is, as a partition of 0 would", err)
+	}
+	sc := &syncContext{c: c, key: key, logger: logger, now: c.clock.Now(), d: d, f: f, partition: partition, rsList: rsList, podsByRS: podsByRS}
 	res, err := sc.run(ctx)
 	if err == nil {
 		res.RequeueAfter = c.freshness.NextCheck(freshness, res.RequeueAfter)

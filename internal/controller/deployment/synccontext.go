@@ -33,9 +33,8 @@ type syncContext struct {
 	oldRSs []*appsv1.ReplicaSet
 	// podsByRS maps each owned ReplicaSet's UID to the pods it controls (SD-4).
 	podsByRS map[types.UID][]*v1.Pod
-	// partitionWarned is set once this sync has reported an invalid
-	// partition (EX-1), so that it does so once.
-	partitionWarned bool
+	// partition is d's EX-1 partition, read once (partitionOf).
+	partition rolloutPartition
 }
 
 // allRSs returns old ReplicaSets followed by the new one (if any).

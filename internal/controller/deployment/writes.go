@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
-	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -49,9 +47,9 @@ func (c *Controller) patchOwnership(ctx context.Context, key cache.ObjectName, r
 	return patched, nil
 }
 
-// updateStatus writes sc.d's status and continues from the returned
-// Deployment (IM-2). It returns the API error.
-func (sc *syncContext) updateStatus(ctx context.Context) error {
+// writeStatus writes sc.d's status (Controller.updateStatus) and continues
+// from the returned Deployment (IM-2). It returns the API error.
+func (sc *syncContext) writeStatus(ctx context.Context) error {
 	updated, err := sc.c.updateStatus(ctx, sc.key, sc.d)
 	if err != nil {
 		return err
@@ -155,40 +153,6 @@ func (sc *syncContext) deleteReplicaSet(ctx context.Context, rs *appsv1.ReplicaS
 	return nil
 }
 
-// syncStatus is the plain status sync (ST-5): calculateStatus, and
-// UpdateStatus unless nothing changed.
-func (sc *syncContext) syncStatus(ctx context.Context) error {
-	status := calculateStatus(sc.d, sc.f, sc.allRSs(), sc.newRS, sc.now)
-	if reflect.DeepEqual(sc.d.Status, status) {
-		return nil
-	}
-	sc.d.Status = status
-	return sc.updateStatus(ctx)
-}
-
-// syncRolloutStatus writes the rollout status (ST-8, ST-13..ST-15) unless it
-// is unchanged, in which case it asks for a delayed requeue to notice a
-// progress deadline (ST-16).
-func (sc *syncContext) syncRolloutStatus(ctx context.Context) (runner.Result, error) {
-	status := rolloutStatus(sc.d, sc.f, sc.allRSs(), sc.newRS, sc.now)
-	recorded := recordCompleteRevision(sc.d, &status) // EX-2, written with the status
-	if !recorded && reflect.DeepEqual(sc.d.Status, status) {
-		after := stuckRequeueAfter(sc.d, &status, sc.now)
-		if after > 0 {
-			sc.logger.V(4).Info("Requeueing to check the progress deadline", "after", after)
-		}
-		return runner.Result{RequeueAfter: after}, nil
-	}
-	prev := sc.d.Status
-	sc.d.Status = status
-	if err := sc.updateStatus(ctx); err != nil {
-		return runner.Result{}, err
-	}
-	observeRolloutComplete(sc.c.rolloutDuration, prev, sc.d.Status, sc.newRS, sc.now) // metrics.go
-	sc.autoRollbackSkippedEvent(&prev, &sc.d.Status)                                  // EX-2
-	return runner.Result{}, nil
-}
-
 // replaceReplicaSet puts updated (returned by the API server) in place of the
 // ReplicaSet with the same UID in the context (IM-2) and remembers the write
 // for IM-4.
@@ -258,41 +222,4 @@ func replicaSetChange(orig, fresh *appsv1.ReplicaSet) string {
 		return fmt.Sprintf("availableReplicas is %d, was %d", fresh.Status.AvailableReplicas, orig.Status.AvailableReplicas)
 	}
 	return "its annotations changed"
-}
-
-// scaleReplicaSet sets rs to size replicas unless it already has that size
-// (RU-15 with force=false); see syncReplicaSetScale. It reports whether it wrote.
-func (sc *syncContext) scaleReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet, size int32) (bool, error) {
-	if specReplicas(rs) == size {
-		return false, nil
-	}
-	return sc.syncReplicaSetScale(ctx, rs, size)
-}
-
-// syncReplicaSetScale sets rs to size replicas and refreshes its desired/max
-// annotations, writing (patchReplicaSet, with the extra tests) only if one of
-// them differs (RU-15 with force=true). A size change emits a Normal
-// ScalingReplicaSet event "Scaled up|down replica set <rs> from <old> to
-// <new>". It reports whether it wrote and returns the API error.
-func (sc *syncContext) syncReplicaSetScale(ctx context.Context, rs *appsv1.ReplicaSet, size int32, tests ...jsonPatchOp) (bool, error) {
-	oldSize := specReplicas(rs)
-	desired, maxReplicas := sc.f.Replicas, sc.f.MaxTotal()
-	if oldSize == size && !replicasAnnotationsNeedUpdate(rs, desired, maxReplicas) {
-		return false, nil
-	}
-	rsCopy := rs.DeepCopy()
-	rsCopy.Spec.Replicas = &size
-	setReplicasAnnotations(rsCopy, desired, maxReplicas)
-	if _, err := sc.patchReplicaSet(ctx, rs, rsCopy, tests...); err != nil {
-		return false, err
-	}
-	if oldSize != size {
-		direction := "up"
-		if size < oldSize {
-			direction = "down"
-		}
-		sc.c.recorder.Eventf(sc.d, v1.EventTypeNormal, ScalingReplicaSet, "Scaled %s replica set %s from %d to %d", direction, rs.Name, oldSize, size)
-		sc.logger.V(2).Info("Scaled replica set", "replicaSet", klog.KObj(rs), "from", oldSize, "to", size)
-	}
-	return true, nil
 }
