@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -84,19 +85,28 @@ func TestRolloutPartition(t *testing.T) {
 		t.Errorf("Progressing message %q", c.Message)
 	}
 	// Held for more than twice the deadline: nothing moves, nothing fails.
-	until := time.Now().Add(2*deadline*time.Second + 2*time.Second)
-	for time.Now().Before(until) {
-		cur, err := env.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
+	// The test waits until the deadline would have passed twice (the
+	// scenario, not an assertion), then causes a sync (pokeAndWaitSynced)
+	// and reads what it decided: still held, and no ReplicaSet written
+	// since the hold began (their resourceVersions unchanged, from when the
+	// old pods' termination has been counted).
+	waitReplicaSets(t, held, "settled: no pod terminating", func(rss []appsv1.ReplicaSet) bool {
+		for _, rs := range rss {
+			if rs.Status.ObservedGeneration < rs.Generation || rs.Status.Replicas != *rs.Spec.Replicas ||
+				rs.Status.TerminatingReplicas != nil && *rs.Status.TerminatingReplicas != 0 {
+				return false
+			}
 		}
-		if !hasReason(cur, appsv1.DeploymentProgressing, rolloutstate.RolloutPartitioned) || cur.Status.UpdatedReplicas != 5 {
-			t.Fatalf("not held any more after %v: %+v", time.Since(until.Add(-2*deadline*time.Second-2*time.Second)), cur.Status)
-		}
-		if newN, oldN := splitSizes(ctx, t, cur, "nginx:1.9.3"); newN != 5 || oldN != 15 {
-			t.Fatalf("held sizes moved: new %d, old %d", newN, oldN)
-		}
-		time.Sleep(500 * time.Millisecond)
+		return true
+	})
+	versions := replicaSetVersions(ctx, t, held)
+	waitPastCondition(ctx, t, held, 2*deadline*time.Second)
+	held = pokeAndWaitSynced(ctx, t, ns, name)
+	if !hasReason(held, appsv1.DeploymentProgressing, rolloutstate.RolloutPartitioned) || held.Status.UpdatedReplicas != 5 {
+		t.Fatalf("not held any more after twice the deadline: %+v", held.Status)
+	}
+	if now := replicaSetVersions(ctx, t, held); !maps.Equal(now, versions) {
+		t.Fatalf("ReplicaSets written while held: resourceVersions %v, were %v", now, versions)
 	}
 	setAnnotation(ctx, t, ns, name, rolloutstate.RolloutPartitionAnnotation, "")
 	waitRevision(t, ns, name, "2")
@@ -112,6 +122,34 @@ func TestRolloutPartition(t *testing.T) {
 	w.Check(2)
 	scaleDeployment(ctx, t, ns, name, 40)
 	heldAt(ctx, t, ns, name, "nginx:1.9.4", 20, 40)
+}
+
+// replicaSetVersions returns the resourceVersion of each ReplicaSet d owns,
+// by name.
+func replicaSetVersions(ctx context.Context, t *testing.T, d *appsv1.Deployment) map[string]string {
+	out := map[string]string{}
+	for _, rs := range harness.OwnedReplicaSets(ctx, t, env.Client, d) {
+		out[rs.Name] = rs.ResourceVersion
+	}
+	return out
+}
+
+// waitPastCondition returns once span (plus 1 s, the condition's time being
+// whole seconds) has passed since d's Progressing condition was last
+// updated (the embedded control plane shares this process's clock): the
+// time a deadline test must let pass, which no fake clock can stand in for
+// on a real cluster. It is the scenario's pacing, never a pass/fail check.
+func waitPastCondition(ctx context.Context, t *testing.T, d *appsv1.Deployment, span time.Duration) {
+	t.Helper()
+	c := condition(d, appsv1.DeploymentProgressing)
+	if c == nil {
+		t.Fatalf("%s has no Progressing condition", d.Name)
+	}
+	select {
+	case <-time.After(time.Until(c.LastUpdateTime.Add(span + time.Second))):
+	case <-ctx.Done():
+		t.Fatalf("waiting for %v past the Progressing condition: %v", span, ctx.Err())
+	}
 }
 
 // newReplicaSetName returns the name of d's ReplicaSet with image.

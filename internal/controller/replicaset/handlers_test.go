@@ -62,11 +62,13 @@ func TestHandlers(t *testing.T) {
 			cur := newPod(name, ownedBy(rs), webLabels, rv("2"), readySince(testNow))
 			f.c.onPodUpdate(klogFor(f), old, cur)
 		}
-		f.Clock.Step(99 * time.Millisecond) // the fake clock times the queue: nothing is due yet
+		// The fake clock times the queue and has not moved: a key queued at
+		// once would be here, a delayed one cannot be due. How long the
+		// window lasts is the runner's (TestEnqueueCoalesced records it).
 		if n := f.c.runner.Len(); n != 0 {
 			t.Fatalf("queue = %d within the window, want 0 (reported a window later)", n)
 		}
-		f.Clock.Step(time.Millisecond)
+		f.Clock.Step(100 * time.Millisecond)
 		// One sync for the three pods (minReadySeconds' own wake-up is 5 s away). The delaying queue moves a due
 		// key on its own goroutine: wait for it (a bound, not a measurement).
 		for deadline := time.Now().Add(5 * time.Second); f.c.runner.Len() == 0 && time.Now().Before(deadline); {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,6 +64,7 @@ func TestProcessNextItem(t *testing.T) {
 				return tc.result, tc.err
 			}, WithObserver(obs), WithRateLimiter(workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, time.Millisecond)))
 			defer r.queue.ShutDown()
+			q := recordQueue(r)
 			r.Enqueue(key)
 			if !r.ProcessNextItem(ctx) {
 				t.Fatal("queue shut down unexpectedly")
@@ -73,18 +75,15 @@ func TestProcessNextItem(t *testing.T) {
 			if len(obs.errs) != 1 || (obs.errs[0] != nil) != tc.wantObsFailed {
 				t.Errorf("observer saw %v", obs.errs)
 			}
-			// Poll with a generous deadline when the key must come back; an
-			// absent requeue is checked after 100ms (the limiter waits 1ms).
-			wait := 5 * time.Second
-			if !tc.wantRequeued {
-				wait = 100 * time.Millisecond
+			// The key comes back if and only if the sync's outcome asked the
+			// queue for it (recorded as asked, not polled for); one that must
+			// come back is then seen in the queue (5 s: a bound for a slow
+			// machine, not a measurement).
+			if requeued := len(q.delayed()) > 0; requeued != tc.wantRequeued {
+				t.Errorf("requeued = %v (%v), want %v", requeued, q.delayed(), tc.wantRequeued)
 			}
-			requeued := false
-			for deadline := time.Now().Add(wait); !requeued && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-				requeued = r.Len() > 0
-			}
-			if requeued != tc.wantRequeued {
-				t.Errorf("requeued = %v, want %v", requeued, tc.wantRequeued)
+			if tc.wantRequeued && waitForLen(r, 1) != 1 {
+				t.Errorf("the requeued key did not come back to the queue")
 			}
 		})
 	}
@@ -215,6 +214,7 @@ func TestEnqueueCoalesced(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	r := New("test", func(context.Context, cache.ObjectName) (Result, error) { syncs++; return Result{}, nil }, WithClock(clk))
 	defer r.queue.ShutDown()
+	q := recordQueue(r)
 	window := 300 * time.Millisecond
 
 	r.EnqueueCoalesced(key, window)
@@ -226,11 +226,17 @@ func TestEnqueueCoalesced(t *testing.T) {
 	for range 5 {
 		r.EnqueueCoalesced(key, window)
 	}
-	clk.Step(199 * time.Millisecond) // 1ms before the window ends: the fake clock fires nothing yet
+	// Not queued at once (the fake clock has not moved, so nothing delayed
+	// can be due), and asked for at the window's end: 200ms from now, each time.
 	if r.Len() != 0 {
 		t.Fatalf("within the window: queue length %d, want 0 until the window ends", r.Len())
 	}
-	clk.Step(time.Millisecond)
+	for i, d := range q.delayed() {
+		if d.delay != 200*time.Millisecond || d.rateLimited {
+			t.Fatalf("coalesced add %d: %+v, want the key after the 200ms left of the window", i, d)
+		}
+	}
+	clk.Step(200 * time.Millisecond)
 	if n := waitForLen(r, 1); n != 1 {
 		t.Fatalf("after the window: queue length %d, want the key once", n)
 	}
@@ -244,6 +250,53 @@ func TestEnqueueCoalesced(t *testing.T) {
 	if r.Len() != 2 {
 		t.Fatalf("after a quiet window and with window 0: queue length %d, want both keys at once", r.Len())
 	}
+}
+
+// recordingQueue is a Runner's queue that also records every delayed add:
+// AddAfter with its delay, and AddRateLimited (a retry with backoff). Tests
+// read what the runner asked of the queue from it instead of waiting to see
+// that a key did not come.
+type recordingQueue struct {
+	workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	mu   sync.Mutex
+	adds []delayedAdd
+}
+
+// delayedAdd is one recorded delayed add.
+type delayedAdd struct {
+	key         cache.ObjectName
+	delay       time.Duration
+	rateLimited bool
+}
+
+// recordQueue puts a recordingQueue in front of r's queue and returns it.
+func recordQueue(r *Runner) *recordingQueue {
+	q := &recordingQueue{TypedRateLimitingInterface: r.queue}
+	r.queue = q
+	return q
+}
+
+func (q *recordingQueue) AddAfter(key cache.ObjectName, d time.Duration) {
+	q.record(delayedAdd{key: key, delay: d})
+	q.TypedRateLimitingInterface.AddAfter(key, d)
+}
+
+func (q *recordingQueue) AddRateLimited(key cache.ObjectName) {
+	q.record(delayedAdd{key: key, rateLimited: true})
+	q.TypedRateLimitingInterface.AddRateLimited(key)
+}
+
+func (q *recordingQueue) record(a delayedAdd) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.adds = append(q.adds, a)
+}
+
+// delayed returns the delayed adds recorded so far, in order.
+func (q *recordingQueue) delayed() []delayedAdd {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]delayedAdd(nil), q.adds...)
 }
 
 // waitForLen returns r's queue length once it is want, or after 5 s of real time: the delaying queue moves a key
