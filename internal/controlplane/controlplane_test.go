@@ -153,8 +153,9 @@ func TestStartStop(t *testing.T) {
 	}
 }
 
-// assertBrokenPodStaysUnready waits for ImagePullBackOff, then checks for 3 s that the pod stays Pending and not
-// Ready.
+// assertBrokenPodStaysUnready waits for ImagePullBackOff, then for a good pod created after it to become Ready
+// (KWOK has had its turn at both), and checks that the broken pod is still Pending and not Ready, its status not
+// written since the back-off (the same resourceVersion).
 func assertBrokenPodStaysUnready(t *testing.T, ctx context.Context, client kubernetes.Interface, name string) {
 	t.Helper()
 	p := waitForPod(t, ctx, client, name, func(p *corev1.Pod) bool {
@@ -164,16 +165,17 @@ func assertBrokenPodStaysUnready(t *testing.T, ctx context.Context, client kuber
 	if msg := p.Status.ContainerStatuses[0].State.Waiting.Message; msg != `Back-off pulling image "nginx:broken"` {
 		t.Errorf("waiting message = %q", msg)
 	}
-	for range 30 {
-		p, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if podReady(p) || p.Status.Phase != corev1.PodPending {
-			t.Fatalf("pod %s with a broken image became ready: %+v", name, p.Status)
-		}
-		time.Sleep(100 * time.Millisecond)
+	later := name + "-later"
+	createPod(t, ctx, client, bareP(later, "nginx:1.25"))
+	waitForPod(t, ctx, client, later, podReady)
+	cur, err := client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	if podReady(cur) || cur.Status.Phase != corev1.PodPending || cur.ResourceVersion != p.ResourceVersion {
+		t.Fatalf("pod %s with a broken image changed after its back-off (resourceVersion %s, was %s): %+v", name, cur.ResourceVersion, p.ResourceVersion, cur.Status)
+	}
+	deletePodAndWait(t, ctx, client, later)
 }
 
 // deletePodAndWait deletes a pod with the default grace period and waits until KWOK has really removed it.
