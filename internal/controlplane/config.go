@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -65,21 +66,11 @@ func (c *Config) Default() {
 	if c.KubeControllers == nil {
 		c.KubeControllers = DefaultKubeControllers()
 	}
-	if c.ControllerManagerQPS == 0 {
-		c.ControllerManagerQPS = LoopbackQPS
-	}
-	if c.ControllerManagerBurst == 0 {
-		c.ControllerManagerBurst = LoopbackBurst
-	}
-	if c.Nodes == 0 {
-		c.Nodes = DefaultNodes
-	}
-	if c.PodStartupDelay == 0 {
-		c.PodStartupDelay = DefaultPodStartupDelay
-	}
-	if c.PodTerminationDelay == 0 {
-		c.PodTerminationDelay = DefaultPodTerminationDelay
-	}
+	c.ControllerManagerQPS = cmp.Or(c.ControllerManagerQPS, LoopbackQPS)
+	c.ControllerManagerBurst = cmp.Or(c.ControllerManagerBurst, LoopbackBurst)
+	c.Nodes = cmp.Or(c.Nodes, DefaultNodes)
+	c.PodStartupDelay = cmp.Or(c.PodStartupDelay, DefaultPodStartupDelay)
+	c.PodTerminationDelay = cmp.Or(c.PodTerminationDelay, DefaultPodTerminationDelay)
 }
 
 // Validate returns an error naming the first invalid field: an empty data dir, a port outside 0–65535, a

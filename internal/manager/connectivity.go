@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,15 +44,9 @@ type Connectivity struct {
 
 // Default fills zero fields with the defaults.
 func (c *Connectivity) Default() {
-	if c.ProbeInterval == 0 {
-		c.ProbeInterval = DefaultProbeInterval
-	}
-	if c.ProbeTimeout == 0 {
-		c.ProbeTimeout = DefaultProbeTimeout
-	}
-	if c.LogEvery == 0 {
-		c.LogEvery = DefaultLogEvery
-	}
+	c.ProbeInterval = cmp.Or(c.ProbeInterval, DefaultProbeInterval)
+	c.ProbeTimeout = cmp.Or(c.ProbeTimeout, DefaultProbeTimeout)
+	c.LogEvery = cmp.Or(c.LogEvery, DefaultLogEvery)
 }
 
 // Validate returns an error if a duration is negative.

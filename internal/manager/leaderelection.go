@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,15 +50,9 @@ type LeaderElection struct {
 
 // Default fills zero fields with the defaults (CM-7).
 func (l *LeaderElection) Default() {
-	if l.LeaseDuration == 0 {
-		l.LeaseDuration = DefaultLeaseDuration
-	}
-	if l.RenewDeadline == 0 {
-		l.RenewDeadline = DefaultRenewDeadline
-	}
-	if l.RetryPeriod == 0 {
-		l.RetryPeriod = DefaultRetryPeriod
-	}
+	l.LeaseDuration = cmp.Or(l.LeaseDuration, DefaultLeaseDuration)
+	l.RenewDeadline = cmp.Or(l.RenewDeadline, DefaultRenewDeadline)
+	l.RetryPeriod = cmp.Or(l.RetryPeriod, DefaultRetryPeriod)
 	if l.ResourceName == "" {
 		l.ResourceName = DefaultResourceName
 	}

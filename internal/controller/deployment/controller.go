@@ -75,13 +75,7 @@ type Config struct {
 // Validate returns an error naming every missing or invalid field: the
 // required ones, then a negative MaxCacheWait.
 func (c Config) Validate() error {
-	var invalid []error
-	if c.MaxCacheWait < 0 {
-		invalid = append(invalid, fmt.Errorf("MaxCacheWait must not be negative, got %v", c.MaxCacheWait))
-	}
-	if c.StatusSyncWindow < 0 {
-		invalid = append(invalid, fmt.Errorf("StatusSyncWindow must not be negative, got %v", c.StatusSyncWindow))
-	}
+	invalid := runner.NonNegative(map[string]time.Duration{"MaxCacheWait": c.MaxCacheWait, "StatusSyncWindow": c.StatusSyncWindow})
 	if c.Templates != nil && c.Dynamic == nil {
 		invalid = append(invalid, errors.New("Dynamic is required with Templates"))
 	}

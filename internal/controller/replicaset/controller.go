@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	appsv1 "k8s.io/api/apps/v1"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -28,15 +29,9 @@ const (
 func (c Config) Validate() error {
 	errs := runner.RequiredFields(map[string]any{"Client": c.Client, "Recorder": c.Recorder,
 		"ReplicaSets informer": c.ReplicaSets, "Pods informer": c.Pods})
-	if c.ExpectationsTimeout < 0 || c.MaxCacheWait < 0 {
-		errs = append(errs, fmt.Errorf("ExpectationsTimeout and MaxCacheWait must not be negative, got %v and %v", c.ExpectationsTimeout, c.MaxCacheWait))
-	}
-	if c.BurstReplicas < 0 {
-		errs = append(errs, fmt.Errorf("BurstReplicas must not be negative, got %d", c.BurstReplicas))
-	}
-	if c.StatusSyncWindow < 0 {
-		errs = append(errs, fmt.Errorf("StatusSyncWindow must not be negative, got %v", c.StatusSyncWindow))
-	}
+	errs = append(errs, runner.NonNegative(map[string]time.Duration{
+		"ExpectationsTimeout": c.ExpectationsTimeout, "MaxCacheWait": c.MaxCacheWait, "StatusSyncWindow": c.StatusSyncWindow})...)
+	errs = append(errs, runner.NonNegative(map[string]int{"BurstReplicas": c.BurstReplicas})...)
 	if c.Templates != nil && c.Dynamic == nil {
 		errs = append(errs, errors.New("Dynamic is required with Templates"))
 	}

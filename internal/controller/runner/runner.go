@@ -348,3 +348,16 @@ func RequiredFields(fields map[string]any) []error {
 	}
 	return errs
 }
+
+// NonNegative returns an error "NAME must not be negative, got VALUE" for
+// each entry of fields (a Config field's name → its value: a duration or a
+// count) below 0, in name order; nil when there is none.
+func NonNegative[T int | int32 | time.Duration](fields map[string]T) []error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		if fields[name] < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %v", name, fields[name]))
+		}
+	}
+	return errs
+}

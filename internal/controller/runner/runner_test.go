@@ -308,3 +308,20 @@ func waitForLen(r *Runner, want int) int {
 	}
 	return r.Len()
 }
+
+// Config validation helpers: each invalid field named once, in name order;
+// nothing for valid ones.
+func TestConfigFieldChecks(t *testing.T) {
+	got := errors.Join(NonNegative(map[string]time.Duration{"Window": -time.Second, "Wait": 0, "After": -1})...)
+	want := "After must not be negative, got -1ns\nWindow must not be negative, got -1s"
+	if got == nil || got.Error() != want {
+		t.Errorf("NonNegative: %v, want %q", got, want)
+	}
+	if errs := NonNegative(map[string]int{"Burst": 0, "Other": 5}); errs != nil {
+		t.Errorf("NonNegative of valid counts: %v", errs)
+	}
+	got = errors.Join(RequiredFields(map[string]any{"Client": nil, "Recorder": 1, "Informer": nil})...)
+	if want := "Client is required\nInformer is required"; got == nil || got.Error() != want {
+		t.Errorf("RequiredFields: %v, want %q", got, want)
+	}
+}
