@@ -79,19 +79,7 @@ func WatchRolloutWith(t *testing.T, client kubernetes.Interface, ns, name string
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
 	inf := factory.Apps().V1().ReplicaSets().Informer()
 	w.store = inf.GetStore()
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { w.observe() },
-		UpdateFunc: func(any, any) { w.observe() },
-		DeleteFunc: func(any) { w.observe() },
-	})
-	if err != nil {
-		t.Fatalf("watching ReplicaSets: %v", err)
-	}
-	factory.Start(w.stop)
-	if !waitSynced(inf.HasSynced) {
-		close(w.stop)
-		t.Fatalf("%s within %v (is the API server up?)", "ReplicaSet informer did not sync", syncTimeout)
-	}
+	startInformer(t, factory, inf, w.stop, "ReplicaSet informer", w.observe)
 	t.Cleanup(w.Stop)
 	return w
 }

@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -267,4 +268,25 @@ func waitSynced(synced cache.InformerSynced) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), syncTimeout)
 	defer cancel()
 	return cache.WaitForCacheSync(ctx.Done(), synced)
+}
+
+// startInformer calls onChange on every add, update and delete that inf
+// (of factory) delivers, starts factory until stop is closed and waits up to
+// syncTimeout for inf to sync. If it does not, it closes stop and fails t,
+// naming what. onChange may read inf's store from the first event on.
+func startInformer(t *testing.T, factory informers.SharedInformerFactory, inf cache.SharedIndexInformer, stop chan struct{}, what string, onChange func()) {
+	t.Helper()
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { onChange() },
+		UpdateFunc: func(any, any) { onChange() },
+		DeleteFunc: func(any) { onChange() },
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	factory.Start(stop)
+	if !waitSynced(inf.HasSynced) {
+		close(stop)
+		t.Fatalf("%s did not sync within %v (is the API server up?)", what, syncTimeout)
+	}
 }

@@ -30,11 +30,17 @@ func NewDeployment(ns, name string, replicas int32, image string) *appsv1.Deploy
 				Type:          appsv1.RollingUpdateDeploymentStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &surge, MaxUnavailable: &unavail},
 			},
-			Template: v1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       v1.PodSpec{Containers: []v1.Container{{Name: name, Image: image}}},
-			},
+			Template: podTemplate(labels, name, image),
 		},
+	}
+}
+
+// podTemplate returns a pod template with labels and one container named
+// container running image.
+func podTemplate(labels map[string]string, container, image string) v1.PodTemplateSpec {
+	return v1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: container, Image: image}}},
 	}
 }
 
@@ -48,10 +54,7 @@ func NewReplicaSet(ns, name string, replicas int32) *appsv1.ReplicaSet {
 		Spec: appsv1.ReplicaSetSpec{
 			Replicas: &replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: v1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       v1.PodSpec{Containers: []v1.Container{{Name: name, Image: "nginx:1.9"}}},
-			},
+			Template: podTemplate(labels, name, "nginx:1.9"),
 		},
 	}
 }

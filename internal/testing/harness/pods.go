@@ -48,19 +48,7 @@ func WatchPods(t *testing.T, client kubernetes.Interface, ns string, selector la
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
 	inf := factory.Core().V1().Pods().Informer()
 	w.store = inf.GetStore()
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { w.recount() },
-		UpdateFunc: func(any, any) { w.recount() },
-		DeleteFunc: func(any) { w.recount() },
-	})
-	if err != nil {
-		t.Fatalf("pod watch: %v", err)
-	}
-	factory.Start(w.stop)
-	if !waitSynced(inf.HasSynced) {
-		close(w.stop)
-		t.Fatalf("%s within %v (is the API server up?)", "pod watch did not sync", syncTimeout)
-	}
+	startInformer(t, factory, inf, w.stop, "pod watch", w.recount)
 	t.Cleanup(w.Stop)
 	w.Reset()
 	return w
