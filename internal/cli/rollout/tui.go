@@ -12,10 +12,10 @@ import (
 	"github.com/charmbracelet/bubbles/progress"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
-	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
+	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/viewmodel"
+	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/watcher"
 )
 
 // The terminal view's styles (lipgloss picks the colours the terminal has).
@@ -32,17 +32,18 @@ var (
 // barWidth is the width of a ReplicaSet's progress bar, in cells.
 const barWidth = 30
 
-// viewMsg carries a fresh view (or the error reading it) to the terminal view.
-type viewMsg struct {
-	v   *view
+// modelMsg carries a fresh view model (or the error reading it) to the
+// terminal view.
+type modelMsg struct {
+	m   *viewmodel.Model
 	err error
 }
 
-// tuiModel is the bubbletea model of the live view: the latest view, drawn
-// with one progress bar per ReplicaSet (available of the Deployment's
-// replicas; the counts beside it).
+// tuiModel is the bubbletea model of the live view: the latest view model,
+// drawn with one progress bar per ReplicaSet (available of the
+// Deployment's replicas; the counts beside it).
 type tuiModel struct {
-	v       *view
+	m       *viewmodel.Model
 	err     error
 	stopped bool
 	bar     progress.Model
@@ -51,40 +52,48 @@ type tuiModel struct {
 	width int
 }
 
-func (m tuiModel) Init() tea.Cmd { return nil }
+func newTUIModel(first *viewmodel.Model) tuiModel {
+	return tuiModel{m: first, bar: progress.New(progress.WithDefaultGradient(), progress.WithWidth(barWidth), progress.WithoutPercentage())}
+}
 
-func (m tuiModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+func (t tuiModel) Init() tea.Cmd { return nil }
+
+// Update takes a new model (quitting once the rollout ended or reading
+// failed), the terminal's width, and q, Esc or Ctrl-C (stop watching).
+func (t tuiModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
-	case viewMsg:
+	case modelMsg:
 		if msg.err != nil {
-			m.err = msg.err
-			return m, tea.Quit
+			t.err = msg.err
+			return t, tea.Quit
 		}
-		m.v = msg.v
-		if done, _ := outcome(m.v); done {
-			return m, tea.Quit
+		t.m = msg.m
+		if done, _ := t.m.Outcome(); done {
+			return t, tea.Quit
 		}
 	case tea.WindowSizeMsg:
-		m.width = msg.Width
+		t.width = msg.Width
 	case tea.KeyMsg:
 		switch msg.String() {
 		case "q", "esc", "ctrl+c":
-			m.stopped = true
-			return m, tea.Quit
+			t.stopped = true
+			return t, tea.Quit
 		}
 	}
-	return m, nil
+	return t, nil
 }
 
-func (m tuiModel) View() string {
-	v := m.v
+// View draws the summary, the conditions, a bar per ReplicaSet, the
+// why-groups and the events, and offers q while the rollout goes on.
+func (t tuiModel) View() string {
+	m := t.m
 	var b strings.Builder
-	b.WriteString(titleStyle.Render(v.summary()))
+	b.WriteString(titleStyle.Render(m.Summary()))
 	b.WriteByte('\n')
 	var conds []string
-	for _, c := range v.d.Status.Conditions {
+	for _, c := range m.Deployment.Status.Conditions {
 		style := goodStyle
-		if c.Status != "True" || c.Reason == rolloutstate.ProgressDeadlineExceeded {
+		if !viewmodel.Healthy(c) {
 			style = badStyle
 		}
 		conds = append(conds, style.Render(fmt.Sprintf("%s=%s", c.Type, c.Status))+dimStyle.Render(" "+c.Reason))
@@ -94,56 +103,45 @@ func (m tuiModel) View() string {
 		b.WriteByte('\n')
 	}
 	b.WriteByte('\n')
-	var rows []*appsv1.ReplicaSet
-	if v.newRS != nil {
-		rows = append(rows, v.newRS)
-	}
-	rows = append(rows, v.oldRSs...)
 	nameWidth := 0
-	for _, rs := range rows {
+	for _, rs := range m.ReplicaSets {
 		nameWidth = max(nameWidth, len(rs.Name))
 	}
-	for _, rs := range rows {
+	for _, rs := range m.ReplicaSets {
 		kind, style := "old", dimStyle
-		if rs == v.newRS {
+		if rs.New {
 			kind, style = "new", newRSStyle
 		}
-		rev := rs.Annotations[rolloutstate.RevisionAnnotation]
-		label := style.Render(fmt.Sprintf("%s %-*s rev %-3s", kind, nameWidth, rs.Name, rev))
-		fraction := 0.0
-		if v.replicas > 0 {
-			fraction = min(1, float64(rs.Status.AvailableReplicas)/float64(v.replicas))
-		}
-		fmt.Fprintf(&b, "%s %s  %d desired  %d ready  %d available\n", label, m.bar.ViewAs(fraction), rolloutstate.ReplicaSetReplicas(rs), rs.Status.ReadyReplicas, rs.Status.AvailableReplicas)
+		label := style.Render(fmt.Sprintf("%s %-*s rev %-3s", kind, nameWidth, rs.Name, rs.Revision))
+		fmt.Fprintf(&b, "%s %s  %d desired  %d ready  %d available\n", label, t.bar.ViewAs(rs.Fraction), rs.Desired, rs.Ready, rs.Available)
 	}
-	if len(v.stuck) > 0 {
+	if len(m.Stuck) > 0 {
 		b.WriteString("\n" + headingStyle.Render("why the new ReplicaSet's pods are not available") + "\n")
-		for _, g := range v.stuck {
+		for _, g := range m.Stuck {
 			style := warnStyle
-			switch g.Reason {
-			case "NotReady", "MinReadySeconds", "Pending", "Terminating", "ContainerCreating":
+			if viewmodel.Passing(g) {
 				style = dimStyle
 			}
-			b.WriteString(m.wrap(style, 2, whyLine(g)))
+			b.WriteString(t.wrap(style, 2, viewmodel.WhyLine(g)))
 			if g.Message != "" {
-				b.WriteString(m.wrap(dimStyle, 4, g.Message))
+				b.WriteString(t.wrap(dimStyle, 4, g.Message))
 			}
 		}
 	}
-	if len(v.events) > 0 {
+	if len(m.Events) > 0 {
 		b.WriteString("\n" + headingStyle.Render("events") + "\n")
-		for _, e := range v.events {
+		for _, e := range m.Events {
 			style := lipgloss.NewStyle()
 			if e.Type == v1.EventTypeWarning {
 				style = badStyle
 			}
-			b.WriteString(m.wrap(style, 2, eventTime(e).Local().Format("15:04:05")+" "+eventLine(e)))
+			b.WriteString(t.wrap(style, 2, viewmodel.EventTime(e).Local().Format("15:04:05")+" "+viewmodel.EventLine(e)))
 		}
 	}
-	if m.stopped || m.err != nil {
+	if t.stopped || t.err != nil {
 		return b.String()
 	}
-	if done, _ := outcome(v); !done {
+	if done, _ := m.Outcome(); !done {
 		b.WriteString("\n" + dimStyle.Render("q: stop watching") + "\n")
 	}
 	return b.String()
@@ -151,71 +149,65 @@ func (m tuiModel) View() string {
 
 // wrap renders text in style, indented by indent cells and wrapped at the
 // terminal's width (bubbletea would cut a longer line), ending in a newline.
-func (m tuiModel) wrap(style lipgloss.Style, indent int, text string) string {
-	if m.width > indent+20 {
-		style = style.Width(m.width - indent - 1)
+func (t tuiModel) wrap(style lipgloss.Style, indent int, text string) string {
+	if t.width > indent+20 {
+		style = style.Width(t.width - indent - 1)
 	}
 	return lipgloss.NewStyle().PaddingLeft(indent).Render(style.Render(text)) + "\n"
 }
 
 // runTerminal runs the live view on out until the rollout ends (see
-// outcome), the user stops it (errStopped) or ctx ends (timed out).
-func runTerminal(ctx context.Context, f *follower, o *watchOptions, out io.Writer) error {
-	first, err := f.view(o.events, time.Now())
+// viewmodel.Model.Outcome), the user stops it (errStopped) or ctx ends
+// (ctx's error).
+func runTerminal(ctx context.Context, w *watcher.Watcher, o *watchOptions, out io.Writer) error {
+	in, err := w.Input(o.events)
 	if err != nil {
 		return err
 	}
-	m := tuiModel{v: first, bar: progress.New(progress.WithDefaultGradient(), progress.WithWidth(barWidth), progress.WithoutPercentage())}
 	opts := []tea.ProgramOption{tea.WithOutput(out), tea.WithContext(ctx)}
 	if !terminal(os.Stdin) {
 		opts = append(opts, tea.WithInput(nil))
 	}
-	p := tea.NewProgram(m, opts...)
+	p := tea.NewProgram(newTUIModel(viewmodel.Build(in, time.Now())), opts...)
 
 	feedCtx, stopFeed := context.WithCancel(ctx)
 	defer stopFeed()
 	go func() {
-		tick := time.NewTicker(refreshInterval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-feedCtx.Done():
-				return
-			case <-f.changed:
-			case <-tick.C:
-			}
-			v, err := f.view(o.events, time.Now())
-			p.Send(viewMsg{v: v, err: err})
-			if err != nil {
-				return
-			}
+		err := eachModel(feedCtx, w, o.events, func(m *viewmodel.Model) (bool, error) {
+			p.Send(modelMsg{m: m})
+			return false, nil
+		})
+		if feedCtx.Err() == nil {
+			p.Send(modelMsg{err: err})
 		}
 	}()
-	if done, _ := outcome(first); done {
-		go p.Send(viewMsg{v: first})
-	}
-
 	final, runErr := p.Run()
 	stopFeed()
-	fm, _ := final.(tuiModel)
+	return terminalOutcome(ctx, final, runErr, out)
+}
+
+// terminalOutcome turns how the terminal view ended into watch's result,
+// printing the last line of a rollout that ended well.
+func terminalOutcome(ctx context.Context, final tea.Model, runErr error, out io.Writer) error {
+	t, _ := final.(tuiModel)
 	switch {
 	case ctx.Err() != nil:
-		return timedOut(f.ns, f.name)
+		return ctx.Err()
 	case errors.Is(runErr, tea.ErrInterrupted):
 		return errStopped
 	case runErr != nil:
 		return fmt.Errorf("terminal view: %w", runErr)
-	case fm.err != nil:
-		return fm.err
-	case fm.stopped:
+	case t.err != nil:
+		return t.err
+	case t.stopped || t.m == nil:
 		return errStopped
 	}
-	done, err := outcome(fm.v)
-	if done && err == nil {
-		fmt.Fprintln(out, fm.v.ended())
-	}
+	done, err := t.m.Outcome()
 	if !done {
 		return errStopped
+	}
+	if err == nil {
+		fmt.Fprintln(out, t.m.Ended())
 	}
 	return err
 }

@@ -1,35 +1,26 @@
 package rollout
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
-	appsv1 "k8s.io/api/apps/v1"
-	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/timeline"
-	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
-	"github.com/kubedeploy/kubedeploy/internal/controller/unavailable"
+	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/viewmodel"
+	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/watcher"
 )
 
 // refreshInterval is how often `rollout watch` redraws with nothing new from
 // its watches, so that ages ("not Ready after 12s") stay current.
 const refreshInterval = time.Second
-
-// maxPodNames is how many pod names a why-stuck line lists before "…".
-const maxPodNames = 10
 
 // watchOptions are `rollout watch`'s flags.
 type watchOptions struct {
@@ -96,19 +87,16 @@ ProgressDeadlineExceeded or --timeout passes, like "kubectl rollout status".`,
 	return cmd
 }
 
-// errDeadline is returned when the Deployment reports ProgressDeadlineExceeded.
-var errDeadline = errors.New("exceeded its progress deadline")
-
 // errStopped is returned when the user stops the terminal view (q, Ctrl-C).
 var errStopped = errors.New("stopped watching before the rollout ended")
 
-// watchRollout follows the Deployment ns/name with watches (see follower)
-// until the rollout completes (nil), the Deployment exceeds its progress
-// deadline (an error wrapping errDeadline) or ctx ends (an error saying it
-// timed out). When out is a terminal (and o.plain is unset) it runs the live
-// view, else it prints a plain block whenever the view changes. With
-// o.timeline it writes the recorded picture at the end, whatever the
-// outcome, and says so on errOut.
+// watchRollout follows the Deployment ns/name with a watcher until the
+// rollout ends as viewmodel.Model.Outcome says: nil when complete or held,
+// an error wrapping viewmodel.ErrDeadline when it failed or was rolled
+// back, or an error saying it timed out when ctx ends. When out is a
+// terminal (and o.plain is unset) it runs the live view, else it prints a
+// plain block whenever the view changes. With o.timeline it writes the
+// recorded picture at the end, whatever the outcome, and says so on errOut.
 func watchRollout(ctx context.Context, client kubernetes.Interface, ns, name string, o *watchOptions, out, errOut io.Writer) error {
 	d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -117,9 +105,15 @@ func watchRollout(ctx context.Context, client kubernetes.Interface, ns, name str
 		}
 		return err
 	}
-	// The informers stop with this context; the factories' Shutdown waits for them.
-	fctx, cancel := context.WithCancel(ctx)
-	f, err := follow(fctx, client, d, o.events, o.timeline != "")
+	cfg := watcher.Config{Events: o.events > 0}
+	var rec *timeline.Recorder
+	if o.timeline != "" {
+		rec = timeline.NewRecorder(d)
+		cfg.Events, cfg.Observer = true, rec
+	}
+	// The informers stop with this context; Shutdown waits for them.
+	wctx, cancel := context.WithCancel(ctx)
+	w, err := watcher.Start(wctx, client, d, cfg)
 	if err != nil {
 		cancel()
 		if ctx.Err() != nil {
@@ -129,19 +123,23 @@ func watchRollout(ctx context.Context, client kubernetes.Interface, ns, name str
 	}
 	defer func() {
 		cancel()
-		f.shutdown()
+		w.Shutdown()
 	}()
 	if terminal(out) && !o.plain {
-		err = runTerminal(ctx, f, o, out)
+		err = runTerminal(ctx, w, o, out)
 	} else {
-		err = runPlain(ctx, f, o, out)
+		err = runPlain(ctx, w, o, out)
 	}
-	if o.timeline != "" {
-		rec := f.recording()
-		if werr := timeline.Write(o.timeline, rec); werr != nil {
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		err = timedOut(ns, name)
+	}
+	if rec != nil {
+		w.Flush()
+		r := rec.Recording(time.Now())
+		if werr := timeline.Write(o.timeline, r); werr != nil {
 			return errors.Join(err, fmt.Errorf("timeline: %w", werr))
 		}
-		fmt.Fprintf(errOut, "wrote the rollout's timeline (%d changes, %d events) to %s\n", len(rec.Samples), len(rec.Events), o.timeline)
+		fmt.Fprintf(errOut, "wrote the rollout's timeline (%d changes, %d events) to %s\n", len(r.Samples), len(r.Events), o.timeline)
 	}
 	return err
 }
@@ -156,177 +154,45 @@ func timedOut(ns, name string) error {
 	return fmt.Errorf("deployment %s/%s: timed out waiting for the rollout", ns, name)
 }
 
-// outcome turns the final view into watch's result: nil when complete or
-// held at its partition, the deadline error, or nil with ok=false while
-// still progressing.
-func outcome(v *view) (done bool, err error) {
-	switch v.state {
-	case rolloutstate.PhaseComplete, rolloutstate.PhaseHeld:
-		return true, nil
-	case rolloutstate.PhaseFailed:
-		return true, fmt.Errorf("deployment %s/%s %w", v.d.Namespace, v.d.Name, errDeadline)
-	case rolloutstate.PhaseRolledBack:
-		failed, _ := rolloutstate.AutoRolledBackFrom(v.d)
-		return true, fmt.Errorf("deployment %s/%s: revision %d %w and was rolled back automatically (%s)",
-			v.d.Namespace, v.d.Name, failed, errDeadline, rolloutstate.RollbackOnProgressDeadlineAnnotation)
-	}
-	return false, nil
-}
-
-// runPlain prints a block of plain lines, stamped with the time, whenever the
-// view changes (ignoring the ages in why-messages), until the rollout ends.
-func runPlain(ctx context.Context, f *follower, o *watchOptions, out io.Writer) error {
-	last := ""
+// eachModel calls show with the model of what w holds now, then again after
+// every change w signals and every refreshInterval (so that ages stay
+// current), until show says stop (returning its error), building a model
+// fails, or ctx ends (ctx's error).
+func eachModel(ctx context.Context, w *watcher.Watcher, maxEvents int, show func(*viewmodel.Model) (stop bool, err error)) error {
 	tick := time.NewTicker(refreshInterval)
 	defer tick.Stop()
 	for {
-		v, err := f.view(o.events, time.Now())
+		in, err := w.Input(maxEvents)
 		if err != nil {
 			return err
 		}
-		// A new block when anything but the why-messages changed (those
-		// carry ages, "not Ready after 12s", that change every second).
-		if key := v.render(false); key != last {
-			fmt.Fprintf(out, "%s %s\n", time.Now().Format("15:04:05"), v.render(true))
-			last = key
-		}
-		if done, err := outcome(v); done {
-			if err == nil {
-				fmt.Fprintln(out, v.ended())
-			}
+		if stop, err := show(viewmodel.Build(in, time.Now())); stop {
 			return err
 		}
 		select {
 		case <-ctx.Done():
-			return timedOut(v.d.Namespace, v.d.Name)
-		case <-f.changed:
+			return ctx.Err()
+		case <-w.Changed():
 		case <-tick.C:
 		}
 	}
 }
 
-// ended is the last line of a watch that ended well: complete, or held at
-// its partition (EX-1) with the Progressing message.
-func (v *view) ended() string {
-	if v.state == rolloutstate.PhaseHeld {
-		for _, c := range v.d.Status.Conditions {
-			if c.Type == appsv1.DeploymentProgressing {
-				return fmt.Sprintf("deployment %q rollout held: %s", v.d.Name, c.Message)
-			}
+// runPlain prints a block of plain lines, stamped with the time, whenever the
+// model changes (ignoring the ages in why-messages), until the rollout ends.
+func runPlain(ctx context.Context, w *watcher.Watcher, o *watchOptions, out io.Writer) error {
+	last := ""
+	return eachModel(ctx, w, o.events, func(m *viewmodel.Model) (bool, error) {
+		// A new block when anything but the why-messages changed (those
+		// carry ages, "not Ready after 12s", that change every second).
+		if key := m.Lines(false); key != last {
+			fmt.Fprintf(out, "%s %s\n", time.Now().Format("15:04:05"), m.Lines(true))
+			last = key
 		}
-	}
-	return fmt.Sprintf("deployment %q successfully rolled out", v.d.Name)
-}
-
-// view is what one look at the watched objects shows.
-type view struct {
-	d        *appsv1.Deployment
-	replicas int32
-	newRS    *appsv1.ReplicaSet
-	oldRSs   []*appsv1.ReplicaSet
-	stuck    []unavailable.Group
-	events   []v1.Event
-	state    rolloutstate.Phase
-}
-
-// buildView makes the view of d from its ReplicaSets (any order; those d
-// does not control are skipped), the pods of its selector and its events
-// (the latest nEvents are kept), judged at now.
-func buildView(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*v1.Pod, events []*v1.Event, nEvents int, now time.Time) *view {
-	owned := rolloutstate.ControlledBy(rss, d.UID)
-	v := &view{d: d, state: rolloutstate.PhaseOf(d, owned), replicas: rolloutstate.Replicas(d)}
-	v.newRS = rolloutstate.NewReplicaSet(d, owned)
-	for _, rs := range owned {
-		if rs != v.newRS && (rolloutstate.ReplicaSetReplicas(rs) > 0 || rs.Status.Replicas > 0) {
-			v.oldRSs = append(v.oldRSs, rs)
+		done, err := m.Outcome()
+		if done && err == nil {
+			fmt.Fprintln(out, m.Ended())
 		}
-	}
-	slices.SortFunc(v.oldRSs, func(a, b *appsv1.ReplicaSet) int { return strings.Compare(a.Name, b.Name) })
-	if v.newRS != nil && v.state != rolloutstate.PhaseComplete && v.state != rolloutstate.PhaseRolledBack {
-		v.stuck = unavailable.Groups(rolloutstate.ControlledBy(pods, v.newRS.UID), d.Spec.MinReadySeconds, now)
-	}
-	if nEvents > 0 {
-		evs := make([]v1.Event, 0, len(events))
-		for _, e := range events {
-			if e.InvolvedObject.Kind == "Deployment" && e.InvolvedObject.Name == d.Name && (e.InvolvedObject.UID == "" || e.InvolvedObject.UID == d.UID) {
-				evs = append(evs, *e)
-			}
-		}
-		slices.SortFunc(evs, compareEvents)
-		v.events = evs[max(0, len(evs)-nEvents):]
-	}
-	return v
-}
-
-// compareEvents orders events by time, then by name: the times have whole
-// seconds, and client-go names an event NAME.<hex of its UnixNano>, so the
-// name orders events of the same second.
-func compareEvents(a, b v1.Event) int {
-	return cmp.Or(eventTime(a).Compare(eventTime(b)), cmp.Compare(len(a.Name), len(b.Name)), strings.Compare(a.Name, b.Name))
-}
-
-func eventTime(e v1.Event) time.Time {
-	for _, t := range []time.Time{e.LastTimestamp.Time, e.EventTime.Time, e.CreationTimestamp.Time} {
-		if !t.IsZero() {
-			return t
-		}
-	}
-	return time.Time{}
-}
-
-// summary is the view's first line: the Deployment's counts.
-func (v *view) summary() string {
-	s := v.d.Status
-	line := fmt.Sprintf("deployment/%s: %d/%d updated, %d available, %d total", v.d.Name, s.UpdatedReplicas, v.replicas, s.AvailableReplicas, s.Replicas)
-	if v.d.Spec.Paused {
-		line += " (paused)"
-	}
-	return line
-}
-
-// whyLine is one why-stuck group: count, reason and up to maxPodNames pods.
-func whyLine(g unavailable.Group) string {
-	names, more := g.Pods, ""
-	if len(names) > maxPodNames {
-		names, more = names[:maxPodNames], fmt.Sprintf(" and %d more", len(g.Pods)-maxPodNames)
-	}
-	return fmt.Sprintf("%d %s: %s%s", len(g.Pods), g.Reason, strings.Join(names, ", "), more)
-}
-
-func eventLine(e v1.Event) string {
-	return fmt.Sprintf("%s %s: %s", e.Type, e.Reason, e.Message)
-}
-
-// render is the view as plain lines (the time is added by the caller), the
-// why-lines with the first pod's message when messages is set.
-func (v *view) render(messages bool) string {
-	var b strings.Builder
-	b.WriteString(v.summary())
-	for _, c := range v.d.Status.Conditions {
-		fmt.Fprintf(&b, "; %s=%s %s", c.Type, c.Status, c.Reason)
-	}
-	rsLine := func(kind string, rs *appsv1.ReplicaSet) {
-		fmt.Fprintf(&b, "\n  %s %s: %d desired, %d ready, %d available", kind, rs.Name, rolloutstate.ReplicaSetReplicas(rs), rs.Status.ReadyReplicas, rs.Status.AvailableReplicas)
-	}
-	if v.newRS != nil {
-		rsLine("new", v.newRS)
-	}
-	for _, rs := range v.oldRSs {
-		rsLine("old", rs)
-	}
-	for _, g := range v.stuck {
-		fmt.Fprintf(&b, "\n  why: %s", whyLine(g))
-		if messages && g.Message != "" {
-			fmt.Fprintf(&b, " (%s)", g.Message)
-		}
-	}
-	for _, e := range v.events {
-		fmt.Fprintf(&b, "\n  event: %s", eventLine(e))
-	}
-	return b.String()
-}
-
-// notFound says the watched Deployment is gone.
-func notFound(ns, name string) error {
-	return apierrors.NewNotFound(appsv1.Resource("deployments"), ns+"/"+name)
+		return done, err
+	})
 }

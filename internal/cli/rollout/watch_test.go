@@ -11,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/charmbracelet/bubbles/progress"
-	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/exp/teatest"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/viewmodel"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
@@ -102,7 +102,7 @@ func TestWatchPlainDeadlineAndTimeline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := watchRollout(ctx, client, "ns", "web", &watchOptions{events: 3, timeline: svg}, &out, &errOut)
-	if !errors.Is(err, errDeadline) {
+	if !errors.Is(err, viewmodel.ErrDeadline) {
 		t.Fatalf("error %v, want the deadline\n%s", err, out.String())
 	}
 	for _, want := range []string{
@@ -221,59 +221,101 @@ func TestWatchRejectsBadTimelinePath(t *testing.T) {
 	}
 }
 
-// The terminal view draws one bar per ReplicaSet with its counts, the
-// conditions, the why-stuck groups with the message, and the events; it
-// quits by itself when the rollout ends and on q.
-func TestTerminalView(t *testing.T) {
-	objs := rolloutObjects(deadlineCondition)
-	var rss []*appsv1.ReplicaSet
-	var pods []*v1.Pod
-	var events []*v1.Event
+// inputOf returns the view model input of rolloutObjects' objects.
+func inputOf(objs []runtime.Object, maxEvents int) viewmodel.Input {
+	in := viewmodel.Input{Deployment: objs[0].(*appsv1.Deployment), MaxEvents: maxEvents}
 	for _, o := range objs[1:] {
 		switch o := o.(type) {
 		case *appsv1.ReplicaSet:
-			rss = append(rss, o)
+			in.ReplicaSets = append(in.ReplicaSets, o)
 		case *v1.Pod:
-			pods = append(pods, o)
+			in.Pods = append(in.Pods, o)
 		case *v1.Event:
-			events = append(events, o)
+			in.Events = append(in.Events, o)
 		}
 	}
-	v := buildView(objs[0].(*appsv1.Deployment), rss, pods, events, 3, time.Now())
-	m := tuiModel{v: &view{d: v.d, replicas: v.replicas, state: rolloutstate.PhaseProgressing, newRS: v.newRS, oldRSs: v.oldRSs, stuck: v.stuck, events: v.events},
-		bar: progress.New(progress.WithWidth(barWidth), progress.WithoutPercentage())}
-	screen := m.View()
-	for _, want := range []string{
+	return in
+}
+
+// The terminal view, run as a bubbletea program (teatest), draws one bar
+// per ReplicaSet with its counts, the conditions, the why-stuck groups with
+// the message, and the events; it stops on q, and quits by itself with the
+// final model once a model arrives whose rollout ended.
+func TestTerminalView(t *testing.T) {
+	progressing := viewmodel.Build(inputOf(rolloutObjects(progressingCondition), 3), time.Now())
+	tm := teatest.NewTestModel(t, newTUIModel(progressing), teatest.WithInitialTermSize(120, 40))
+	wants := []string{
 		"deployment/web: 2/4 updated, 3 available, 5 total",
-		"Progressing=False", "ProgressDeadlineExceeded",
+		"Progressing=True", "ReplicaSetUpdated",
 		"new web-new rev 2", "old web-old rev 1", "2 desired  0 ready  0 available", "3 desired  3 ready  3 available",
 		"2 ImagePullBackOff: web-new-a, web-new-b", `container web: Back-off pulling image "nginx:broken"`,
 		"Normal ScalingReplicaSet: Scaled up replica set web-new from 0 to 2",
 		"q: stop watching",
-	} {
-		if !strings.Contains(screen, want) {
-			t.Errorf("screen lacks %q:\n%s", want, screen)
-		}
 	}
-	// The old ReplicaSet's bar is 3/4 full (rounded to whole cells), the new one's empty.
-	full := int(math.Round(barWidth * 3 / 4.0))
-	for _, l := range strings.Split(screen, "\n") {
-		if strings.Contains(l, "web-old") && strings.Count(l, "█") != full {
-			t.Errorf("old bar %q: want %d full cells", l, full)
+	var screen string
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
+		screen += string(b)
+		for _, want := range wants {
+			if !strings.Contains(screen, want) {
+				return false
+			}
 		}
-		if strings.Contains(l, "web-new rev") && strings.Contains(l, "█") {
-			t.Errorf("new bar %q: want empty", l)
-		}
-	}
-
-	if _, cmd := m.Update(viewMsg{v: v}); cmd == nil || cmd() != tea.Quit() {
-		t.Errorf("a failed rollout does not end the view")
-	}
-	next, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{'q'}})
-	if cmd == nil || cmd() != tea.Quit() || !next.(tuiModel).stopped {
+		return true
+	}, teatest.WithDuration(10*time.Second))
+	tm.Type("q")
+	final := tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second)).(tuiModel)
+	if !final.stopped {
 		t.Errorf("q does not stop the view")
 	}
-	if strings.Contains(next.View(), "q: stop watching") {
-		t.Errorf("stopped view still offers q")
+	if err := terminalOutcome(context.Background(), final, nil, &bytes.Buffer{}); !errors.Is(err, errStopped) {
+		t.Errorf("stopped view: outcome %v, want errStopped", err)
+	}
+	if strings.Contains(final.View(), "q: stop watching") {
+		t.Errorf("stopped view still offers q:\n%s", final.View())
+	}
+
+	// A model of a failed rollout ends the program; the outcome is the deadline.
+	tm = teatest.NewTestModel(t, newTUIModel(progressing), teatest.WithInitialTermSize(120, 40))
+	tm.Send(modelMsg{m: viewmodel.Build(inputOf(rolloutObjects(deadlineCondition), 3), time.Now())})
+	final = tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second)).(tuiModel)
+	var out bytes.Buffer
+	if err := terminalOutcome(context.Background(), final, nil, &out); !errors.Is(err, viewmodel.ErrDeadline) {
+		t.Errorf("failed rollout: outcome %v, want the deadline", err)
+	}
+	if v := final.View(); !strings.Contains(v, "Progressing=False") || strings.Contains(v, "q: stop watching") {
+		t.Errorf("failed rollout's last screen:\n%s", v)
+	}
+
+	// An error reading the caches ends the program with that error.
+	tm = teatest.NewTestModel(t, newTUIModel(progressing))
+	tm.Send(modelMsg{err: errors.New("deployment ns/web was deleted and created again while watching")})
+	final = tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second)).(tuiModel)
+	if err := terminalOutcome(context.Background(), final, nil, &out); err == nil || !strings.Contains(err.Error(), "created again") {
+		t.Errorf("read error: outcome %v", err)
+	}
+}
+
+// Each ReplicaSet's bar is as full as its available pods are of the
+// Deployment's replicas (rounded to whole cells).
+func TestTerminalViewBars(t *testing.T) {
+	screen := newTUIModel(viewmodel.Build(inputOf(rolloutObjects(progressingCondition), 0), time.Now())).View()
+	full := int(math.Round(barWidth * 3 / 4.0))
+	var seen int
+	for _, l := range strings.Split(screen, "\n") {
+		if strings.Contains(l, "web-old rev") {
+			seen++
+			if n := strings.Count(l, "█"); n != full {
+				t.Errorf("old bar %q: %d full cells, want %d", l, n, full)
+			}
+		}
+		if strings.Contains(l, "web-new rev") {
+			seen++
+			if strings.Contains(l, "█") {
+				t.Errorf("new bar %q: want empty", l)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Errorf("%d bars, want 2:\n%s", seen, screen)
 	}
 }

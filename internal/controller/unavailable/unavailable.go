@@ -30,6 +30,10 @@ const (
 	Succeeded = "Succeeded"
 )
 
+// ContainerCreating is the kubelet's waiting reason while it pulls an image
+// and starts a container (Of returns it as the kubelet wrote it).
+const ContainerCreating = "ContainerCreating"
+
 // Of returns why pod is not available at now for a ReplicaSet with
 // minReadySeconds (seconds), with a one-line message (container name and
 // the kubelet's message where there is one), or ok=false when the pod is
