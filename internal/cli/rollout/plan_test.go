@@ -115,6 +115,10 @@ func TestPlanErrors(t *testing.T) {
 	if err := os.WriteFile(svc, []byte("apiVersion: v1\nkind: Service\nmetadata: {name: x}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	typo := filepath.Join(dir, "typo.yaml")
+	if err := os.WriteFile(typo, []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicaz: 3}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -126,7 +130,8 @@ func TestPlanErrors(t *testing.T) {
 		{[]string{"--local", "-f", seed, "-o", "yaml"}, "use table or json"},
 		{[]string{"--local", "-f", seed, "--pod-startup", "0"}, "--pod-startup must be > 0"},
 		{[]string{"svc/x", "--local"}, "is not a Deployment"},
-		{[]string{"--local", "-f", filepath.Join(dir, "missing.yaml")}, "no such file"},
+		{[]string{"--local", "-f", filepath.Join(dir, "missing.yaml")}, "does not exist"},
+		{[]string{"--local", "-f", typo}, typo + `: Deployment web: strict decoding error: unknown field "spec.replicaz"`},
 	} {
 		_, err := runPlan(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
