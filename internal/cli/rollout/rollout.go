@@ -1,6 +1,16 @@
 // Package rollout is `kubedeploy rollout`: commands that show a Deployment
 // rollout before and while it happens (issue 11). The same commands run as
 // a kubectl plugin when the binary is installed as kubectl-kubedeploy.
+//
+// It holds the commands and their input and output: `plan` reads the
+// state to plan from (the cluster, or -f manifests through cli-runtime's
+// resource builder) and prints internal/simulator's Plan; `watch` runs a
+// watcher (package watcher), turns what it holds into a view model (package
+// viewmodel) on every change and draws it as plain lines or a terminal view,
+// and with --timeline feeds a timeline.Recorder. What a rollout's state is
+// comes from rolloutstate through those packages; nothing here judges it.
+// Both commands read the cluster and never write to it (plan's dry run
+// included).
 package rollout
 
 import (
