@@ -9,8 +9,9 @@
 // authorization delegated to the API server, as kube-controller-manager's;
 // and a probe of the API server that, while it is unreachable, logs so
 // (rate-limited) and fails the "apiserver-connection" check of /readyz. Its
-// metrics: sync durations and, read from the shared caches at scrape time,
-// kubedeploy_deployment_unavailable_pods (issue 11).
+// metrics: sync durations, the rollout metrics of internal/rolloutmetrics
+// (issue 25) fed from the shared caches, and, read from those caches at
+// scrape time, kubedeploy_deployment_unavailable_pods (issue 11).
 //
 // It owns the process-level plumbing only. It must never contain controller
 // decisions, and it must not know whether the API server is the embedded one

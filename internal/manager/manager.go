@@ -387,6 +387,13 @@ func runControllers(ctx context.Context, cfg Config, syncCheck *informerSyncChec
 		defer stop()
 		stopUnsupported := unsupportedFields.use(templates)
 		defer stopUnsupported()
+		// The rollout metrics (issue 25) follow the same caches.
+		feeder, stopRollouts, err := startRolloutMetrics(ctx, factory)
+		if err != nil {
+			return err
+		}
+		defer stopRollouts()
+		go feeder.Run(ctx)
 	}
 	synced := func() bool {
 		return !slices.ContainsFunc(ctrls, func(c runnable) bool { return !c.HasSynced() })

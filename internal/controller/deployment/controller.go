@@ -107,9 +107,6 @@ type Controller struct {
 	// freshness is the IM-4 read-your-writes guard over the ReplicaSet and
 	// Deployment caches.
 	freshness *expectations.ReadYourWrites
-	// rolloutDuration observes finished rollouts' durations in seconds (the
-	// process-wide histogram); nil for NewSyncer's controller, whose syncs are simulated.
-	rolloutDuration func(seconds float64)
 }
 
 // New builds the controller: it adds ownership.ControllerIndex to the
@@ -121,8 +118,6 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	registerMetrics()
-	c.rolloutDuration = rolloutDuration.Observe
 	c.runner = runner.New(Name, c.syncDeployment, runner.WithObserver(cfg.Observer), runner.WithClock(cfg.Clock))
 	if err := c.registerHandlers(klog.FromContext(ctx), cfg); err != nil {
 		return nil, err

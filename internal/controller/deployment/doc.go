@@ -19,8 +19,10 @@
 // and performs a few named writes, all in writes.go (create,
 // patchReplicaSet, writeStatus, …). After every write it continues from
 // the object the API server returned (IM-2). NewSyncer
-// returns the same syncDeployment without the queue, the handlers or the
-// metrics, for internal/simulator (`kubedeploy rollout plan`).
+// returns the same syncDeployment without the queue or the handlers, for
+// internal/simulator (`kubedeploy rollout plan`). Rollout metrics are not
+// its business: internal/rolloutmetrics derives them from the objects,
+// beside the controllers (and without them, in observe mode).
 //
 // It must never create, delete or patch pods (SD-14): pods belong to the
 // ReplicaSet controller. It writes ReplicaSets (create, conditioned JSON

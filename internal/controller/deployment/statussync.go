@@ -36,7 +36,6 @@ func (sc *syncContext) syncRolloutStatus(ctx context.Context) (runner.Result, er
 	if err := sc.writeStatus(ctx); err != nil {
 		return runner.Result{}, err
 	}
-	observeRolloutComplete(sc.c.rolloutDuration, prev, sc.d.Status, sc.newRS, sc.now) // metrics.go
-	sc.autoRollbackSkippedEvent(&prev, &sc.d.Status)                                  // EX-2
+	sc.autoRollbackSkippedEvent(&prev, &sc.d.Status) // EX-2
 	return runner.Result{}, nil
 }

@@ -11,7 +11,7 @@ import (
 // NewSyncer returns the Deployment controller's sync of one key
 // (syncDeployment, SD-1..SD-13) for code that schedules syncs itself, such as
 // `kubedeploy rollout plan`'s simulator (internal/simulator): no work queue,
-// no event handlers, no metrics. cfg is validated as New validates it; its
+// no event handlers, no sync metrics. cfg is validated as New validates it; its
 // informers are used for their caches only and need not run (the caller
 // puts objects in their indexers), writes go to cfg.Client, events to
 // cfg.Recorder, and cfg.Clock is each sync's now; cfg.Observer and

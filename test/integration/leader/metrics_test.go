@@ -133,6 +133,7 @@ func checkMetrics(t *testing.T, body string) {
 			}
 			return nil
 		},
+		"kubedeploy_deployment_rollouts_total":     hasLabels("outcome", "complete"),
 		"kubedeploy_expectations_expired_total":    hasLabels("controller", "replicaset"),
 		"kubedeploy_cache_behind_waits_total":      hasLabels("controller", "deployment", "replicaset"),
 		"kubedeploy_cache_behind_live_reads_total": hasLabels("controller", "deployment", "replicaset"),

@@ -1,0 +1,235 @@
+package rolloutmetrics
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
+)
+
+// DefaultInterval is how often a Feeder shows the Tracker the Deployments
+// that changed and those whose rollout is in progress: the resolution of
+// the waiting times, in seconds.
+const DefaultInterval = time.Second
+
+// Sources are the informers a Feeder reads, typically a controller
+// manager's shared ones (their pods may be slimmed by podcache.Transform,
+// which keeps what unavailable.Of reads).
+type Sources struct {
+	Deployments appsinformers.DeploymentInformer
+	ReplicaSets appsinformers.ReplicaSetInformer
+	Pods        coreinformers.PodInformer
+}
+
+// Feeder shows a Tracker the Deployments of its Sources: each Deployment
+// at once when it changes, and every interval those whose ReplicaSets or
+// pods changed and those whose rollout is in progress (the waits' clock).
+type Feeder struct {
+	tracker  *Tracker
+	clock    clock.WithTicker
+	interval time.Duration
+
+	dLister   appslisters.DeploymentLister
+	rsIndexer cache.Indexer
+	rsLister  appslisters.ReplicaSetLister
+	podIndex  cache.Indexer
+	hasSynced []cache.InformerSynced
+	// synced is set once Run saw the caches synced.
+	synced atomic.Bool
+
+	// logger is Run's context's (a discarding one for Step alone).
+	logger klog.Logger
+
+	mu    sync.Mutex
+	dirty map[cache.ObjectName]bool
+}
+
+// NewFeeder connects tracker to src: it adds handlers and the controller
+// index (ownership.ControllerIndex) to the informers, so call it before
+// they start. A nil clk is the real clock; interval <= 0 is DefaultInterval.
+// It returns the informers' error when a handler or an index cannot be added.
+func NewFeeder(tracker *Tracker, src Sources, clk clock.WithTicker, interval time.Duration) (*Feeder, error) {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	f := &Feeder{
+		tracker: tracker, clock: clk, interval: interval,
+		dLister: src.Deployments.Lister(), rsLister: src.ReplicaSets.Lister(),
+		rsIndexer: src.ReplicaSets.Informer().GetIndexer(), podIndex: src.Pods.Informer().GetIndexer(),
+		hasSynced: []cache.InformerSynced{src.Deployments.Informer().HasSynced, src.ReplicaSets.Informer().HasSynced, src.Pods.Informer().HasSynced},
+		dirty:  map[cache.ObjectName]bool{},
+	}
+	for _, inf := range []cache.SharedIndexInformer{src.ReplicaSets.Informer(), src.Pods.Informer()} {
+		if err := ownership.AddControllerIndex(inf); err != nil {
+			return nil, err
+		}
+	}
+	handlers := []struct {
+		inf          cache.SharedIndexInformer
+		change, gone func(obj any)
+	}{
+		{src.Deployments.Informer(), f.deploymentChanged, f.deploymentDeleted},
+		{src.ReplicaSets.Informer(), f.replicaSetChanged, f.replicaSetChanged},
+		{src.Pods.Informer(), f.podChanged, f.podChanged},
+	}
+	for _, h := range handlers {
+		if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    h.change,
+			UpdateFunc: func(_, cur any) { h.change(cur) },
+			DeleteFunc: h.gone,
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// unwrap returns obj's metadata, a tombstone's too.
+func unwrap(obj any) (metav1.Object, bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	m, ok := obj.(metav1.Object)
+	return m, ok
+}
+
+func (f *Feeder) note(namespace, name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dirty[cache.ObjectName{Namespace: namespace, Name: name}] = true
+}
+
+// deploymentChanged shows the tracker the Deployment at once, once the
+// caches synced (before, it notes it for Run's first step): every status
+// the informer delivers is seen, so that a rollout's end is never missed
+// between two steps.
+func (f *Feeder) deploymentChanged(obj any) {
+	d, ok := obj.(*appsv1.Deployment)
+	if !ok {
+		return
+	}
+	if !f.synced.Load() {
+		f.note(d.Namespace, d.Name)
+		return
+	}
+	f.observe(d, f.clock.Now())
+}
+
+// deploymentDeleted makes the tracker forget the Deployment.
+func (f *Feeder) deploymentDeleted(obj any) {
+	if d, ok := unwrap(obj); ok {
+		f.tracker.Forget(d.GetUID())
+	}
+}
+
+// replicaSetChanged notes the Deployment of the ReplicaSet's ControllerRef.
+func (f *Feeder) replicaSetChanged(obj any) {
+	rs, ok := unwrap(obj)
+	if !ok {
+		return
+	}
+	if ref := metav1.GetControllerOfNoCopy(rs); ref != nil && ref.Kind == "Deployment" {
+		f.note(rs.GetNamespace(), ref.Name)
+	}
+}
+
+// podChanged notes the Deployment of the pod's ReplicaSet.
+func (f *Feeder) podChanged(obj any) {
+	pod, ok := unwrap(obj)
+	if !ok {
+		return
+	}
+	ref := metav1.GetControllerOfNoCopy(pod)
+	if ref == nil || ref.Kind != "ReplicaSet" {
+		return
+	}
+	rs, ok := ownership.Resolve(ref, "ReplicaSet", f.rsLister.ReplicaSets(pod.GetNamespace()).Get)
+	if !ok {
+		return
+	}
+	if dref := metav1.GetControllerOfNoCopy(rs); dref != nil && dref.Kind == "Deployment" {
+		f.note(rs.Namespace, dref.Name)
+	}
+}
+
+// Run waits for the informers to sync, then every interval shows the
+// tracker what changed and what is in progress, until ctx ends.
+func (f *Feeder) Run(ctx context.Context) {
+	f.logger = klog.FromContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), f.hasSynced...) {
+		return
+	}
+	f.synced.Store(true)
+	tick := f.clock.NewTicker(f.interval)
+	defer tick.Stop()
+	for {
+		f.Step()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C():
+		}
+	}
+}
+
+// Step shows the tracker, at the clock's now, every Deployment noted since
+// the last Step and every one whose rollout is in progress.
+func (f *Feeder) Step() {
+	now := f.clock.Now()
+	f.mu.Lock()
+	keys := f.dirty
+	f.dirty = map[cache.ObjectName]bool{}
+	f.mu.Unlock()
+	for _, r := range f.tracker.InProgress(now) {
+		keys[cache.ObjectName{Namespace: r.Namespace, Name: r.Deployment}] = true
+	}
+	for key := range keys {
+		if d, err := f.dLister.Deployments(key.Namespace).Get(key.Name); err == nil {
+			f.observe(d, now) // else deleted: forgotten by its handler
+		}
+	}
+}
+
+// observe shows the tracker d with its ReplicaSets and their pods.
+func (f *Feeder) observe(d *appsv1.Deployment, now time.Time) {
+	rss, pods, err := f.objectsOf(d.UID)
+	if err != nil {
+		f.logger.V(4).Info("Reading a Deployment's ReplicaSets and pods for the rollout metrics", "deployment", klog.KObj(d), "err", err)
+		return
+	}
+	f.tracker.Observe(d, rss, pods, now)
+}
+
+// objectsOf returns the ReplicaSets the Deployment with uid controls and
+// their pods, from the controller index.
+func (f *Feeder) objectsOf(uid types.UID) ([]*appsv1.ReplicaSet, []*v1.Pod, error) {
+	rss, err := ownership.ByController[*appsv1.ReplicaSet](f.rsIndexer, uid)
+	if err != nil {
+		return nil, nil, err
+	}
+	var pods []*v1.Pod
+	for _, rs := range rss {
+		p, err := ownership.ByController[*v1.Pod](f.podIndex, rs.UID)
+		if err != nil {
+			return nil, nil, err
+		}
+		pods = append(pods, p...)
+	}
+	return rss, pods, nil
+}

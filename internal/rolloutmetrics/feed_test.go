@@ -1,0 +1,128 @@
+package rolloutmetrics
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
+)
+
+// The feeder shows the tracker a Deployment when it, one of its
+// ReplicaSets or one of their pods changes, and every step while its
+// rollout is in progress; a deleted Deployment is forgotten.
+func TestFeeder(t *testing.T) {
+	c := newCluster("nginx:2")
+	c.rs("nginx:1", "1", at(-100))
+	rs2 := c.rs("nginx:2", "2", at(-10))
+	c.progressing("ReplicaSetUpdated")
+	c.pod(rs2, "new-a", "ImagePullBackOff")
+	client := fake.NewClientset(c.d, c.rss[0], c.rss[1], c.pods[0])
+	factory := informers.NewSharedInformerFactory(client, 0)
+	var ended []Ended
+	tr := newTracker(&ended)
+	var forgot atomic.Int32
+	tr.OnForget = func(string, string) { forgot.Add(1) }
+	clk := clocktesting.NewFakeClock(t0)
+	f, err := NewFeeder(tr, Sources{
+		Deployments: factory.Apps().V1().Deployments(),
+		ReplicaSets: factory.Apps().V1().ReplicaSets(),
+		Pods:        factory.Core().V1().Pods(),
+	}, clk, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	defer func() {
+		cancel()
+		factory.Shutdown()
+	}()
+	factory.WaitForCacheSync(ctx.Done())
+	// The handlers run behind the caches: wait until they noted the Deployment.
+	poll(t, "the Deployment to be noted", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.dirty) > 0
+	})
+	f.Step()
+	got := tr.InProgress(t0)
+	if len(got) != 1 || got[0].Wait != (Wait{ImagePull, "ImagePullBackOff"}) || !got[0].Start.Equal(at(-10)) {
+		t.Fatalf("in progress %+v, want web-2's rollout waiting on ImagePullBackOff since -10s", got)
+	}
+
+	// In progress: every step observes it, changed or not.
+	clk.Step(3 * time.Second)
+	f.Step()
+	if r := tr.InProgress(clk.Now())[0]; r.Waited[ImagePull] != 13*time.Second {
+		t.Errorf("waited %v after 3s more, want image_pull 13s", r.Waited)
+	}
+
+	// A pod change reaches the tracker through its ReplicaSet.
+	pod := c.pods[0].DeepCopy()
+	pod.Status = v1.PodStatus{Phase: v1.PodRunning, StartTime: &metav1.Time{Time: t0}}
+	if _, err := client.CoreV1().Pods("ns").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the pod change", func() bool {
+		p, err := factory.Core().V1().Pods().Lister().Pods("ns").Get("new-a")
+		return err == nil && p.Status.Phase == v1.PodRunning
+	})
+	clk.Step(time.Second)
+	f.Step()
+	if r := tr.InProgress(clk.Now())[0]; r.Wait.On != Startup {
+		t.Errorf("wait %+v after the pod started, want startup", r.Wait)
+	}
+
+	// Complete: the rollout ends and is no longer stepped.
+	d := c.d.DeepCopy()
+	d.Status.Conditions[0].Reason = rolloutstate.NewReplicaSetAvailable
+	d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.AvailableReplicas = 4, 4, 4
+	if _, err := client.AppsV1().Deployments("ns").UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the Deployment change", func() bool {
+		got, err := factory.Apps().V1().Deployments().Lister().Deployments("ns").Get("web")
+		return err == nil && got.Status.AvailableReplicas == 4
+	})
+	clk.Step(time.Second)
+	f.Step()
+	if len(ended) != 1 || ended[0].Outcome != Complete || ended[0].Duration() != 15*time.Second {
+		t.Fatalf("ended %+v, want one complete after 15s", ended)
+	}
+
+	if err := client.AppsV1().Deployments("ns").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the Deployment to be forgotten", func() bool { return forgot.Load() == 1 })
+}
+
+// poll waits up to 10 s for cond.
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true,
+		func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// A tombstone of a deleted Deployment is unwrapped.
+func TestUnwrapTombstone(t *testing.T) {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", UID: "u"}}
+	if m, ok := unwrap(cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: d}); !ok || m.GetUID() != "u" {
+		t.Errorf("unwrap(tombstone) = %v, %v", m, ok)
+	}
+	if _, ok := unwrap("not an object"); ok {
+		t.Errorf("unwrap(string) ok")
+	}
+}

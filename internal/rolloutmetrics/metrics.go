@@ -1,0 +1,110 @@
+package rolloutmetrics
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+)
+
+var (
+	// rolloutsTotal counts ended rollouts by Deployment and outcome.
+	rolloutsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name: "kubedeploy_deployment_rollouts_total",
+		Help: "Rollouts that ended, by namespace, Deployment and outcome (complete, failed: ProgressDeadlineExceeded, " +
+			"rolled_back: an older ReplicaSet became the new one, superseded: a newer one did); a Deployment's series go " +
+			"away when it is deleted.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"namespace", "deployment", "outcome"})
+
+	// rolloutDuration is the time from a ReplicaSet becoming a Deployment's new one to its rollout's end.
+	rolloutDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Name: "kubedeploy_deployment_rollout_duration_seconds",
+		Help: "Time from a ReplicaSet becoming a Deployment's new one to its rollout ending, in seconds, by outcome " +
+			"(complete, failed, rolled_back, superseded).",
+		Buckets:        metrics.ExponentialBuckets(0.5, 2, 14), // 0.5s .. ~68min
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"outcome"})
+
+	// Collected at scrape time from the tracker: one series per rollout in progress.
+	ageDesc = metrics.NewDesc("kubedeploy_deployment_rollout_age_seconds",
+		"Seconds since the rollout in progress of a Deployment started (its new ReplicaSet became the new one).",
+		[]string{"namespace", "deployment"}, nil, metrics.ALPHA, "")
+	waitedDesc = metrics.NewDesc("kubedeploy_deployment_rollout_waited_seconds",
+		"Seconds the rollout in progress of a Deployment has spent waiting on each thing so far (scheduling, image_pull, "+
+			"startup, min_ready_seconds, termination, paused, partition, controller); they add up to its age.",
+		[]string{"namespace", "deployment", "waiting_on"}, nil, metrics.ALPHA, "")
+	waitingDesc = metrics.NewDesc("kubedeploy_deployment_rollout_waiting_seconds",
+		"Seconds the rollout in progress of a Deployment has been waiting on what it waits on now, without a change, "+
+			"with the reason (as kubedeploy rollout watch gives it: ImagePullBackOff, Unschedulable, NotReady, ...).",
+		[]string{"namespace", "deployment", "waiting_on", "reason"}, nil, metrics.ALPHA, "")
+
+	registerOnce sync.Once
+	// collector is the process's collector of the in-progress gauges; Use points it at a tracker.
+	collector = &inProgressCollector{now: time.Now}
+)
+
+// Register registers the rollout metrics in the legacy registry (component-base), once per process.
+func Register() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(rolloutsTotal, rolloutDuration)
+		legacyregistry.CustomMustRegister(collector)
+	})
+}
+
+// Use makes the process's rollout metrics those of t, from now until stop
+// is called or Use is called again (a second manager in one process, as in
+// tests): t's ended rollouts are counted and logged at V(2) with logger, and
+// its rollouts in progress are reported at each scrape. It sets t.OnEnd and
+// t.OnForget.
+func Use(t *Tracker, logger klog.Logger) (stop func()) {
+	t.OnEnd = func(e Ended) {
+		rolloutsTotal.WithLabelValues(e.Namespace, e.Deployment, string(e.Outcome)).Inc()
+		rolloutDuration.WithLabelValues(string(e.Outcome)).Observe(e.Duration().Seconds())
+		logger.V(2).Info("Rollout ended", "deployment", klog.KRef(e.Namespace, e.Deployment), "replicaSet", e.ReplicaSet,
+			"revision", e.Revision, "outcome", e.Outcome, "duration", e.Duration().Round(time.Millisecond), "waited", e.Waited)
+	}
+	t.OnForget = func(namespace, name string) {
+		for _, o := range []Outcome{Complete, Failed, RolledBack, Superseded} {
+			rolloutsTotal.DeleteLabelValues(namespace, name, string(o))
+		}
+	}
+	collector.tracker.Store(t)
+	return func() { collector.tracker.CompareAndSwap(t, nil) }
+}
+
+// inProgressCollector reports the tracker's rollouts in progress at scrape time.
+type inProgressCollector struct {
+	metrics.BaseStableCollector
+
+	// now is the clock the waits are brought up to; a test seam.
+	now     func() time.Time
+	tracker atomic.Pointer[Tracker]
+}
+
+// DescribeWithStability sends the three descriptors.
+func (c *inProgressCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
+	ch <- ageDesc
+	ch <- waitedDesc
+	ch <- waitingDesc
+}
+
+// CollectWithStability sends, per rollout in progress, its age, its waits so far and its current wait.
+func (c *inProgressCollector) CollectWithStability(ch chan<- metrics.Metric) {
+	t := c.tracker.Load()
+	if t == nil {
+		return
+	}
+	now := c.now()
+	for _, r := range t.InProgress(now) {
+		ch <- metrics.NewLazyConstMetric(ageDesc, metrics.GaugeValue, now.Sub(r.Start).Seconds(), r.Namespace, r.Deployment)
+		for on, d := range r.Waited {
+			ch <- metrics.NewLazyConstMetric(waitedDesc, metrics.GaugeValue, d.Seconds(), r.Namespace, r.Deployment, string(on))
+		}
+		ch <- metrics.NewLazyConstMetric(waitingDesc, metrics.GaugeValue, now.Sub(r.WaitSince).Seconds(),
+			r.Namespace, r.Deployment, string(r.Wait.On), r.Wait.Reason)
+	}
+}
