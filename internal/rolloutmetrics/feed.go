@@ -73,7 +73,7 @@ func NewFeeder(tracker *Tracker, src Sources, clk clock.WithTicker, interval tim
 		dLister: src.Deployments.Lister(), rsLister: src.ReplicaSets.Lister(),
 		rsIndexer: src.ReplicaSets.Informer().GetIndexer(), podIndex: src.Pods.Informer().GetIndexer(),
 		hasSynced: []cache.InformerSynced{src.Deployments.Informer().HasSynced, src.ReplicaSets.Informer().HasSynced, src.Pods.Informer().HasSynced},
-		dirty:  map[cache.ObjectName]bool{},
+		dirty:     map[cache.ObjectName]bool{},
 	}
 	for _, inf := range []cache.SharedIndexInformer{src.ReplicaSets.Informer(), src.Pods.Informer()} {
 		if err := ownership.AddControllerIndex(inf); err != nil {
