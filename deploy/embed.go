@@ -1,7 +1,8 @@
 // Package deploy holds the manifests that run kubedeploy's controllers in a
 // cluster (namespace, ServiceAccount, least-privilege RBAC, a StatefulSet and
 // its headless Service) and embeds them, so `kubedeploy up` can bind its
-// controllers to exactly these roles. It must not hold anything but those manifests and the code to decode
+// controllers to exactly these roles; and, in deploy/observe, those of
+// observe mode (read-only). It must not hold anything but those manifests and the code to decode
 // and apply them.
 package deploy
 
@@ -29,22 +30,33 @@ const (
 	User = "system:serviceaccount:" + Namespace + ":" + ServiceAccount
 )
 
-//go:embed *.yaml
+//go:embed *.yaml observe/*.yaml
 var manifests embed.FS
 
-// Files returns the names of the embedded manifests, in apply order.
-func Files() []string {
-	names, _ := fs.Glob(manifests, "*.yaml") // the pattern is valid
+// Files returns the names of the embedded manifests of the controllers, in apply order.
+func Files() []string { return files("*.yaml") }
+
+// ObserveFiles returns the names of the embedded manifests of observe mode (deploy/observe: a read-only
+// ClusterRole, its ServiceAccount and binding, a Deployment running `kubedeploy-controllers observe`), in apply
+// order.
+func ObserveFiles() []string { return files("observe/*.yaml") }
+
+func files(pattern string) []string {
+	names, _ := fs.Glob(manifests, pattern) // the patterns are valid
 	sort.Strings(names)
 	return names
 }
 
-// Objects decodes every embedded manifest with client-go's scheme, in file
-// order then document order. It returns an error naming the file of a
-// document that does not decode.
-func Objects() ([]runtime.Object, error) {
+// Objects decodes every embedded manifest of the controllers with client-go's scheme, in file order then
+// document order. It returns an error naming the file of a document that does not decode.
+func Objects() ([]runtime.Object, error) { return objects(Files()) }
+
+// ObserveObjects decodes observe mode's manifests as Objects decodes the controllers'.
+func ObserveObjects() ([]runtime.Object, error) { return objects(ObserveFiles()) }
+
+func objects(names []string) ([]runtime.Object, error) {
 	var out []runtime.Object
-	for _, name := range Files() {
+	for _, name := range names {
 		data, err := manifests.ReadFile(name)
 		if err != nil {
 			return nil, err

@@ -143,3 +143,40 @@ func name(o runtime.Object) string {
 	}
 	return "?"
 }
+
+// Observe mode's manifests (issue 25): its ClusterRole only reads (get, list, watch on deployments, replicasets,
+// pods and events), and its Deployment runs `observe` with probes on the plain-HTTP port it serves.
+func TestObserveManifests(t *testing.T) {
+	objs, err := ObserveObjects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roles, deployments int
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *rbacv1.ClusterRole:
+			roles++
+			for _, rule := range o.Rules {
+				for _, v := range rule.Verbs {
+					if v != "get" && v != "list" && v != "watch" {
+						t.Errorf("ClusterRole %s grants %q: observe mode only reads", o.Name, v)
+					}
+				}
+			}
+		case *appsv1.Deployment:
+			deployments++
+			c := o.Spec.Template.Spec.Containers[0]
+			if len(c.Args) == 0 || c.Args[0] != "observe" || !slices.Contains(c.Args, "--port=10261") {
+				t.Errorf("observe Deployment runs %v", c.Args)
+			}
+			for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+				if p == nil || p.HTTPGet == nil || p.HTTPGet.Port.String() != "http-metrics" || p.HTTPGet.Scheme == corev1.URISchemeHTTPS {
+					t.Errorf("observe Deployment's probe %+v, want plain HTTP on http-metrics", p)
+				}
+			}
+		}
+	}
+	if roles != 1 || deployments != 1 {
+		t.Errorf("%d ClusterRoles and %d Deployments, want 1 of each", roles, deployments)
+	}
+}

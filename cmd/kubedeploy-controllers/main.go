@@ -42,5 +42,9 @@ func newCommand() *cobra.Command {
 	cmd.SetVersionTemplate(buildinfo.Summary(name) + "\n")
 	cmd.SilenceUsage = true
 	cmd.SilenceErrors = true
+	// Observe mode (issue 25), for clusters whose own controllers run the rollouts: `kubedeploy-controllers observe`.
+	observe := controllerscmd.NewObserveCommand()
+	observe.SilenceUsage = true
+	cmd.AddCommand(observe)
 	return cmd
 }

@@ -22,7 +22,7 @@ process; "kubedeploy kubectl" is kubectl, pointed at it.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newUpCommand(), controllerscmd.NewCommand(), newKubectlCommand(),
+	root.AddCommand(newUpCommand(), controllerscmd.NewCommand(), controllerscmd.NewObserveCommand(), newKubectlCommand(),
 		rollout.NewCommand(rollout.Options{DefaultKubeconfig: filepath.Join(defaultDataDir(), "kubeconfig")}),
 		newVersionCommand())
 	return root

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -76,6 +77,10 @@ type Config struct {
 	// Connectivity says how often the API server is probed and an outage
 	// logged (defaults 5s and 30s); while it is unreachable, /readyz fails.
 	Connectivity Connectivity
+	// Observe is observe mode (issue 25): no controller runs, only the informers, the rollout metrics and
+	// kubedeploy_deployment_unavailable_pods, and nothing is written to the API server (no Lease, no events).
+	// Controllers must be empty and leader election off; Serving is served over plain HTTP (Serving.Plain).
+	Observe bool
 	// Started, if set, is called from Run's goroutines each time the
 	// controllers have started (with leader election: once this process
 	// leads) and their informer caches have synced; with no controllers,
@@ -90,7 +95,8 @@ type Config struct {
 const DefaultStatusSyncWindow = 250 * time.Millisecond
 
 // Default fills zero values with kube-controller-manager's defaults (CM-1, CM-6)
-// and StatusSyncWindow with DefaultStatusSyncWindow.
+// and StatusSyncWindow with DefaultStatusSyncWindow; in observe mode it sets
+// Serving.Plain.
 func (c *Config) Default() {
 	if c.ConcurrentDeploymentSyncs == 0 {
 		c.ConcurrentDeploymentSyncs = 5
@@ -112,6 +118,9 @@ func (c *Config) Default() {
 	}
 	c.LeaderElection.Default()
 	c.Connectivity.Default()
+	if c.Observe {
+		c.Serving.Plain = true
+	}
 }
 
 // Validate returns an error naming the first bad field: a missing RESTConfig,
@@ -121,6 +130,9 @@ func (c *Config) Default() {
 func (c Config) Validate() error {
 	if c.RESTConfig == nil {
 		return fmt.Errorf("no API server configuration")
+	}
+	if c.Observe && (len(c.Controllers) > 0 || c.LeaderElection.Enabled) {
+		return errors.New("observe mode runs no controllers and needs no leader election")
 	}
 	if err := ValidateControllers(c.Controllers); err != nil {
 		return err
@@ -251,7 +263,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	registerMetrics()
 	logger := klog.FromContext(ctx)
-	if len(cfg.Controllers) == 0 {
+	if len(cfg.Controllers) == 0 && !cfg.Observe {
 		logger.Info("No controllers to run")
 		if cfg.Started != nil {
 			cfg.Started()
@@ -289,6 +301,9 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
+	if cfg.Observe {
+		return runObserving(ctx, cfg, &syncCheck)
+	}
 	run := func(ctx context.Context) { runErr = runControllers(ctx, cfg, &syncCheck) }
 	if !cfg.LeaderElection.Enabled {
 		run(ctx)
@@ -309,13 +324,16 @@ func Run(ctx context.Context, cfg Config) error {
 // connection check is a readiness check only: an outage must not get the
 // process restarted.
 func (c Config) startServing(ctx context.Context, watchdog *leaderelection.HealthzAdaptor, syncCheck *informerSyncCheck, conn *apiServerConnection) error {
-	client, err := c.clientFor("auth-delegator")
-	if err != nil {
-		return err
-	}
 	live := []healthz.HealthChecker{healthz.PingHealthz}
 	if watchdog != nil {
 		live = append(live, watchdog)
+	}
+	if c.Serving.Plain {
+		return servePlain(ctx, c.Serving, healthAndMetrics(live, syncCheck, conn))
+	}
+	client, err := c.clientFor("auth-delegator")
+	if err != nil {
+		return err
 	}
 	return serve(ctx, c.Serving, client, live, syncCheck, conn)
 }

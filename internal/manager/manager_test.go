@@ -55,6 +55,12 @@ func TestConfigValidate(t *testing.T) {
 		{"bad bind address", func(c *Config) { c.Serving.BindAddress = "example.com" }, "bind-address"},
 		{"negative probe interval", func(c *Config) { c.Connectivity.ProbeInterval = -time.Second }, "probe interval"},
 		{"negative log interval", func(c *Config) { c.Connectivity.LogEvery = -time.Second }, "log interval"},
+		{"observe mode", func(c *Config) { c.Observe, c.Controllers = true, nil }, ""},
+		{"observe mode with controllers", func(c *Config) { c.Observe = true }, "observe mode runs no controllers"},
+		{"observe mode with leader election", func(c *Config) {
+			c.Observe, c.Controllers, c.LeaderElection.Enabled = true, nil, true
+		}, "observe mode runs no controllers"},
+		{"profiling over plain HTTP", func(c *Config) { c.Serving.Plain, c.Serving.Profiling = true, true }, "profiling"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := good()
@@ -85,6 +91,12 @@ func TestDefaultsMatchKubeControllerManager(t *testing.T) {
 	}
 	if got := EventSource("replicaset"); got != "replicaset-controller" {
 		t.Errorf("EventSource = %q", got)
+	}
+	// Observe mode serves over plain HTTP (issue 25): its RBAC allows no TokenReview.
+	o := Config{Observe: true}
+	o.Default()
+	if !o.Serving.Plain {
+		t.Errorf("observe mode's defaults serve HTTPS")
 	}
 }
 

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/cert"
-	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 )
 
@@ -52,6 +51,10 @@ type Serving struct {
 	// Profiling serves Go's pprof handlers under /debug/pprof/, authorized like /metrics (nonResourceURLs
 	// ["/debug/pprof/*"], verb get), as kube-controller-manager's --profiling does.
 	Profiling bool
+	// Plain serves plain HTTP with no authentication or authorization, as exporters such as kube-state-metrics
+	// serve their metrics: observe mode's, whose RBAC allows reads only (delegated authentication would need
+	// TokenReview and SubjectAccessReview creates). It cannot go with Profiling.
+	Plain bool
 }
 
 // Enabled reports whether anything is to be served.
@@ -64,6 +67,9 @@ func (s Serving) Validate() error {
 	}
 	if s.BindAddress != "" && net.ParseIP(s.BindAddress) == nil {
 		return fmt.Errorf("bind-address %q is not an IP address", s.BindAddress)
+	}
+	if s.Plain && s.Profiling {
+		return errors.New("profiling is served only on the authenticated HTTPS endpoint, not over plain HTTP")
 	}
 	return nil
 }
@@ -139,11 +145,7 @@ func serve(ctx context.Context, s Serving, client kubernetes.Interface, live []h
 	}
 	go ca.Run(ctx, 1)
 
-	m := http.NewServeMux()
-	healthz.InstallHandler(m, live...)
-	healthz.InstallLivezHandler(m, live...)
-	healthz.InstallReadyzHandler(m, append(append([]healthz.HealthChecker{}, live...), ready...)...)
-	m.Handle("/metrics", legacyregistry.Handler())
+	m := healthAndMetrics(live, ready...)
 	if s.Profiling {
 		m.HandleFunc("/debug/pprof/", pprof.Index)
 		m.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

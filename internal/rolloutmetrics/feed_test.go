@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
+	"github.com/kubedeploy/kubedeploy/internal/testing/controllertest"
 )
 
 // The feeder shows the tracker a Deployment when it, one of its
@@ -28,6 +29,7 @@ func TestFeeder(t *testing.T) {
 	c.progressing("ReplicaSetUpdated")
 	c.pod(rs2, "new-a", "ImagePullBackOff")
 	client := fake.NewClientset(c.d, c.rss[0], c.rss[1], c.pods[0])
+	watches := controllertest.RecordWatches(client)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	var ended []Ended
 	tr := newTracker(&ended)
@@ -49,6 +51,7 @@ func TestFeeder(t *testing.T) {
 		factory.Shutdown()
 	}()
 	factory.WaitForCacheSync(ctx.Done())
+	watches.Wait(t, "deployments", "replicasets", "pods")
 	// The handlers run behind the caches: wait until they noted the Deployment.
 	poll(t, "the Deployment to be noted", func() bool {
 		f.mu.Lock()

@@ -81,6 +81,12 @@ func (o *controllersOptions) config() (manager.Config, error) {
 	if len(cfg.Controllers) == 0 {
 		return cfg, errors.New("--controllers names no controller")
 	}
+	return validated(cfg)
+}
+
+// validated checks the flags' client rate limits and the manager configuration, filled with its version and
+// defaults, and returns it without a RESTConfig.
+func validated(cfg manager.Config) (manager.Config, error) {
 	// Default would silently turn a zero into 20/30: refuse it, so that the
 	// flag means what it says.
 	if cfg.QPS <= 0 || cfg.Burst < 1 {
@@ -101,18 +107,24 @@ func runControllers(ctx context.Context, o *controllersOptions) error {
 	if err != nil {
 		return err
 	}
+	return runManager(ctx, cfg, o.kubeconfig, o.logging, "Starting kubedeploy controllers",
+		"controllers", cfg.Controllers, "leaderElect", cfg.LeaderElection.Enabled, "identity", cfg.LeaderElection.Identity)
+}
+
+// runManager applies GOGC and the logging flags, loads the kubeconfig into cfg, logs msg with keysAndValues and
+// runs the manager until ctx ends or it fails.
+func runManager(ctx context.Context, cfg manager.Config, kubeconfig string, logging *logsapi.LoggingConfiguration, msg string, keysAndValues ...any) error {
 	gcPercent := defaultGCPercent()
-	if err := logsapi.ValidateAndApply(o.logging, nil); err != nil {
+	if err := logsapi.ValidateAndApply(logging, nil); err != nil {
 		return fmt.Errorf("logging flags: %w", err)
 	}
 	defer klog.Flush()
-	if cfg.RESTConfig, err = loadRESTConfig(o.kubeconfig); err != nil {
+	var err error
+	if cfg.RESTConfig, err = loadRESTConfig(kubeconfig); err != nil {
 		return err
 	}
 	logger := klog.Background().WithName("kubedeploy")
-	logger.Info("Starting kubedeploy controllers", "version", cfg.Version, "server", cfg.RESTConfig.Host,
-		"controllers", cfg.Controllers, "leaderElect", cfg.LeaderElection.Enabled, "identity", cfg.LeaderElection.Identity,
-		"gcPercent", gcPercent)
+	logger.Info(msg, append([]any{"version", cfg.Version, "server", cfg.RESTConfig.Host, "gcPercent", gcPercent}, keysAndValues...)...)
 	err = manager.Run(klog.NewContext(ctx, logger), cfg)
 	if err == nil {
 		logger.Info("Stopped")

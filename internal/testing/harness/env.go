@@ -41,6 +41,10 @@ type Options struct {
 	// Manager is the template of the controllers' manager.Config; Start
 	// fills RESTConfig, Controllers and Version.
 	Manager manager.Config
+	// UpstreamWorkloadControllers makes kube-controller-manager run its own deployment and replicaset
+	// controllers (controlplane.Config's, for tests only): a cluster like a managed one, for observe mode.
+	// Controllers must then be empty.
+	UpstreamWorkloadControllers bool
 }
 
 // UpOptions are the Options that time the cluster as `kubedeploy up` does
@@ -131,7 +135,7 @@ func Start(opts Options) (*Env, error) {
 	cp, err := controlplane.New(controlplane.Config{
 		DataDir: dir, APIPort: 0, Nodes: opts.Nodes,
 		PodStartupDelay: opts.PodStartupDelay, PodTerminationDelay: opts.PodTerminationDelay,
-		KubeControllers: opts.KubeControllers,
+		KubeControllers: opts.KubeControllers, UpstreamWorkloadControllers: opts.UpstreamWorkloadControllers,
 	})
 	if err != nil {
 		return nil, err

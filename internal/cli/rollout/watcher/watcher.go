@@ -10,6 +10,7 @@ package watcher
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -36,7 +37,7 @@ type Observer interface {
 	// events listed then.
 	Synced(events []*v1.Event)
 	// State is called with the Deployment and the ReplicaSets of its
-	// selector after Synced and after every change to either.
+	// selector right after Synced and after every later change to either.
 	State(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, at time.Time)
 	// Event is called for every event of the Deployment added or updated.
 	Event(e *v1.Event, at time.Time)
@@ -67,6 +68,9 @@ type Watcher struct {
 
 	// changed receives (without blocking the informers) after any change.
 	changed chan struct{}
+	// synced is set once every cache has its first list: the Observer is told states from then on (a
+	// half-filled cache would show a false start).
+	synced atomic.Bool
 }
 
 // Start starts the informers for d (d by name; the ReplicaSets and pods of
@@ -170,6 +174,7 @@ func (w *Watcher) start(ctx context.Context) error {
 		}
 	}
 	w.cfg.Observer.Synced(evs)
+	w.synced.Store(true)
 	w.observeState()
 	return nil
 }
@@ -250,8 +255,12 @@ func (w *Watcher) Flush() {
 }
 
 // observeState tells the Observer the Deployment and its selector's
-// ReplicaSets as cached now; nothing while the Deployment is gone.
+// ReplicaSets as cached now; nothing before the caches synced or while the
+// Deployment is gone.
 func (w *Watcher) observeState() {
+	if !w.synced.Load() {
+		return
+	}
 	now := w.cfg.Clock.Now()
 	d, err := w.dLister.Get(w.name)
 	if err != nil || d.UID != w.uid {

@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubedeploy/kubedeploy/internal/testing/controllertest"
 )
 
 var t0 = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
@@ -86,6 +88,7 @@ func start(t *testing.T, cfg Config) (*Watcher, *fake.Clientset, *appsv1.Deploym
 	t.Helper()
 	d, rs, pod, ev := objects()
 	client := fake.NewClientset(d, rs, pod, ev)
+	watches := controllertest.RecordWatches(client)
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := Start(ctx, client, d, cfg)
 	if err != nil {
@@ -96,6 +99,11 @@ func start(t *testing.T, cfg Config) (*Watcher, *fake.Clientset, *appsv1.Deploym
 		cancel()
 		w.Shutdown()
 	})
+	resources := []string{"deployments", "replicasets", "pods"}
+	if cfg.Events {
+		resources = append(resources, "events")
+	}
+	watches.Wait(t, resources...)
 	return w, client, d
 }
 
