@@ -41,10 +41,9 @@ type Options struct {
 	// Manager is the template of the controllers' manager.Config; Start
 	// fills RESTConfig, Controllers and Version.
 	Manager manager.Config
-	// UpstreamWorkloadControllers makes kube-controller-manager run its own deployment and replicaset
-	// controllers (controlplane.Config's, for tests only): a cluster like a managed one, for observe mode.
-	// Controllers must then be empty.
-	UpstreamWorkloadControllers bool
+	// ControlPlane, if set, adjusts the control plane's configuration before it starts (a test that needs a
+	// cluster unlike up's, e.g. one whose rollouts kube-controller-manager runs, for observe mode).
+	ControlPlane func(*controlplane.Config)
 }
 
 // UpOptions are the Options that time the cluster as `kubedeploy up` does
@@ -132,11 +131,15 @@ func Start(opts Options) (*Env, error) {
 	if err := redirectLogs(dir); err != nil {
 		return nil, err
 	}
-	cp, err := controlplane.New(controlplane.Config{
+	cpCfg := controlplane.Config{
 		DataDir: dir, APIPort: 0, Nodes: opts.Nodes,
 		PodStartupDelay: opts.PodStartupDelay, PodTerminationDelay: opts.PodTerminationDelay,
-		KubeControllers: opts.KubeControllers, UpstreamWorkloadControllers: opts.UpstreamWorkloadControllers,
-	})
+		KubeControllers: opts.KubeControllers,
+	}
+	if opts.ControlPlane != nil {
+		opts.ControlPlane(&cpCfg)
+	}
+	cp, err := controlplane.New(cpCfg)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubedeploy/kubedeploy/internal/controlplane"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
 
@@ -15,8 +16,9 @@ var env *harness.Env
 
 func TestMain(m *testing.M) {
 	os.Exit(harness.Main(m, harness.Options{
-		Controllers:                 []string{},
-		UpstreamWorkloadControllers: true,
-		PodStartupDelay:             500 * time.Millisecond,
+		Controllers:     []string{},
+		PodStartupDelay: 500 * time.Millisecond,
+		// kube-controller-manager runs the rollouts, as on a managed cluster.
+		ControlPlane: func(c *controlplane.Config) { c.UpstreamWorkloadControllers = true },
 	}, &env))
 }
