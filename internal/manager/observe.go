@@ -2,12 +2,9 @@ package manager
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	"k8s.io/apiserver/pkg/server/healthz"
@@ -75,31 +72,13 @@ func runObserving(ctx context.Context, cfg Config, syncCheck *informerSyncCheck)
 // BindAddress:Port, and returns once it listens; it stops when ctx is done (in-flight requests get up to 5 s).
 // It returns an error if the port cannot be bound.
 func servePlain(ctx context.Context, s Serving, mux *http.ServeMux) error {
-	logger := klog.FromContext(ctx)
-	ln := s.Listener
-	if ln == nil {
-		host := s.BindAddress
-		if host == "" {
-			host = "127.0.0.1"
-		}
-		var err error
-		if ln, err = net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(s.Port))); err != nil {
-			return fmt.Errorf("listening on the metrics port: %w", err)
-		}
+	ln, err := s.listen()
+	if err != nil {
+		return fmt.Errorf("listening on the metrics port: %w", err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 32 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error(err, "Serving health and metrics stopped")
-		}
-	}()
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
-	logger.Info("Serving health and metrics over plain HTTP", "address", ln.Addr().String())
+	run(ctx, srv, func() error { return srv.Serve(ln) })
+	klog.FromContext(ctx).Info("Serving health and metrics over plain HTTP", "address", ln.Addr().String())
 	return nil
 }
 

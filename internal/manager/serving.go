@@ -114,16 +114,9 @@ func (c *informerSyncCheck) set(synced func() bool) {
 // serving four paths never runs (issue 10).
 func serve(ctx context.Context, s Serving, client kubernetes.Interface, live []healthz.HealthChecker, ready ...healthz.HealthChecker) error {
 	logger := klog.FromContext(ctx)
-	ln := s.Listener
-	if ln == nil {
-		host := s.BindAddress
-		if host == "" {
-			host = "127.0.0.1"
-		}
-		var err error
-		if ln, err = net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(s.Port))); err != nil {
-			return fmt.Errorf("listening on the secure port: %w", err)
-		}
+	ln, err := s.listen()
+	if err != nil {
+		return fmt.Errorf("listening on the secure port: %w", err)
 	}
 	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey("localhost", []net.IP{net.ParseIP("127.0.0.1")}, nil)
 	if err != nil {
@@ -167,8 +160,29 @@ func serve(ctx context.Context, s Serving, client kubernetes.Interface, live []h
 		// TLS handshake failures of probes and scanners are noise; keep them for -v=4.
 		ErrorLog: log.New(serverErrors{logger}, "", 0),
 	}
+	run(ctx, srv, func() error { return srv.ServeTLS(ln, "", "") })
+	logger.Info("Serving health and metrics", "address", ln.Addr().String())
+	return nil
+}
+
+// listen returns s.Listener, else a listener on BindAddress (default 127.0.0.1) and Port.
+func (s Serving) listen() (net.Listener, error) {
+	if s.Listener != nil {
+		return s.Listener, nil
+	}
+	host := s.BindAddress
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(s.Port)))
+}
+
+// run serves srv with serve in the background until ctx is done, then shuts it down, giving in-flight requests
+// up to 5 s; a serving error is logged.
+func run(ctx context.Context, srv *http.Server, serve func() error) {
+	logger := klog.FromContext(ctx)
 	go func() {
-		if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error(err, "Serving health and metrics stopped")
 		}
 	}()
@@ -178,8 +192,6 @@ func serve(ctx context.Context, s Serving, client kubernetes.Interface, live []h
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	logger.Info("Serving health and metrics", "address", ln.Addr().String())
-	return nil
 }
 
 // serverErrors passes the HTTPS server's own error lines to the logger at verbosity 4.
