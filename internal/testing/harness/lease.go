@@ -22,13 +22,16 @@ import (
 // the Lease expired (the new holder overwrote the old holder's last renewal).
 type LeaseLog struct {
 	t        *testing.T
+	client   kubernetes.Interface
 	ns, name string
 	cancel   context.CancelFunc
 	done     chan struct{}
 
 	mu       sync.Mutex
 	versions []coordinationv1.LeaseSpec
-	ended    error // why the watch ended before Stop, if it did
+	// seen holds the resourceVersion of every version recorded.
+	seen  map[string]bool
+	ended error // why the watch ended before Stop, if it did
 }
 
 // WatchLease starts recording Lease ns/name, which must exist: the first
@@ -50,8 +53,8 @@ func WatchLease(t *testing.T, client kubernetes.Interface, ns, name string) *Lea
 		cancel()
 		t.Fatalf("watching Lease %s/%s: %v", ns, name, err)
 	}
-	log := &LeaseLog{t: t, ns: ns, name: name, cancel: cancel, done: make(chan struct{}),
-		versions: []coordinationv1.LeaseSpec{*l.Spec.DeepCopy()}}
+	log := &LeaseLog{t: t, client: client, ns: ns, name: name, cancel: cancel, done: make(chan struct{}),
+		versions: []coordinationv1.LeaseSpec{*l.Spec.DeepCopy()}, seen: map[string]bool{l.ResourceVersion: true}}
 	go log.record(ctx, w)
 	t.Cleanup(func() { log.cancel(); <-log.done })
 	return log
@@ -74,6 +77,7 @@ func (l *LeaseLog) record(ctx context.Context, w watch.Interface) {
 				l.ended = fmt.Errorf("the watch closed")
 			case ev.Type == watch.Modified && isLease:
 				l.versions = append(l.versions, *lease.Spec.DeepCopy())
+				l.seen[lease.ResourceVersion] = true
 			case ev.Type != watch.Bookmark:
 				l.ended = fmt.Errorf("unexpected %s event: %v", ev.Type, objectName(ev.Object))
 			}
@@ -93,11 +97,20 @@ func objectName(obj any) string {
 	return fmt.Sprintf("%T", obj)
 }
 
-// Stop stops recording and returns the versions recorded, oldest first. It
-// fails t if the watch ended early or the Lease was deleted, since versions
-// may then be missing.
+// Stop stops recording and returns the versions recorded, oldest first, up to
+// at least the version a read of the Lease returns now: a test that saw a new
+// holder by a read gets that version, although the watch delivers it a little
+// later (waiting up to 30 s for it). It fails t if the watch ended early or the
+// Lease was deleted, since versions may then be missing.
 func (l *LeaseLog) Stop() []coordinationv1.LeaseSpec {
 	l.t.Helper()
+	if cur, err := l.client.CoordinationV1().Leases(l.ns).Get(context.Background(), l.name, metav1.GetOptions{}); err == nil {
+		Eventually(l.t, 30*time.Second, "the Lease watch to deliver resourceVersion "+cur.ResourceVersion, func(context.Context) (bool, error) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return l.seen[cur.ResourceVersion] || l.ended != nil, nil
+		})
+	}
 	l.cancel()
 	<-l.done
 	l.mu.Lock()
