@@ -77,10 +77,14 @@ type Config struct {
 	// Connectivity says how often the API server is probed and an outage
 	// logged (defaults 5s and 30s); while it is unreachable, /readyz fails.
 	Connectivity Connectivity
-	// Observe is observe mode (issue 25): no controller runs, only the informers, the rollout metrics and
-	// kubedeploy_deployment_unavailable_pods, and nothing is written to the API server (no Lease, no events).
-	// Controllers must be empty and leader election off; Serving is served over plain HTTP (Serving.Plain).
+	// Observe is observe mode (issue 25): no controller runs, only the informers, the rollout metrics,
+	// kubedeploy_deployment_unavailable_pods and the shadow check (internal/shadow), and nothing is written to
+	// the API server (no Lease, no events). Controllers must be empty and leader election off; Serving is
+	// served over plain HTTP (Serving.Plain).
 	Observe bool
+	// ShadowQuiet is how long observe mode's shadow check waits to see a divergent Deployment unchanged
+	// before it reports it (shadow.DefaultQuiet, 5 s, when 0); < 0 is invalid.
+	ShadowQuiet time.Duration
 	// Started, if set, is called from Run's goroutines each time the
 	// controllers have started (with leader election: once this process
 	// leads) and their informer caches have synced; with no controllers,
@@ -126,7 +130,7 @@ func (c *Config) Default() {
 // Validate returns an error naming the first bad field: a missing RESTConfig,
 // an unknown or repeated controller name, a non-positive worker count, QPS or
 // burst, inconsistent leader election durations, a negative probe or log
-// interval, or a bad port or bind address.
+// interval or shadow quiet time, or a bad port or bind address.
 func (c Config) Validate() error {
 	if c.RESTConfig == nil {
 		return fmt.Errorf("no API server configuration")
@@ -143,8 +147,8 @@ func (c Config) Validate() error {
 	if c.QPS <= 0 || c.Burst < 1 {
 		return fmt.Errorf("kube-api-qps must be > 0 and kube-api-burst >= 1")
 	}
-	if c.ExpectationsTimeout < 0 || c.MaxCacheWait < 0 {
-		return fmt.Errorf("expectations timeout and max cache wait must not be negative")
+	if c.ExpectationsTimeout < 0 || c.MaxCacheWait < 0 || c.ShadowQuiet < 0 {
+		return fmt.Errorf("expectations timeout, max cache wait and shadow quiet time must not be negative")
 	}
 	if err := c.LeaderElection.Validate(); err != nil {
 		return err

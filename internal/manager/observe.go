@@ -7,13 +7,16 @@ import (
 	"net/http"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/podcache"
+	"github.com/kubedeploy/kubedeploy/internal/shadow"
 )
 
 // DefaultObservePort is observe mode's default plain-HTTP port for /healthz, /readyz, /livez and /metrics:
@@ -24,16 +27,15 @@ const DefaultObservePort = 10261
 const ObserverName = "observer"
 
 // runObserving is observe mode (issue 25): the Deployment, ReplicaSet and pod informers (pods slimmed by
-// podcache.Transform), the rollout metrics and kubedeploy_deployment_unavailable_pods fed from them, until ctx
-// ends. It writes nothing to the API server: no Lease, no event, no status. syncCheck follows the caches.
+// podcache.Transform), the rollout metrics and kubedeploy_deployment_unavailable_pods fed from them, and the
+// shadow check (internal/shadow), until ctx ends. It writes nothing to the API server: no Lease, no event, no
+// status; the shadow syncs' writes are recorded, never sent. syncCheck follows the caches.
 func runObserving(ctx context.Context, cfg Config, syncCheck *informerSyncCheck) error {
 	logger := klog.FromContext(ctx)
-	client, err := cfg.clientFor(ObserverName)
+	factory, _, err := observerInformers(cfg, metav1.NamespaceAll)
 	if err != nil {
 		return err
 	}
-	resync := time.Duration(float64(minResyncPeriod) * (1 + rand.Float64()))
-	factory := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(podcache.Transform))
 	defer factory.Shutdown()
 	caches := []cache.InformerSynced{
 		factory.Apps().V1().Deployments().Informer().HasSynced,
@@ -47,6 +49,10 @@ func runObserving(ctx context.Context, cfg Config, syncCheck *informerSyncCheck)
 		return err
 	}
 	defer stopRollouts()
+	watcher, err := startShadow(cfg, factory, logger)
+	if err != nil {
+		return err
+	}
 	synced := func() bool {
 		for _, s := range caches {
 			if !s() {
@@ -60,6 +66,7 @@ func runObserving(ctx context.Context, cfg Config, syncCheck *informerSyncCheck)
 	factory.Start(ctx.Done())
 	logger.Info("Observing Deployments, ReplicaSets and pods; writing nothing")
 	go feeder.Run(ctx)
+	go watcher.Run(ctx)
 	if cache.WaitForCacheSync(ctx.Done(), synced) && cfg.Started != nil {
 		cfg.Started()
 	}
@@ -91,4 +98,80 @@ func healthAndMetrics(live []healthz.HealthChecker, ready ...healthz.HealthCheck
 	healthz.InstallReadyzHandler(m, append(append([]healthz.HealthChecker{}, live...), ready...)...)
 	m.Handle("/metrics", legacyregistry.Handler())
 	return m
+}
+
+// observerInformers returns observe mode's informer factory (namespace "" for all) with pods slimmed by
+// podcache.Transform, and its client's configuration.
+func observerInformers(cfg Config, namespace string) (informers.SharedInformerFactory, *rest.Config, error) {
+	client, err := cfg.clientFor(ObserverName)
+	if err != nil {
+		return nil, nil, err
+	}
+	resync := time.Duration(float64(minResyncPeriod) * (1 + rand.Float64()))
+	factory := informers.NewSharedInformerFactoryWithOptions(client, resync,
+		informers.WithTransform(podcache.Transform), informers.WithNamespace(namespace))
+	return factory, cfg.restConfigFor(ObserverName), nil
+}
+
+// shadowSources are factory's informers as the shadow check reads them.
+func shadowSources(factory informers.SharedInformerFactory) shadow.Sources {
+	return shadow.Sources{
+		Deployments: factory.Apps().V1().Deployments(),
+		ReplicaSets: factory.Apps().V1().ReplicaSets(),
+		Pods:        factory.Core().V1().Pods(),
+	}
+}
+
+// startShadow builds the shadow check over factory's informers (before they start), its findings counted in
+// kubedeploy_shadow_divergences_total and kubedeploy_shadow_bound_violations_total and logged; run the
+// returned Watcher. It returns the checker's configuration error.
+func startShadow(cfg Config, factory informers.SharedInformerFactory, logger klog.Logger) (*shadow.Watcher, error) {
+	shadow.Register()
+	src := shadowSources(factory)
+	checker, err := shadow.NewChecker(cfg.restConfigFor(ObserverName), src, nil)
+	if err != nil {
+		return nil, err
+	}
+	w, err := shadow.NewWatcher(checker, src, nil, cfg.ShadowQuiet)
+	if err != nil {
+		return nil, err
+	}
+	shadow.Publish(w, logger.WithName("shadow"))
+	return w, nil
+}
+
+// OnceReport is what ObserveOnce found.
+type OnceReport struct {
+	// Checked is how many Deployments were checked; Divergent those kubedeploy would write to, with what;
+	// Unsettled those not settled (rollouts in progress), "namespace/name: why".
+	Checked   int
+	Divergent []shadow.Report
+	Unsettled []string
+}
+
+// ObserveOnce is `observe --once` (issue 25): it lists the Deployments of namespace ("" for all), their
+// ReplicaSets and pods with observe mode's read-only client, runs the shadow check on each (Checker.Once,
+// with cfg.ShadowQuiet) and returns what it found. It writes nothing. cfg needs RESTConfig, QPS, Burst and
+// Version. It returns an error when the caches do not sync before ctx ends, or a check's.
+func ObserveOnce(ctx context.Context, cfg Config, namespace string) (OnceReport, error) {
+	factory, restConfig, err := observerInformers(cfg, namespace)
+	if err != nil {
+		return OnceReport{}, err
+	}
+	defer factory.Shutdown()
+	checker, err := shadow.NewChecker(restConfig, shadowSources(factory), nil)
+	if err != nil {
+		return OnceReport{}, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	factory.Start(sctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(sctx.Done()) {
+		if !ok {
+			return OnceReport{}, fmt.Errorf("the %v cache did not sync: %w", typ, context.Cause(ctx))
+		}
+	}
+	var r OnceReport
+	r.Divergent, r.Unsettled, r.Checked, err = checker.Once(ctx, namespace, cfg.ShadowQuiet)
+	return r, err
 }

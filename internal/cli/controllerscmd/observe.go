@@ -2,11 +2,16 @@ package controllerscmd
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/manager"
+	"github.com/kubedeploy/kubedeploy/internal/shadow"
 )
 
 // observeOptions are the flags of `kubedeploy observe` and `kubedeploy-controllers observe`.
@@ -14,6 +19,9 @@ type observeOptions struct {
 	kubeconfig string
 	manager    manager.Config
 	logging    *logsapi.LoggingConfiguration
+	// once and namespace are --once and --namespace: print the shadow check's report and exit.
+	once      bool
+	namespace string
 }
 
 // NewObserveCommand returns the `observe` command (issue 25): observe mode of internal/manager, which follows
@@ -31,14 +39,32 @@ durations, for each rollout in progress its age and how long it waited on what (
 image pulls, startup and readiness, minReadySeconds, termination, a pause, a partition) with
 the reason, and the Deployments' unavailable pods by reason.
 
+It also runs kubedeploy's own Deployment and ReplicaSet controllers in shadow: whenever a
+Deployment settles (complete, paused, held or past its deadline, every status caught up), their
+sync runs on what the cluster shows, through a client that records writes and sends none. The
+live controller has nothing left to do there, so every write kubedeploy would make is a
+divergence: counted in kubedeploy_shadow_divergences_total{kind} and logged once, with the object,
+the field, the live value and kubedeploy's. While rollouts run, each ReplicaSet write of the live
+controller is checked against the rolling-update bounds (maxSurge, maxUnavailable, and
+kubedeploy.io/rollout-partition, which upstream ignores): kubedeploy_shadow_bound_violations_total.
+With --once it checks every Deployment (of --namespace) once, prints the writes kubedeploy would
+make if you switched to it now (expected: none) and exits, 1 if there are any.
+
 It needs only get, list and watch on deployments, replicasets and pods (deploy/observe has
 the ClusterRole), takes no Lease and writes nothing: no events, no status. /healthz, /livez,
 /readyz and /metrics are served over plain HTTP on --bind-address:--port, unauthenticated,
 as exporters such as kube-state-metrics serve theirs.`,
 		Example: `  kubedeploy observe --kubeconfig ~/.kube/config
-  curl -s http://127.0.0.1:10261/metrics | grep kubedeploy_deployment_rollout`,
+  curl -s http://127.0.0.1:10261/metrics | grep kubedeploy_deployment_rollout
+  kubedeploy observe --once -n shop`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.once {
+				return runObserveOnce(cmd.Context(), &o, cmd.OutOrStdout())
+			}
+			if o.namespace != "" {
+				return errors.New("--namespace goes with --once; observe mode follows every namespace")
+			}
 			return runObserve(cmd.Context(), &o)
 		},
 	}
@@ -49,8 +75,65 @@ as exporters such as kube-state-metrics serve theirs.`,
 	f.IntVar(&m.Burst, "kube-api-burst", 30, "burst of requests to the API server")
 	f.IntVar(&m.Serving.Port, "port", manager.DefaultObservePort, "plain-HTTP port for /healthz, /readyz, /livez and /metrics (0 disables)")
 	f.StringVar(&m.Serving.BindAddress, "bind-address", "127.0.0.1", "IP address for --port (0.0.0.0 for all interfaces, e.g. in a pod)")
+	f.DurationVar(&m.ShadowQuiet, "shadow-quiet", shadow.DefaultQuiet, "how long a Deployment kubedeploy would write to must stay unchanged before the shadow check reports it")
+	f.BoolVar(&o.once, "once", false, "check every Deployment once, print the writes kubedeploy would make, and exit (1 if any)")
+	f.StringVarP(&o.namespace, "namespace", "n", "", "with --once: the namespace to check (default: all)")
 	logsapi.AddFlags(o.logging, f)
 	return cmd
+}
+
+// errDivergent is --once's error when kubedeploy would write: the exit status says so to scripts.
+var errDivergent = errors.New("kubedeploy would make writes the live controller does not (listed above)")
+
+func runObserveOnce(ctx context.Context, o *observeOptions, out io.Writer) error {
+	cfg := o.manager
+	cfg.Observe = true
+	cfg, err := validated(cfg)
+	if err != nil {
+		return err
+	}
+	if err := logsapi.ValidateAndApply(o.logging, nil); err != nil {
+		return fmt.Errorf("logging flags: %w", err)
+	}
+	defer klog.Flush()
+	if cfg.RESTConfig, err = loadRESTConfig(o.kubeconfig); err != nil {
+		return err
+	}
+	r, err := manager.ObserveOnce(klog.NewContext(ctx, klog.Background().WithName("kubedeploy")), cfg, o.namespace)
+	if err != nil {
+		return err
+	}
+	printOnce(out, r, o.namespace)
+	if len(r.Divergent) > 0 {
+		return errDivergent
+	}
+	return nil
+}
+
+// printOnce prints --once's report: what was checked, each divergent Deployment with its divergences, and the
+// Deployments not settled (not checked).
+func printOnce(out io.Writer, r manager.OnceReport, namespace string) {
+	where := "the cluster"
+	if namespace != "" {
+		where = "namespace " + namespace
+	}
+	fmt.Fprintf(out, "Shadow check of %s: %d Deployments, %d settled, %d would get writes from kubedeploy.\n",
+		where, r.Checked, r.Checked-len(r.Unsettled), len(r.Divergent))
+	if len(r.Divergent) > 0 {
+		fmt.Fprintln(out, "\nIf you switched to kubedeploy now, these are the writes it would make:")
+	}
+	for _, d := range r.Divergent {
+		fmt.Fprintf(out, "  Deployment %s\n", d.Deployment)
+		for _, dv := range d.Divergences {
+			fmt.Fprintf(out, "    %s\n", dv)
+		}
+	}
+	if len(r.Unsettled) > 0 {
+		fmt.Fprintln(out, "\nNot settled (rollouts in progress), so not checked:")
+		for _, u := range r.Unsettled {
+			fmt.Fprintf(out, "  %s\n", u)
+		}
+	}
 }
 
 func runObserve(ctx context.Context, o *observeOptions) error {

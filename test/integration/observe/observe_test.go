@@ -157,8 +157,9 @@ func TestObserveUpstreamRollouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
+	observer := observerConfig(ctx, t, rec)
 	stop := env.RunControllers(manager.Config{
-		RESTConfig: observerConfig(ctx, t, rec), Controllers: []string{}, Observe: true,
+		RESTConfig: observer, Controllers: []string{}, Observe: true, ShadowQuiet: shadowQuiet,
 		Serving: manager.Serving{Listener: ln},
 	})
 	defer func() {
@@ -219,6 +220,28 @@ func TestObserveUpstreamRollouts(t *testing.T) {
 	}
 	t.Logf("the broken rollout waited on image pulls for %.0fs before its deadline", stuck)
 
+	// The shadow check: kubedeploy's syncs agree with kube-controller-manager's at every settled state.
+	// Give it time to confirm anything it found (ShadowQuiet) before reading the counters.
+	canary := partitionedRollout(ctx, t, ns)
+	harness.Eventually(t, time.Minute, "the shadow check to have checked the settled Deployments", func(context.Context) (bool, error) {
+		m := scrape(t, base)
+		return value(m, "kubedeploy_shadow_checks_total", map[string]string{"settled": "true"}) >= 3 &&
+			value(m, "kubedeploy_shadow_bound_violations_total", map[string]string{"bound": "partition"}) >= 1, nil
+	})
+	time.Sleep(3 * shadowQuiet) // not an assertion: lets a divergence found at the end be confirmed before the count is read
+	m = scrape(t, base)
+	t.Logf("shadow checks: %v settled, %v not", value(m, "kubedeploy_shadow_checks_total", map[string]string{"settled": "true"}),
+		value(m, "kubedeploy_shadow_checks_total", map[string]string{"settled": "false"}))
+	if n := sum(m, "kubedeploy_shadow_divergences_total"); n != 0 {
+		t.Errorf("kubedeploy_shadow_divergences_total = %v, want 0 (see the shadow's log lines)", n)
+	}
+	for _, b := range []string{"surge", "availability"} {
+		if v := value(m, "kubedeploy_shadow_bound_violations_total", map[string]string{"bound": b}); v != 0 {
+			t.Errorf("kubedeploy_shadow_bound_violations_total{bound=%q} = %v, want 0", b, v)
+		}
+	}
+	onceReport(ctx, t, observer, ns, canary)
+
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	for _, r := range rec.all {
@@ -262,6 +285,53 @@ func checkManagedFields(ctx context.Context, t *testing.T, ns string) {
 			if strings.Contains(f.Manager, manager.ObserverName) {
 				t.Errorf("%s names %s among its managers", m.Name, f.Manager)
 			}
+		}
+	}
+}
+
+// shadowQuiet is the shadow check's confirmation time here: the embedded controllers act in milliseconds.
+const shadowQuiet = time.Second
+
+// sum returns the sum of family name's series, -1 when there is none.
+func sum(families map[string]*dto.MetricFamily, name string) float64 {
+	f, ok := families[name]
+	if !ok {
+		return -1
+	}
+	var total float64
+	for _, m := range f.GetMetric() {
+		total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	}
+	return total
+}
+
+// partitionedRollout creates Deployment canary (4 replicas) with kubedeploy.io/rollout-partition "2" (EX-1),
+// which kube-controller-manager ignores, rolls it to a new image and waits for upstream to complete the
+// rollout (past the partition). It returns the Deployment's name.
+func partitionedRollout(ctx context.Context, t *testing.T, ns string) string {
+	t.Helper()
+	d := harness.NewDeployment(ns, "canary", 4, "nginx:1.9")
+	d.Annotations = map[string]string{"kubedeploy.io/rollout-partition": "2"}
+	if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.WaitComplete(t, env.Client, ns, "canary", 2*time.Minute)
+	harness.SetImage(ctx, t, env.Client, ns, "canary", "canary", "nginx:1.9.3")
+	harness.WaitComplete(t, env.Client, ns, "canary", 2*time.Minute)
+	return "canary"
+}
+
+// onceReport runs `observe --once`'s check on ns with the observer's credentials and logs it.
+func onceReport(ctx context.Context, t *testing.T, observer *rest.Config, ns, canary string) {
+	t.Helper()
+	r, err := manager.ObserveOnce(ctx, manager.Config{RESTConfig: observer, QPS: 20, Burst: 30, Version: "test", ShadowQuiet: shadowQuiet}, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("observe --once: %d checked, unsettled %v", r.Checked, r.Unsettled)
+	for _, d := range r.Divergent {
+		for _, dv := range d.Divergences {
+			t.Logf("  %s: %s", d.Deployment, dv)
 		}
 	}
 }

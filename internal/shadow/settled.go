@@ -1,0 +1,111 @@
+package shadow
+
+import (
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
+)
+
+// Settled reports whether Deployment d, with rss (the ReplicaSets it controls) and pods (theirs), is at a
+// state the live controllers have finished with, so that a faithful controller would write nothing there
+// (issue 25): d not being deleted; its observedGeneration at its generation; every ReplicaSet's
+// observedGeneration at its generation and its status (replicas, readyReplicas, availableReplicas at now, by
+// its minReadySeconds) equal to its spec.replicas and its pods; no pod terminating; d's status equal to the
+// sum of its ReplicaSets'; and the rollout complete (ST-9), paused, held at a partition (EX-1) or past its
+// progress deadline (ST-13). When it is not, the reason names the first thing that is not so.
+func Settled(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*v1.Pod, now time.Time) (bool, string) {
+	if d.DeletionTimestamp != nil {
+		return false, "the Deployment is being deleted"
+	}
+	if d.Status.ObservedGeneration < d.Generation {
+		return false, fmt.Sprintf("observedGeneration %d < generation %d", d.Status.ObservedGeneration, d.Generation)
+	}
+	byRS := map[types.UID][]*v1.Pod{}
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil {
+			return false, "pod " + p.Name + " is terminating"
+		}
+		if ref := ownerUID(p); ref != "" {
+			byRS[ref] = append(byRS[ref], p)
+		}
+	}
+	var sum appsv1.DeploymentStatus
+	for _, rs := range rss {
+		if why := replicaSetSettled(rs, byRS[rs.UID], now); why != "" {
+			return false, "ReplicaSet " + rs.Name + ": " + why
+		}
+		sum.Replicas += rs.Status.Replicas
+		sum.ReadyReplicas += rs.Status.ReadyReplicas
+		sum.AvailableReplicas += rs.Status.AvailableReplicas
+	}
+	if newRS := rolloutstate.NewReplicaSet(d, rss); newRS != nil {
+		sum.UpdatedReplicas = newRS.Status.Replicas
+	}
+	st := d.Status
+	if st.Replicas != sum.Replicas || st.ReadyReplicas != sum.ReadyReplicas || st.AvailableReplicas != sum.AvailableReplicas || st.UpdatedReplicas != sum.UpdatedReplicas {
+		return false, fmt.Sprintf("status (replicas %d, ready %d, available %d, updated %d) is not its ReplicaSets' (%d, %d, %d, %d)",
+			st.Replicas, st.ReadyReplicas, st.AvailableReplicas, st.UpdatedReplicas, sum.Replicas, sum.ReadyReplicas, sum.AvailableReplicas, sum.UpdatedReplicas)
+	}
+	switch {
+	case d.Spec.Paused, rolloutstate.DeadlineExceeded(&d.Status), rolloutstate.Complete(d, &d.Status):
+		return true, ""
+	case rolloutstate.PhaseOf(d, rss) == rolloutstate.PhaseHeld:
+		return true, ""
+	}
+	return false, "the rollout is in progress"
+}
+
+// replicaSetSettled returns "" when rs's status is its spec's and its pods', else what differs.
+func replicaSetSettled(rs *appsv1.ReplicaSet, pods []*v1.Pod, now time.Time) string {
+	if rs.DeletionTimestamp != nil {
+		return "being deleted"
+	}
+	if rs.Status.ObservedGeneration < rs.Generation {
+		return fmt.Sprintf("observedGeneration %d < generation %d", rs.Status.ObservedGeneration, rs.Generation)
+	}
+	var active, ready, available int32
+	minReady := time.Duration(rs.Spec.MinReadySeconds) * time.Second
+	for _, p := range pods {
+		if p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded {
+			continue
+		}
+		active++
+		if since, ok := readySince(p); ok {
+			ready++
+			if minReady == 0 || !since.Add(minReady).After(now) {
+				available++
+			}
+		}
+	}
+	spec := rolloutstate.ReplicaSetReplicas(rs)
+	st := rs.Status
+	if st.Replicas != spec || active != spec || st.ReadyReplicas != ready || st.AvailableReplicas != available {
+		return fmt.Sprintf("spec.replicas %d, status (replicas %d, ready %d, available %d), pods (active %d, ready %d, available %d)",
+			spec, st.Replicas, st.ReadyReplicas, st.AvailableReplicas, active, ready, available)
+	}
+	return ""
+}
+
+// readySince returns when pod turned Ready, if it is.
+func readySince(p *v1.Pod) (time.Time, bool) {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.LastTransitionTime.Time, c.Status == v1.ConditionTrue
+		}
+	}
+	return time.Time{}, false
+}
+
+func ownerUID(p *v1.Pod) types.UID {
+	for _, r := range p.OwnerReferences {
+		if r.Controller != nil && *r.Controller {
+			return r.UID
+		}
+	}
+	return ""
+}
