@@ -56,6 +56,20 @@ type Divergence struct {
 	Count      int
 }
 
+// where is what a divergence changes, without the values: times that a sync sets to its now (a condition's
+// lastUpdateTime) differ from one check to the next, the field they are in does not.
+type where struct {
+	Kind          Kind
+	Object, Field string
+}
+
+func (d Divergence) where() where { return where{d.Kind, d.Object, d.Field} }
+
+// sameFields reports whether a and b change the same fields of the same objects.
+func sameFields(a, b []Divergence) bool {
+	return slices.EqualFunc(a, b, func(x, y Divergence) bool { return x.where() == y.where() })
+}
+
 // String is the divergence on one line, as logs and `observe --once` show it.
 func (d Divergence) String() string {
 	if d.Field == "" {

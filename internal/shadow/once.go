@@ -12,8 +12,8 @@ import (
 )
 
 // Once checks every Deployment in namespace ("" for all) as the caches show it, and returns the reports of
-// those whose divergences were confirmed: seen, then seen again with the same fingerprint and the same
-// divergences after quiet (<= 0: DefaultQuiet). Deployments that are not settled are listed in unsettled
+// those whose divergences were confirmed: seen, then seen again with the same fingerprint and divergences in
+// the same fields after quiet (<= 0: DefaultQuiet). Deployments that are not settled are listed in unsettled
 // (namespace/name: why), which `observe --once` prints so that a clean report says what it covered. The
 // caches must have synced. It returns the first failed check's error, or ctx's.
 func (c *Checker) Once(ctx context.Context, namespace string, quiet time.Duration) (divergent []Report, unsettled []string, checked int, err error) {
@@ -51,7 +51,7 @@ func (c *Checker) Once(ctx context.Context, namespace string, quiet time.Duratio
 		if err != nil {
 			return nil, nil, 0, err
 		}
-		if r2.Settled && r2.Fingerprint == r1.Fingerprint && slices.Equal(r2.Divergences, r1.Divergences) {
+		if r2.Settled && r2.Fingerprint == r1.Fingerprint && sameFields(r2.Divergences, r1.Divergences) {
 			divergent = append(divergent, r2)
 		} else {
 			unsettled = append(unsettled, key.String()+": changed while being checked")

@@ -50,7 +50,7 @@ type Watcher struct {
 
 	mu       sync.Mutex
 	pending  map[cache.ObjectName]pendingState
-	reported map[cache.ObjectName]map[Divergence]bool
+	reported map[cache.ObjectName]map[where]bool
 }
 
 // pendingState is a divergent state seen once, waiting for confirmation.
@@ -76,7 +76,7 @@ func NewWatcher(checker *Checker, src Sources, clk clock.WithTicker, quiet time.
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "shadow", Clock: clk}),
 		synced:   []cache.InformerSynced{src.Deployments.Informer().HasSynced, src.ReplicaSets.Informer().HasSynced, src.Pods.Informer().HasSynced},
 		pending:  map[cache.ObjectName]pendingState{},
-		reported: map[cache.ObjectName]map[Divergence]bool{},
+		reported: map[cache.ObjectName]map[where]bool{},
 	}
 	handlers := []struct {
 		inf cache.SharedIndexInformer
@@ -222,16 +222,14 @@ func (w *Watcher) check(ctx context.Context, key cache.ObjectName) error {
 	}
 	seen := w.reported[key]
 	if seen == nil {
-		seen = map[Divergence]bool{}
+		seen = map[where]bool{}
 		w.reported[key] = seen
 	}
 	for _, d := range r.Divergences {
-		k := d
-		k.Count = 0
-		if seen[k] {
+		if seen[d.where()] {
 			continue
 		}
-		seen[k] = true
+		seen[d.where()] = true
 		if w.OnDivergence != nil {
 			w.OnDivergence(key, d)
 		}

@@ -60,6 +60,8 @@ func clusterConfig(dir string) controlplane.Config {
 type cluster struct {
 	role   string
 	client kubernetes.Interface
+	// kubeconfig is the path of the cluster's admin kubeconfig.
+	kubeconfig string
 	dir    string
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
@@ -116,7 +118,7 @@ func runParent(m *testing.M) int {
 		code = 1
 	} else {
 		fmt.Fprintf(os.Stderr, "differential clusters ready in %s\n", time.Since(begin).Round(time.Second))
-		code = m.Run()
+		code = runObserved(m, upstream)
 	}
 	for _, c := range []*cluster{upstream, ours} {
 		if err := c.stop(); err != nil {
@@ -157,6 +159,7 @@ func startChild(role, dir string) (*cluster, error) {
 	go func() { c.exited <- cmd.Wait() }()
 	kubeconfig, err := waitReady(filepath.Join(dir, "ready"), c.exited)
 	if err == nil {
+		c.kubeconfig = kubeconfig
 		c.client, err = clientFor(kubeconfig)
 	}
 	if err != nil {

@@ -240,7 +240,7 @@ func TestObserveUpstreamRollouts(t *testing.T) {
 			t.Errorf("kubedeploy_shadow_bound_violations_total{bound=%q} = %v, want 0", b, v)
 		}
 	}
-	onceReport(ctx, t, observer, ns, canary)
+	autoRollbackIgnored(ctx, t, base, observer, ns, canary)
 
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
@@ -321,17 +321,43 @@ func partitionedRollout(ctx context.Context, t *testing.T, ns string) string {
 	return "canary"
 }
 
-// onceReport runs `observe --once`'s check on ns with the observer's credentials and logs it.
-func onceReport(ctx context.Context, t *testing.T, observer *rest.Config, ns, canary string) {
+// autoRollbackIgnored is the shadow check's positive control: Deployment rollback, opted into EX-2
+// (kubedeploy.io/rollback-on-progress-deadline, which kube-controller-manager ignores) with its last completed
+// revision recorded, fails its rollout at the progress deadline and stays failed: a fixed point of upstream where kubedeploy would roll the template back.
+// The running observe counts it, and observe --once names that Deployment alone, with the field and both
+// values; canary (EX-1, completed past its partition: where kubedeploy holds too) is not named.
+func autoRollbackIgnored(ctx context.Context, t *testing.T, base string, observer *rest.Config, ns, canary string) {
 	t.Helper()
+	d := harness.NewDeployment(ns, "rollback", 2, "nginx:1.9")
+	// complete-revision is what kubedeploy's controller records when a rollout completes (EX-2's target); set
+	// here as a cluster that ran kubedeploy before would have it, since upstream never writes it.
+	d.Annotations = map[string]string{"kubedeploy.io/rollback-on-progress-deadline": "true", "kubedeploy.io/complete-revision": "1"}
+	d.Spec.ProgressDeadlineSeconds = ptr.To[int32](10)
+	if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.WaitComplete(t, env.Client, ns, "rollback", 2*time.Minute)
+	harness.SetImage(ctx, t, env.Client, ns, "rollback", "rollback", "nginx:broken")
+	harness.Eventually(t, time.Minute, "the running shadow check to report the rollback kubedeploy would make", func(context.Context) (bool, error) {
+		return value(scrape(t, base), "kubedeploy_shadow_divergences_total", map[string]string{"kind": "spec"}) >= 1, nil
+	})
 	r, err := manager.ObserveOnce(ctx, manager.Config{RESTConfig: observer, QPS: 20, Burst: 30, Version: "test", ShadowQuiet: shadowQuiet}, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("observe --once: %d checked, unsettled %v", r.Checked, r.Unsettled)
-	for _, d := range r.Divergent {
-		for _, dv := range d.Divergences {
-			t.Logf("  %s: %s", d.Deployment, dv)
+	t.Logf("observe --once: %d Deployments checked, not settled %v", r.Checked, r.Unsettled)
+	image := false
+	for _, rep := range r.Divergent {
+		for _, dv := range rep.Divergences {
+			t.Logf("  %s: %s", rep.Deployment, dv)
+			image = image || (strings.HasSuffix(dv.Field, ".image") && dv.Live == `"nginx:broken"` && dv.Kubedeploy == `"nginx:1.9"`)
 		}
+		if rep.Deployment.Name != "rollback" {
+			t.Errorf("observe --once named %s, want only rollback (%s: where upstream left it, kubedeploy holds too)", rep.Deployment, canary)
+		}
+	}
+	if len(r.Divergent) != 1 || !image || r.Checked < 4 {
+		t.Errorf("observe --once: %d checked, %d divergent, image rollback named %v; want rollback alone, its image live nginx:broken, kubedeploy nginx:1.9",
+			r.Checked, len(r.Divergent), image)
 	}
 }
