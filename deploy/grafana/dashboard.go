@@ -73,5 +73,15 @@ func Dashboard() (dashboard.Dashboard, error) {
 			Unit("short").Min(0).
 			Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)).
 			WithTarget(query(`sum by (reason) (kubedeploy_deployment_unavailable_pods{`+ns+`})`, "{{reason}}"))).
+		WithRow(dashboard.NewRowBuilder("Shadow check (kubedeploy observe)")).
+		WithPanel(timeseries.NewPanelBuilder().Title("Divergences, by kind").Span(12).Height(6).
+			Description("Writes kubedeploy's controllers would make at settled Deployments where the live controller makes none (expected: none); kubedeploy observe --once names them. All namespaces.").
+			Unit("short").Min(0).
+			WithTarget(query(`sum by (kind) (increase(kubedeploy_shadow_divergences_total[$__rate_interval]))`, "{{kind}}"))).
+		WithPanel(timeseries.NewPanelBuilder().Title("Bound violations and checks").Span(12).Height(6).
+			Description("The live controller's ReplicaSet writes past a rolling-update bound (surge, availability; partition: kubedeploy.io/rollout-partition, which upstream ignores), and the shadow checks run (settled: synced).").
+			Unit("short").Min(0).
+			WithTarget(query(`sum by (bound) (increase(kubedeploy_shadow_bound_violations_total[$__rate_interval]))`, "{{bound}}")).
+			WithTarget(query(`sum by (settled) (increase(kubedeploy_shadow_checks_total[$__rate_interval]))`, "checks settled={{settled}}"))).
 		Build()
 }

@@ -61,6 +61,7 @@ func TestDashboardReadsBackAndQueriesOurMetrics(t *testing.T) {
 		"kubedeploy_deployment_rollouts_total", "kubedeploy_deployment_rollout_duration_seconds_bucket",
 		"kubedeploy_deployment_rollout_age_seconds", "kubedeploy_deployment_rollout_waited_seconds",
 		"kubedeploy_deployment_rollout_waiting_seconds", "kubedeploy_deployment_unavailable_pods",
+		"kubedeploy_shadow_divergences_total", "kubedeploy_shadow_bound_violations_total", "kubedeploy_shadow_checks_total",
 	}
 	seen := map[string]bool{}
 	for _, m := range regexp.MustCompile(`kubedeploy_[a-z_]+`).FindAllString(string(data), -1) {

@@ -62,10 +62,10 @@ type cluster struct {
 	client kubernetes.Interface
 	// kubeconfig is the path of the cluster's admin kubeconfig.
 	kubeconfig string
-	dir    string
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	exited chan error // receives cmd.Wait's result once
+	dir        string
+	cmd        *exec.Cmd
+	stdin      io.WriteCloser
+	exited     chan error // receives cmd.Wait's result once
 }
 
 // upstream and ours are the two clusters, set by TestMain (nil under -short).
