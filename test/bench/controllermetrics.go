@@ -60,12 +60,12 @@ type queueMetrics struct {
 	work, wait map[string]map[float64]float64
 }
 
-// scrapeQueues reads https://127.0.0.1:port/metrics, retrying for up to 30 s while the server starts.
-func scrapeQueues(ctx context.Context, client *http.Client, port int) (queueMetrics, error) {
+// scrapeQueues reads the metrics at url, retrying for up to 30 s while the server starts.
+func scrapeQueues(ctx context.Context, client *http.Client, url string) (queueMetrics, error) {
 	var body []byte
 	var err error
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		body, err = get(ctx, client, fmt.Sprintf("https://127.0.0.1:%d/metrics", port))
+		body, err = get(ctx, client, url)
 		if err == nil || time.Now().After(deadline) {
 			break
 		}
@@ -208,7 +208,7 @@ const profileFor = 30 * time.Second
 // written or has failed (a failure is logged, not returned: the profile is a diagnostic, not a measurement).
 func (p *process) profile(ctx context.Context, cl *cluster, phase string) <-chan struct{} {
 	done := make(chan struct{})
-	if p.profileDir == "" {
+	if p.profileDir == "" || p.plain {
 		close(done)
 		return done
 	}

@@ -71,7 +71,7 @@ func main() {
 	flag.IntVar(&o.replicas, "replicas", 1000, "N, the Deployment's replicas (at least 10)")
 	flag.IntVar(&o.runs, "runs", 3, "repetitions; each runs every rate limit for both sides")
 	flag.StringVar(&o.qps, "qps", "", "client rate limits to run: default (20/30), lifted (5000/10000) (default: both in single mode, lifted in many)")
-	flag.StringVar(&o.sides, "sides", "kubedeploy,upstream", "controllers to measure")
+	flag.StringVar(&o.sides, "sides", "kubedeploy,upstream", "controllers to measure: kubedeploy, upstream, observe (kubedeploy-controllers observe, following upstream's controllers run beside it unmeasured)")
 	flag.StringVar(&o.mode, "mode", modeSingle, "scenario: single (one -replicas Deployment), many (the clusterloader2 load mix of -pods pods) or idle (the whole `kubedeploy up`, idle)")
 	flag.IntVar(&o.pods, "pods", 10000, "pods of the many-Deployments mode (at least 100)")
 	flag.IntVar(&o.nodes, "nodes", 0, "KWOK nodes of the cluster, 1,000 pods each (default: enough for the scenario's peak, at least 3)")
@@ -137,8 +137,8 @@ func (o options) validate() error {
 		}
 	}
 	for _, s := range o.sideNames() {
-		if s != sideOurs && s != sideUpstream {
-			return fmt.Errorf("-sides: unknown side %q (want %s, %s)", s, sideOurs, sideUpstream)
+		if s != sideOurs && s != sideUpstream && s != sideObserve {
+			return fmt.Errorf("-sides: unknown side %q (want %s, %s, %s)", s, sideOurs, sideUpstream, sideObserve)
 		}
 	}
 	return nil

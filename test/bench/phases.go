@@ -99,12 +99,19 @@ func measure(ctx context.Context, cl *cluster, bins binaries, side string, q rat
 	if err != nil {
 		return nil, err
 	}
+	if side == sideObserve {
+		live, err := startLive(cl, bins, q, ns)
+		if err != nil {
+			return nil, err
+		}
+		defer live.stop()
+	}
 	name, args := controllerArgs(bins, side, cl.kubeconfig, q, port)
 	p, err := startProcess(name, args, filepath.Join(filepath.Dir(cl.dir), ns+".log"))
 	if err != nil {
 		return nil, err
 	}
-	p.port = port
+	p.port, p.plain = port, side == sideObserve
 	if o.profile {
 		p.profileDir = filepath.Join(filepath.Dir(cl.dir), ns+"-pprof")
 		if err := os.MkdirAll(p.profileDir, 0o755); err != nil {
@@ -138,6 +145,17 @@ func measure(ctx context.Context, cl *cluster, bins binaries, side string, q rat
 		err = delErr
 	}
 	return results, err
+}
+
+// startLive starts, for the observe side, the controllers that run its rollouts: upstream's, at rate limit q,
+// not measured, their log in <ns>-live.log.
+func startLive(cl *cluster, bins binaries, q rateLimit, ns string) (*process, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	name, args := controllerArgs(bins, sideUpstream, cl.kubeconfig, q, port)
+	return startProcess(name, args, filepath.Join(filepath.Dir(cl.dir), ns+"-live.log"))
 }
 
 // warmUp waits until the controllers act: a 1-replica Deployment becomes available; then it deletes it and
@@ -199,7 +217,7 @@ func observe(ctx context.Context, cl *cluster, ns, phaseName string, p *process,
 		return result{}, err
 	}
 	ownBefore := cl.ownWrites.snapshot()
-	queuesBefore, err := scrapeQueues(ctx, cl.metrics, p.port)
+	queuesBefore, err := scrapeQueues(ctx, cl.metrics, p.metricsURL())
 	if err != nil {
 		return result{}, err
 	}
@@ -235,7 +253,7 @@ func observe(ctx context.Context, cl *cluster, ns, phaseName string, p *process,
 	if err != nil {
 		return result{}, err
 	}
-	queuesAfter, err := scrapeQueues(ctx, cl.metrics, p.port)
+	queuesAfter, err := scrapeQueues(ctx, cl.metrics, p.metricsURL())
 	if err != nil {
 		return result{}, err
 	}

@@ -18,6 +18,9 @@ import (
 const (
 	sideOurs     = "kubedeploy"
 	sideUpstream = "upstream"
+	// sideObserve is `kubedeploy-controllers observe` (issue 25) following the rollouts that upstream's
+	// controllers, run beside it unmeasured, perform: what observe mode costs on a managed cluster.
+	sideObserve = "observe"
 
 	// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat: 100 on every Linux architecture
 	// Go supports.
@@ -28,11 +31,16 @@ const (
 	settleFor = 5 * time.Second
 )
 
-// controllerArgs returns the command line of side's controllers at rate limit q against kubeconfig: only the
+// controllerArgs returns the command line of side's controllers at rate limit q against kubeconfig (for
+// sideObserve, observe mode serving plain HTTP on port): only the
 // Deployment and ReplicaSet controllers, 5 workers each (both sides' default), no leader election, /metrics and
 // /debug/pprof/ (both sides serve it by default) on 127.0.0.1:port (upstream lets anyone read them; kubedeploy
 // authorizes the bench's admin certificate).
 func controllerArgs(bins binaries, side, kubeconfig string, q rateLimit, port int) (string, []string) {
+	if side == sideObserve {
+		return bins.controllers, []string{"observe", "--kubeconfig=" + kubeconfig, "--bind-address=127.0.0.1",
+			fmt.Sprintf("--port=%d", port), fmt.Sprintf("--kube-api-qps=%g", q.QPS), fmt.Sprintf("--kube-api-burst=%d", q.Burst)}
+	}
 	args := []string{
 		"--kubeconfig=" + kubeconfig,
 		"--leader-elect=false",
@@ -56,6 +64,8 @@ type process struct {
 	exited chan error
 	log    string
 	port   int // of /metrics
+	// plain is set for observe mode, which serves /metrics over plain HTTP and no /debug/pprof.
+	plain bool
 	// profileDir, if set, is where observe writes a CPU profile of each phase's first profileFor.
 	profileDir string
 
@@ -212,4 +222,12 @@ func (p *process) stop() {
 		_ = p.cmd.Process.Kill()
 		<-p.exited
 	}
+}
+
+// metricsURL is where p serves /metrics.
+func (p *process) metricsURL() string {
+	if p.plain {
+		return fmt.Sprintf("http://127.0.0.1:%d/metrics", p.port)
+	}
+	return fmt.Sprintf("https://127.0.0.1:%d/metrics", p.port)
 }

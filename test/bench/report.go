@@ -130,10 +130,11 @@ func (rep report) print(w io.Writer) {
 			num(r.format, r.ours), num(r.format, r.upstream), num("%.2f", r.ratio()))
 	}
 	fmt.Fprintln(w)
+	rep.printObserve(w)
 	fmt.Fprintln(w, "Requests by verb and resource (medians; writes include failed ones):")
 	for _, q := range firstSeen(rep.results, func(r result) string { return r.QPS }) {
 		for _, ph := range firstSeen(rep.results, func(r result) string { return r.Phase }) {
-			for _, side := range []string{sideOurs, sideUpstream} {
+			for _, side := range []string{sideOurs, sideUpstream, sideObserve} {
 				var ws, cs, us []map[string]int
 				for _, r := range rep.results {
 					if r.Side == side && r.QPS == q && r.Phase == ph {
@@ -148,6 +149,35 @@ func (rep report) print(w io.Writer) {
 			}
 		}
 	}
+}
+
+// observeMetrics are the rows of the observe table: what observe mode costs beside what the controllers cost.
+var observeMetrics = []string{"controller CPU-s", "controller peak RSS (MB)", "controller RSS settled (MB)"}
+
+// printObserve writes, when the observe side was measured, its CPU and memory beside kubedeploy's controllers'
+// (issue 25: observe's settled RSS at most theirs, its CPU in the rolling phase at most half).
+func (rep report) printObserve(w io.Writer) {
+	if !slices.ContainsFunc(rep.results, func(r result) bool { return r.Side == sideObserve }) {
+		return
+	}
+	fmt.Fprintln(w, "kubedeploy observe (following upstream's controllers) beside kubedeploy's controllers:")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| QPS | phase | metric | observe | kubedeploy | observe ÷ kubedeploy |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	for _, q := range firstSeen(rep.results, func(r result) string { return r.QPS }) {
+		for _, ph := range firstSeen(rep.results, func(r result) string { return r.Phase }) {
+			for _, m := range metrics {
+				if !slices.Contains(observeMetrics, m.name) {
+					continue
+				}
+				o, k := rep.median(sideObserve, q, ph, m), rep.median(sideOurs, q, ph, m)
+				r := row{ours: o, upstream: k}
+				fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", q, ph, strings.TrimPrefix(m.name, "controller "),
+					num(m.format, o), num(m.format, k), num("%.2f", r.ratio()))
+			}
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 // num formats x, or "–" for NaN.

@@ -245,3 +245,24 @@ func TestQuantileInterpolatesLikeHistogramQuantile(t *testing.T) {
 		t.Errorf("diffQueues = %+v; want 9 syncs, 2 retries, p99 0.01", s)
 	}
 }
+
+// The observe table puts observe's CPU and memory beside kubedeploy's controllers', per phase, with the ratio;
+// without an observe side there is none.
+func TestPrintObserve(t *testing.T) {
+	results := []result{
+		{Side: sideOurs, QPS: "lifted", Phase: "rolling", CPUSeconds: 20, PeakRSSMB: 100, RSSMB: 90},
+		{Side: sideObserve, QPS: "lifted", Phase: "rolling", CPUSeconds: 5, PeakRSSMB: 80, RSSMB: 60},
+	}
+	var b strings.Builder
+	newReport(10, nil, results).printObserve(&b)
+	for _, want := range []string{"| lifted | rolling | CPU-s | 5.00 | 20.00 | 0.25 |", "| lifted | rolling | RSS settled (MB) | 60 | 90 | 0.67 |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("observe table:\n%s\nwant a row %q", b.String(), want)
+		}
+	}
+	b.Reset()
+	newReport(10, nil, results[:1]).printObserve(&b)
+	if b.Len() != 0 {
+		t.Errorf("no observe side: printed %q, want nothing", b.String())
+	}
+}
