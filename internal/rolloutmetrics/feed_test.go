@@ -20,8 +20,8 @@ import (
 )
 
 // The feeder shows the tracker a Deployment when it, one of its
-// ReplicaSets or one of their pods changes, and every step while its
-// rollout is in progress; a deleted Deployment is forgotten.
+// ReplicaSets or one of their pods changes (the waits in between brought
+// up to now by InProgress); a deleted Deployment is forgotten.
 func TestFeeder(t *testing.T) {
 	c := newCluster("nginx:2")
 	c.rs("nginx:1", "1", at(-100))
@@ -127,5 +127,33 @@ func TestUnwrapTombstone(t *testing.T) {
 	}
 	if _, ok := unwrap("not an object"); ok {
 		t.Errorf("unwrap(string) ok")
+	}
+}
+
+// Only an update that may start or end a rollout is shown at once; one of
+// the replica counts alone waits for the next step.
+func TestMayStartOrEnd(t *testing.T) {
+	c := newCluster("nginx:2")
+	c.progressing("ReplicaSetUpdated")
+	old := c.d
+	counts := old.DeepCopy()
+	counts.Status.UpdatedReplicas++
+	counts.Status.ReadyReplicas++
+	reason := old.DeepCopy()
+	reason.Status.Conditions[len(reason.Status.Conditions)-1].Reason = rolloutstate.ProgressDeadlineExceeded
+	generation := old.DeepCopy()
+	generation.Generation++
+	annotated := old.DeepCopy()
+	annotated.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "3"}
+	for name, c := range map[string]struct {
+		cur  *appsv1.Deployment
+		want bool
+	}{
+		"counts": {counts, false}, "same": {old.DeepCopy(), false},
+		"Progressing reason": {reason, true}, "generation": {generation, true}, "annotations": {annotated, true},
+	} {
+		if got := mayStartOrEnd(old, c.cur); got != c.want {
+			t.Errorf("%s: mayStartOrEnd = %v, want %v", name, got, c.want)
+		}
 	}
 }
