@@ -112,6 +112,11 @@ func (c *Checker) Check(ctx context.Context, key cache.ObjectName) (Report, erro
 		return r, fmt.Errorf("shadow: %w", err)
 	}
 	slices.SortFunc(rss, func(a, b *appsv1.ReplicaSet) int { return strings.Compare(a.Name, b.Name) })
+	r.Fingerprint = fingerprint(d, rss)
+	if why := unsettledDeployment(d, rss); why != "" {
+		r.NotSettled = why
+		return r, nil
+	}
 	var pods []*v1.Pod
 	for _, rs := range rss {
 		p, err := ownership.ByController[*v1.Pod](c.podIndexer, rs.UID)
@@ -120,7 +125,6 @@ func (c *Checker) Check(ctx context.Context, key cache.ObjectName) (Report, erro
 		}
 		pods = append(pods, p...)
 	}
-	r.Fingerprint = fingerprint(d, rss)
 	if r.Settled, r.NotSettled = Settled(d, rss, pods, c.clock.Now()); !r.Settled {
 		return r, nil
 	}

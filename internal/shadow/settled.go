@@ -19,11 +19,8 @@ import (
 // sum of its ReplicaSets'; and the rollout complete (ST-9), paused, held at a partition (EX-1) or past its
 // progress deadline (ST-13). When it is not, the reason names the first thing that is not so.
 func Settled(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*v1.Pod, now time.Time) (bool, string) {
-	if d.DeletionTimestamp != nil {
-		return false, "the Deployment is being deleted"
-	}
-	if d.Status.ObservedGeneration < d.Generation {
-		return false, fmt.Sprintf("observedGeneration %d < generation %d", d.Status.ObservedGeneration, d.Generation)
+	if why := unsettledDeployment(d, rss); why != "" {
+		return false, why
 	}
 	byRS := map[types.UID][]*v1.Pod{}
 	for _, p := range pods {
@@ -51,13 +48,23 @@ func Settled(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*v1.Pod, now
 		return false, fmt.Sprintf("status (replicas %d, ready %d, available %d, updated %d) is not its ReplicaSets' (%d, %d, %d, %d)",
 			st.Replicas, st.ReadyReplicas, st.AvailableReplicas, st.UpdatedReplicas, sum.Replicas, sum.ReadyReplicas, sum.AvailableReplicas, sum.UpdatedReplicas)
 	}
+	return true, ""
+}
+
+// unsettledDeployment returns why d is not settled from d and its ReplicaSets alone (being deleted, its
+// generation not observed, its rollout in progress), or "": the part of Settled that needs no pod, which
+// Checker.Check tries first, since during a rollout it alone answers.
+func unsettledDeployment(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) string {
 	switch {
-	case d.Spec.Paused, rolloutstate.DeadlineExceeded(&d.Status), rolloutstate.Complete(d, &d.Status):
-		return true, ""
-	case rolloutstate.PhaseOf(d, rss) == rolloutstate.PhaseHeld:
-		return true, ""
+	case d.DeletionTimestamp != nil:
+		return "the Deployment is being deleted"
+	case d.Status.ObservedGeneration < d.Generation:
+		return fmt.Sprintf("observedGeneration %d < generation %d", d.Status.ObservedGeneration, d.Generation)
+	case d.Spec.Paused, rolloutstate.DeadlineExceeded(&d.Status), rolloutstate.Complete(d, &d.Status),
+		rolloutstate.PhaseOf(d, rss) == rolloutstate.PhaseHeld:
+		return ""
 	}
-	return false, "the rollout is in progress"
+	return "the rollout is in progress"
 }
 
 // replicaSetSettled returns "" when rs's status is its spec's and its pods', else what differs.

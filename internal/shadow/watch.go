@@ -26,7 +26,7 @@ const DefaultQuiet = 5 * time.Second
 // Deployment per checkDelay.
 const checkDelay = time.Second
 
-// Watcher runs a Checker on each Deployment whenever it, its ReplicaSets or its pods change, and reports each
+// Watcher runs a Checker on each Deployment whenever it or its ReplicaSets change, or one of its pods is gone, and reports each
 // divergence once it is confirmed (the same state DefaultQuiet later) and once only, until the Deployment
 // converges or changes; it also checks every ReplicaSet write against its Deployment's rolling-update bounds
 // (CheckBounds). It writes nothing.
@@ -86,8 +86,10 @@ func NewWatcher(checker *Checker, src Sources, clk clock.WithTicker, quiet time.
 			AddFunc: w.deploymentChanged, UpdateFunc: func(_, cur any) { w.deploymentChanged(cur) }, DeleteFunc: w.deploymentDeleted}},
 		{src.ReplicaSets.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc: w.ownedChanged, UpdateFunc: w.replicaSetUpdated, DeleteFunc: w.ownedChanged}},
-		{src.Pods.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc: w.ownedChanged, UpdateFunc: func(_, cur any) { w.ownedChanged(cur) }, DeleteFunc: w.ownedChanged}},
+		// A pod's creation or update changes whether its Deployment is settled only through its ReplicaSet's
+		// status, which the ReplicaSet controller then writes (an event here); a terminating pod's removal may
+		// change nothing else.
+		{src.Pods.Informer(), cache.ResourceEventHandlerFuncs{DeleteFunc: w.ownedChanged}},
 	}
 	for _, h := range handlers {
 		if _, err := h.inf.AddEventHandler(h.h); err != nil {
