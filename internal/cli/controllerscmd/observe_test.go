@@ -1,0 +1,51 @@
+package controllerscmd
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubedeploy/kubedeploy/internal/manager"
+	"github.com/kubedeploy/kubedeploy/internal/shadow"
+)
+
+// observe --once's report says what it covered, lists each divergent Deployment's writes and the Deployments it
+// could not check; a clean report says so in its first line.
+func TestPrintOnce(t *testing.T) {
+	var b strings.Builder
+	printOnce(&b, manager.OnceReport{
+		Checked: 3,
+		Divergent: []shadow.Report{{Deployment: cache.ObjectName{Namespace: "shop", Name: "web"}, Settled: true, Divergences: []shadow.Divergence{
+			{Kind: shadow.KindScale, Object: "ReplicaSet shop/web-1", Field: "spec.replicas", Live: "4", Kubedeploy: "2", Count: 1},
+		}}},
+		Unsettled: []string{"shop/api: the rollout is in progress"},
+	}, "shop")
+	want := `Shadow check of namespace shop: 3 Deployments, 2 settled, 1 would get writes from kubedeploy.
+
+If you switched to kubedeploy now, these are the writes it would make:
+  Deployment shop/web
+    scale: ReplicaSet shop/web-1 spec.replicas: live 4, kubedeploy 2
+
+Not settled (rollouts in progress), so not checked:
+  shop/api: the rollout is in progress
+`
+	if b.String() != want {
+		t.Errorf("report:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	printOnce(&b, manager.OnceReport{Checked: 2}, "")
+	if got := b.String(); got != "Shadow check of the cluster: 2 Deployments, 2 settled, 0 would get writes from kubedeploy.\n" {
+		t.Errorf("clean report: %q", got)
+	}
+}
+
+// --namespace without --once is refused: observe mode follows every namespace.
+func TestObserveNamespaceNeedsOnce(t *testing.T) {
+	cmd := NewObserveCommand()
+	cmd.SetArgs([]string{"--namespace", "shop"})
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--once") {
+		t.Errorf("observe -n without --once: err %v, want one naming --once", err)
+	}
+}
