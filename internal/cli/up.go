@@ -30,6 +30,7 @@ type upOptions struct {
 	dataDir             string
 	apiPort             int
 	nodes               int
+	zones               int
 	podStartupDelay     time.Duration
 	podTerminationDelay time.Duration
 	controllers         string
@@ -70,6 +71,7 @@ func (o *upOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.dataDir, "data-dir", defaultDataDir(), "directory holding etcd data, certificates, the kubeconfig and logs")
 	f.IntVar(&o.apiPort, "api-port", 6443, "kube-apiserver port on 127.0.0.1 (0 picks a free port)")
 	f.IntVar(&o.nodes, "nodes", controlplane.DefaultNodes, "number of simulated nodes (each fits 1000 pods)")
+	f.IntVar(&o.zones, "zones", 1, fmt.Sprintf("number of zones the nodes are spread over, round-robin: above 1, each node is labelled topology.kubernetes.io/zone=zone-a, zone-b, … and topology.kubernetes.io/region=%s (at most --nodes and %d)", controlplane.RegionName, controlplane.MaxZones))
 	f.DurationVar(&o.podStartupDelay, "pod-startup-delay", controlplane.DefaultPodStartupDelay, "time from a pod being scheduled to it being Running and Ready")
 	f.DurationVar(&o.podTerminationDelay, "pod-termination-delay", controlplane.DefaultPodTerminationDelay, "time a deleted pod stays Terminating before it is gone")
 	f.StringVar(&o.controllers, "controllers", "deployment,replicaset", "kubedeploy controllers to run ('*' for all, '' for none)")
@@ -171,6 +173,7 @@ func (o upOptions) configs() (manager.Config, controlplane.Config, error) {
 		DataDir:             o.dataDir,
 		APIPort:             o.apiPort,
 		Nodes:               o.nodes,
+		Zones:               o.zones,
 		PodStartupDelay:     o.podStartupDelay,
 		PodTerminationDelay: o.podTerminationDelay,
 	}
@@ -266,7 +269,11 @@ func controllersIdentity(ctx context.Context, cp *controlplane.ControlPlane) (*r
 
 func printReady(w io.Writer, cp *controlplane.ControlPlane, controllers []string, took time.Duration) {
 	fmt.Fprintf(w, "kubedeploy is up (%.1fs): API server %s, controllers %v\n", took.Seconds(), cp.Server(), controllers)
-	fmt.Fprintf(w, "  cluster:    %d simulated nodes; kube-controller-manager runs %d controllers (--kube-controllers)\n", cp.Nodes(), len(cp.KubeControllers()))
+	zones := ""
+	if cp.Zones() > 1 {
+		zones = fmt.Sprintf(" in %d zones (%s…%s)", cp.Zones(), controlplane.ZoneName(0), controlplane.ZoneName(cp.Zones()-1))
+	}
+	fmt.Fprintf(w, "  cluster:    %d simulated nodes%s; kube-controller-manager runs %d controllers (--kube-controllers)\n", cp.Nodes(), zones, len(cp.KubeControllers()))
 	fmt.Fprintf(w, "  kubeconfig: %s\n", cp.KubeconfigPath())
 	fmt.Fprintf(w, "  try:        kubedeploy kubectl apply -f examples/nginx-deployment.yaml\n")
 	fmt.Fprintf(w, "              (or any kubectl with KUBECONFIG=%s)\n", cp.KubeconfigPath())

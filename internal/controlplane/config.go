@@ -35,6 +35,10 @@ type Config struct {
 	APIPort int
 	// Nodes is the number of KWOK fake nodes (kwok-node-0 … kwok-node-N-1), each with room for NodePodCapacity pods.
 	Nodes int
+	// Zones is how many topology zones the nodes are spread over (issue 26): with more than 1, node i is
+	// labelled topology.kubernetes.io/zone=zone-<a+i mod Zones> and topology.kubernetes.io/region=RegionName;
+	// 0 or 1 labels none (one undivided cluster). At most Nodes and MaxZones.
+	Zones int
 	// PodStartupDelay is how long a scheduled pod waits before it becomes Running and Ready.
 	PodStartupDelay time.Duration
 	// PodTerminationDelay is how long a pod with a deletionTimestamp waits before it is really removed.
@@ -74,7 +78,7 @@ func (c *Config) Default() {
 }
 
 // Validate returns an error naming the first invalid field: an empty data dir, a port outside 0–65535, a
-// negative or zero node count, a negative delay, QPS or burst, a kube controller that must never run (KCM's
+// negative or zero node count, a zone count outside 0–MaxZones or above the node count, a negative delay, QPS or burst, a kube controller that must never run (KCM's
 // deployment or replicaset controller, any alias, or "*"). It does not touch the file system.
 func (c Config) Validate() error {
 	if err := checkControllers(c.KubeControllers, false); err != nil {
@@ -89,6 +93,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("nodes must be at least 1, got %d", c.Nodes)
 	case c.Nodes > 1000:
 		return fmt.Errorf("nodes must be at most 1000, got %d", c.Nodes)
+	case c.Zones < 0 || c.Zones > MaxZones:
+		return fmt.Errorf("zones must be between 1 and %d, got %d", MaxZones, c.Zones)
+	case c.Zones > c.Nodes:
+		return fmt.Errorf("zones (%d) must not exceed nodes (%d): every zone needs a node", c.Zones, c.Nodes)
 	case c.PodStartupDelay < 0:
 		return fmt.Errorf("pod startup delay must not be negative, got %s", c.PodStartupDelay)
 	case c.PodTerminationDelay < 0:

@@ -281,7 +281,7 @@ func (cp *ControlPlane) startKWOK(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("admin client: %w", err)
 	}
-	if err := ensureNodes(ctx, client, cp.cfg.Nodes); err != nil {
+	if err := ensureNodes(ctx, client, cp.cfg.Nodes, cp.cfg.Zones); err != nil {
 		return err
 	}
 	st, err := stages(cp.cfg.PodStartupDelay, cp.cfg.PodTerminationDelay)
@@ -374,6 +374,11 @@ func (cp *ControlPlane) server() string {
 // Nodes returns the number of simulated nodes the control plane runs (Config.Nodes after Default).
 func (cp *ControlPlane) Nodes() int {
 	return cp.cfg.Nodes
+}
+
+// Zones returns the number of zones the simulated nodes are spread over (Config.Zones; 1 when it is 0 or 1).
+func (cp *ControlPlane) Zones() int {
+	return max(cp.cfg.Zones, 1)
 }
 
 // KubeControllers returns a copy of the kube-controller-manager controllers the control plane runs, by canonical

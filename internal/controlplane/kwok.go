@@ -2,8 +2,10 @@ package controlplane
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"strconv"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -41,19 +44,41 @@ const (
 	nodesReadyTimeout = time.Minute
 )
 
+// Zone labels (issue 26): the well-known topology labels a cloud provider sets on its nodes.
+const (
+	// ZoneLabel and RegionLabel are corev1.LabelTopologyZone and corev1.LabelTopologyRegion.
+	ZoneLabel   = corev1.LabelTopologyZone
+	RegionLabel = corev1.LabelTopologyRegion
+	// RegionName is the region every zoned fake node is in.
+	RegionName = "region-1"
+	// MaxZones is the most zones Config.Zones may ask for: zone-a … zone-z.
+	MaxZones = 26
+)
+
+// ZoneName returns the name of zone i (0-based): zone-a, zone-b, …
+func ZoneName(i int) string { return "zone-" + string(rune('a'+i)) }
+
+// zoneLabels returns the topology labels of fake node i among zones zones: none for zones <= 1.
+func zoneLabels(i, zones int) map[string]string {
+	if zones <= 1 {
+		return nil
+	}
+	return map[string]string{ZoneLabel: ZoneName(i % zones), RegionLabel: RegionName}
+}
+
 // nodeName returns the name of fake node i.
 func nodeName(i int) string { return NodeNamePrefix + strconv.Itoa(i) }
 
-// fakeNode builds fake node i: labelled type=kwok, annotated kwok.x-k8s.io/node=fake, with capacity for
-// NodePodCapacity pods, 1000 CPUs and 1000Gi of memory. It is pure.
-func fakeNode(i int) *corev1.Node {
+// fakeNode builds fake node i of a cluster of zones zones: labelled type=kwok and with zoneLabels, annotated
+// kwok.x-k8s.io/node=fake, with capacity for NodePodCapacity pods, 1000 CPUs and 1000Gi of memory. It is pure.
+func fakeNode(i, zones int) *corev1.Node {
 	name := nodeName(i)
 	resources := corev1.ResourceList{
 		corev1.ResourcePods:   *resource.NewQuantity(NodePodCapacity, resource.DecimalSI),
 		corev1.ResourceCPU:    resource.MustParse("1000"),
 		corev1.ResourceMemory: resource.MustParse("1000Gi"),
 	}
-	return &corev1.Node{
+	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name,
 			Labels: map[string]string{
@@ -70,14 +95,20 @@ func fakeNode(i int) *corev1.Node {
 			Phase:       corev1.NodeRunning,
 		},
 	}
+	maps.Copy(node.Labels, zoneLabels(i, zones))
+	return node
 }
 
-// ensureNodes creates fake nodes 0…n-1 that do not exist yet and deletes fake nodes left over from an earlier
-// run with more nodes.
-func ensureNodes(ctx context.Context, client kubernetes.Interface, n int) error {
+// ensureNodes creates fake nodes 0…n-1 that do not exist yet, gives those that do the zone labels of zones
+// zones (an earlier run may have had other zones), and deletes fake nodes left over from an earlier run with
+// more nodes.
+func ensureNodes(ctx context.Context, client kubernetes.Interface, n, zones int) error {
 	for i := range n {
-		_, err := client.CoreV1().Nodes().Create(ctx, fakeNode(i), metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
+		_, err := client.CoreV1().Nodes().Create(ctx, fakeNode(i, zones), metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			err = relabelZone(ctx, client, nodeName(i), zoneLabels(i, zones))
+		}
+		if err != nil {
 			return fmt.Errorf("create node %s: %w", nodeName(i), err)
 		}
 	}
@@ -99,6 +130,35 @@ func ensureNodes(ctx context.Context, client kubernetes.Interface, n int) error 
 		}
 	}
 	return nil
+}
+
+// relabelZone sets node name's zone and region labels to want's (removing them when want has none), with a
+// merge patch, unless they already are.
+func relabelZone(ctx context.Context, client kubernetes.Interface, name string, want map[string]string) error {
+	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	labels := map[string]any{}
+	for _, k := range []string{ZoneLabel, RegionLabel} {
+		v, wanted := want[k]
+		cur, has := node.Labels[k]
+		switch {
+		case wanted && (!has || cur != v):
+			labels[k] = v
+		case !wanted && has:
+			labels[k] = nil // a merge patch's null removes the label
+		}
+	}
+	if len(labels) == 0 {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	if err != nil {
+		return err
+	}
+	_, err = client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
 }
 
 // kwokIdentity is the holder identity of KWOK's node leases. It is the same

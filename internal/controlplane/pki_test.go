@@ -94,7 +94,7 @@ func TestClientCertPEM(t *testing.T) {
 }
 
 func TestNodeFake(t *testing.T) {
-	n := fakeNode(2)
+	n := fakeNode(2, 1)
 	if n.Name != "kwok-node-2" || n.Labels["type"] != "kwok" || n.Annotations["kwok.x-k8s.io/node"] != "fake" {
 		t.Errorf("node meta = %+v", n.ObjectMeta)
 	}
