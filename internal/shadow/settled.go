@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
@@ -27,8 +28,8 @@ func Settled(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*v1.Pod, now
 		if p.DeletionTimestamp != nil {
 			return false, "pod " + p.Name + " is terminating"
 		}
-		if ref := ownerUID(p); ref != "" {
-			byRS[ref] = append(byRS[ref], p)
+		if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
+			byRS[ref.UID] = append(byRS[ref.UID], p)
 		}
 	}
 	var sum appsv1.DeploymentStatus
@@ -106,13 +107,4 @@ func readySince(p *v1.Pod) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
-}
-
-func ownerUID(p *v1.Pod) types.UID {
-	for _, r := range p.OwnerReferences {
-		if r.Controller != nil && *r.Controller {
-			return r.UID
-		}
-	}
-	return ""
 }
