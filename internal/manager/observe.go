@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
@@ -32,7 +31,7 @@ const ObserverName = "observer"
 // status; the shadow syncs' writes are recorded, never sent. syncCheck follows the caches.
 func runObserving(ctx context.Context, cfg Config, syncCheck *informerSyncCheck) error {
 	logger := klog.FromContext(ctx)
-	factory, _, err := observerInformers(cfg, metav1.NamespaceAll)
+	factory, err := observerInformers(cfg, metav1.NamespaceAll)
 	if err != nil {
 		return err
 	}
@@ -101,16 +100,15 @@ func healthAndMetrics(live []healthz.HealthChecker, ready ...healthz.HealthCheck
 }
 
 // observerInformers returns observe mode's informer factory (namespace "" for all) with pods slimmed by
-// podcache.Transform, and its client's configuration.
-func observerInformers(cfg Config, namespace string) (informers.SharedInformerFactory, *rest.Config, error) {
+// podcache.Transform.
+func observerInformers(cfg Config, namespace string) (informers.SharedInformerFactory, error) {
 	client, err := cfg.clientFor(ObserverName)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	resync := time.Duration(float64(minResyncPeriod) * (1 + rand.Float64()))
-	factory := informers.NewSharedInformerFactoryWithOptions(client, resync,
-		informers.WithTransform(podcache.Transform), informers.WithNamespace(namespace))
-	return factory, cfg.restConfigFor(ObserverName), nil
+	return informers.NewSharedInformerFactoryWithOptions(client, resync,
+		informers.WithTransform(podcache.Transform), informers.WithNamespace(namespace)), nil
 }
 
 // shadowSources are factory's informers as the shadow check reads them.
@@ -154,12 +152,12 @@ type OnceReport struct {
 // with cfg.ShadowQuiet) and returns what it found. It writes nothing. cfg needs RESTConfig, QPS, Burst and
 // Version. It returns an error when the caches do not sync before ctx ends, or a check's.
 func ObserveOnce(ctx context.Context, cfg Config, namespace string) (OnceReport, error) {
-	factory, restConfig, err := observerInformers(cfg, namespace)
+	factory, err := observerInformers(cfg, namespace)
 	if err != nil {
 		return OnceReport{}, err
 	}
 	defer factory.Shutdown()
-	checker, err := shadow.NewChecker(restConfig, shadowSources(factory), nil)
+	checker, err := shadow.NewChecker(cfg.restConfigFor(ObserverName), shadowSources(factory), nil)
 	if err != nil {
 		return OnceReport{}, err
 	}
