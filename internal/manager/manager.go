@@ -475,6 +475,7 @@ func newController(ctx context.Context, cfg Config, name string, cc controllerCl
 			Dynamic:             cc.dynamic,
 			ReplicaSets:         factory.Apps().V1().ReplicaSets(),
 			Pods:                factory.Core().V1().Pods(),
+			Nodes:               factory.Core().V1().Nodes(),
 			Recorder:            recorder,
 			Observer:            syncObserver{},
 			ExpectationsTimeout: cfg.ExpectationsTimeout,

@@ -82,6 +82,29 @@ func copyDeploymentAnnotations(d *appsv1.Deployment, rs *appsv1.ReplicaSet) bool
 	return changed
 }
 
+// setScaleDownSpread makes rs's kubedeploy.io/scale-down-spread annotation
+// d's: set, changed, or removed when d has none (EX-4). Every ReplicaSet
+// scale write carries it, so that the ReplicaSet controller, which reads it
+// from the ReplicaSet it shrinks, follows the Deployment's current value
+// on old ReplicaSets too (copyDeploymentAnnotations reaches only the new one,
+// and never removes). It reports whether rs changed.
+func setScaleDownSpread(d *appsv1.Deployment, rs *appsv1.ReplicaSet) bool {
+	want, set := d.Annotations[rolloutstate.ScaleDownSpreadAnnotation]
+	have, had := rs.Annotations[rolloutstate.ScaleDownSpreadAnnotation]
+	switch {
+	case set == had && want == have:
+		return false
+	case !set:
+		delete(rs.Annotations, rolloutstate.ScaleDownSpreadAnnotation)
+	default:
+		if rs.Annotations == nil {
+			rs.Annotations = map[string]string{}
+		}
+		rs.Annotations[rolloutstate.ScaleDownSpreadAnnotation] = want
+	}
+	return true
+}
+
 // rollbackAnnotations returns the Deployment annotations after rolling back to
 // rs: the Deployment's own skip-listed annotations plus every non-skip-listed
 // annotation of rs (RB-6).

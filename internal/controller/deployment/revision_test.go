@@ -154,3 +154,49 @@ func TestReplicasAnnotationOM3(t *testing.T) {
 		})
 	}
 }
+
+// TestScaleDownSpreadRidesOnScaleWrites: the Deployment's kubedeploy.io/scale-down-spread reaches a
+// ReplicaSet with the write that scales it, and its removal too (EX-4); a Deployment without it writes none.
+func TestScaleDownSpreadRidesOnScaleWrites(t *testing.T) {
+	const zone = "topology.kubernetes.io/zone"
+	for _, tc := range []struct {
+		name      string
+		on, onRS  string // "" for none
+		wantOnRS  string
+		wantWrite bool
+	}{
+		{"set on the Deployment", zone, "", zone, true},
+		{"changed on the Deployment", "template", zone, "template", true},
+		{"removed from the Deployment", "", zone, "", true},
+		{"never set", "", "", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDeployment(4, intstr.FromInt32(1), intstr.FromInt32(0))
+			d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "1"}
+			annotations := sizeAnnotations(9, 10, 1)
+			if tc.on != "" {
+				d.Annotations[rolloutstate.ScaleDownSpreadAnnotation] = tc.on
+			}
+			if tc.onRS != "" {
+				annotations[rolloutstate.ScaleDownSpreadAnnotation] = tc.onRS
+			}
+			d.Status.Replicas = 9
+			rs := withStatus(newRS(d, "nginx-a", "nginx:1.14.2", 9, 0, annotations), 9, 9)
+			f := newFixture(t, d, rs)
+			if _, err := f.sync(); err != nil {
+				t.Fatal(err)
+			}
+			got := f.rs("nginx-a")
+			if specReplicas(got) != 4 {
+				t.Fatalf("ReplicaSet scaled to %d, want 4", specReplicas(got))
+			}
+			v, ok := got.Annotations[rolloutstate.ScaleDownSpreadAnnotation]
+			if v != tc.wantOnRS || ok != (tc.wantOnRS != "") {
+				t.Errorf("ReplicaSet's %s = %q (present %v), want %q", rolloutstate.ScaleDownSpreadAnnotation, v, ok, tc.wantOnRS)
+			}
+			if wrote := setScaleDownSpread(d, newRS(d, "x", "nginx:1.14.2", 9, 0, annotations)); wrote != tc.wantWrite {
+				t.Errorf("setScaleDownSpread reported a change %v, want %v", wrote, tc.wantWrite)
+			}
+		})
+	}
+}

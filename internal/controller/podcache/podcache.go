@@ -27,8 +27,9 @@ import (
 const PodDeletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
 
 // Transform is a client-go cache.TransformFunc: it returns, for a *v1.Pod, a new pod holding only what the
-// Deployment and ReplicaSet controllers read (listed field by field below), and any other object with its
-// managedFields dropped (CM-5). It never fails; a nil pod stays nil; a cache.DeletedFinalStateUnknown passes through unchanged
+// Deployment and ReplicaSet controllers read (listed field by field below), for a *v1.Node one with its name,
+// UID, resourceVersion and labels only (slimNode), and any other object with its managedFields dropped
+// (CM-5). It never fails; a nil pod stays nil; a cache.DeletedFinalStateUnknown passes through unchanged
 // (client-go transforms only the objects it stores).
 //
 // Kept, and who reads it:
@@ -71,12 +72,24 @@ func Transform(obj any) (any, error) {
 		}
 		return Slim(pod), nil
 	}
+	if node, ok := obj.(*v1.Node); ok && node != nil {
+		return slimNode(node), nil
+	}
 	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
 		if m := acc.GetObjectMeta(); m != nil && m.GetManagedFields() != nil {
 			m.SetManagedFields(nil)
 		}
 	}
 	return obj, nil
+}
+
+// slimNode returns a new node with only what the ReplicaSet controller reads of it: its name, UID,
+// resourceVersion and labels (the topology domains of EX-4's kubedeploy.io/scale-down-spread). A node as the
+// API server sends it carries its images, conditions and capacity, several KB each.
+func slimNode(node *v1.Node) *v1.Node {
+	return &v1.Node{TypeMeta: node.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion, Labels: node.Labels,
+	}}
 }
 
 // Slim returns a new pod with only the fields Transform keeps; pod is not changed. The result may share its

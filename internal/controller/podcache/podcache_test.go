@@ -252,6 +252,16 @@ func TestTransformOtherObjects(t *testing.T) {
 	if got, err := Transform(pod); err != nil || got.(*v1.Pod) != nil {
 		t.Fatalf("Transform(nil pod) = %v, %v; want a nil pod", got, err)
 	}
+	node := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1", ResourceVersion: "7", Labels: map[string]string{"topology.kubernetes.io/zone": "zone-a"},
+			Annotations: map[string]string{"a": "b"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
+		Status: v1.NodeStatus{Images: []v1.ContainerImage{{Names: []string{"nginx"}}}},
+	}
+	got, err = Transform(node)
+	want := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1", ResourceVersion: "7", Labels: node.Labels}}
+	if err != nil || !equality.Semantic.DeepEqual(got, want) || node.Status.Images == nil {
+		t.Fatalf("Transform(node) = %v, %v; want %v, the input unchanged", got, err, want)
+	}
 }
 
 // BenchmarkCachedPodBytes reports the heap a cached pod takes in an informer store, for full pods (managed

@@ -22,6 +22,11 @@ type Config struct {
 	ReplicaSets appsinformers.ReplicaSetInformer
 	// Pods is the shared pod informer; New adds ownership.ControllerIndex to it.
 	Pods coreinformers.PodInformer
+	// Nodes, if set, is the shared node informer: where each node is, for the
+	// scale-downs of ReplicaSets annotated kubedeploy.io/scale-down-spread
+	// (EX-4); Run then waits for its cache too. Nil: those scale-downs use
+	// RS-14's ranking alone.
+	Nodes coreinformers.NodeInformer
 	// Recorder records events on ReplicaSets; the manager builds it for the
 	// component "replicaset-controller" (CM-8).
 	Recorder record.EventRecorder

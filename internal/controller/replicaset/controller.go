@@ -46,6 +46,8 @@ type Controller struct {
 	cfg        Config
 	rsLister   appslisters.ReplicaSetLister
 	podIndexer cache.Indexer
+	// nodeLabels reads the node cache (EX-4); nil without Config.Nodes.
+	nodeLabels NodeLabels
 
 	expectations *expectations.Tracker
 	// freshness is the IM-4 read-your-writes guard over the pod and
@@ -65,6 +67,9 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c.runner = runner.New(Name, c.sync, runner.WithObserver(c.cfg.Observer), runner.WithClock(c.cfg.Clock))
+	if cfg.Nodes != nil {
+		c.runner.WaitFor(cfg.Nodes.Informer().HasSynced)
+	}
 	return c, c.registerHandlers(klog.FromContext(ctx), c.cfg)
 }
 
@@ -92,6 +97,17 @@ func newController(cfg Config) (*Controller, error) {
 			resourcePods:        expectations.InformerCache(podInformer),
 			resourceReplicaSets: expectations.InformerCache(rsInformer),
 		}),
+	}
+	if cfg.Nodes != nil {
+		nodes := cfg.Nodes.Lister()
+		cfg.Nodes.Informer() // registered with the factory before it starts
+		c.nodeLabels = func(name string) (map[string]string, bool) {
+			node, err := nodes.Get(name)
+			if err != nil {
+				return nil, false
+			}
+			return node.Labels, true
+		}
 	}
 	return c, nil
 }

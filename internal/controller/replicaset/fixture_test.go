@@ -30,14 +30,30 @@ type fixture struct {
 
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil, objs...)
+}
+
+// newSpreadFixture is newFixture with the node informer (EX-4).
+func newSpreadFixture(t *testing.T, objs ...runtime.Object) *fixture {
+	t.Helper()
+	return newFixtureWith(t, func(f *fixture, c *Config) { c.Nodes = f.Factory.Core().V1().Nodes() }, objs...)
+}
+
+// newFixtureWith is newFixture with the Config changed by with (if not nil) before New.
+func newFixtureWith(t *testing.T, with func(*fixture, *Config), objs ...runtime.Object) *fixture {
+	t.Helper()
 	f := &fixture{Fixture: controllertest.New(t, testNow, objs...), nextRV: 100}
-	c, err := New(f.Ctx, Config{
+	cfg := Config{
 		Client:      f.Client,
 		ReplicaSets: f.Factory.Apps().V1().ReplicaSets(),
 		Pods:        f.Factory.Core().V1().Pods(),
 		Recorder:    f.Recorder,
 		Clock:       f.Clock,
-	})
+	}
+	if with != nil {
+		with(f, &cfg)
+	}
+	c, err := New(f.Ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -223,7 +223,7 @@ func FuzzPodsToDelete(f *testing.F) {
 		orderOK := checkStrictWeakOrder(t, r)
 
 		diff := int(diffIn) % (len(pods) + 3)
-		out := podsToDelete(pods, related, diff, testNow)
+		out := podsToDelete(pods, related, diff, testNow, nil)
 		if len(out) != min(diff, len(pods)) {
 			t.Fatalf("RS-14: %d victims for diff %d of %d pods", len(out), diff, len(pods))
 		}

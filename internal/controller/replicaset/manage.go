@@ -66,7 +66,7 @@ func (c *Controller) manageReplicas(ctx context.Context, sc *syncContext) error 
 		if err != nil {
 			return fmt.Errorf("listing pods related to ReplicaSet %s: %w", sc.key, err)
 		}
-		victims := podsToDelete(sc.pods, related, diff, sc.now)
+		victims := podsToDelete(sc.pods, related, diff, sc.now, c.spreadFor(ctx, sc.rs))
 		keys := make([]string, len(victims))
 		for i, p := range victims {
 			keys[i] = podKey(p)
@@ -76,6 +76,27 @@ func (c *Controller) manageReplicas(ctx context.Context, sc *syncContext) error 
 		return c.deletePods(ctx, sc.key, sc.rs, victims)
 	}
 	return nil
+}
+
+// spreadFor returns how rs's scale-down keeps the Deployment's pods spread
+// (EX-4), or nil for RS-14's ranking alone: when rs has no
+// kubedeploy.io/scale-down-spread annotation, when its value is invalid (a
+// Warning InvalidScaleDownSpread event on rs says why) or when the
+// controller has no node cache (Config.Nodes nil; logged at -v 2).
+func (c *Controller) spreadFor(ctx context.Context, rs *appsv1.ReplicaSet) *spread {
+	keys, err := spreadKeys(rs)
+	if err != nil {
+		c.cfg.Recorder.Eventf(rs, v1.EventTypeWarning, InvalidScaleDownSpread, "%v; choosing the pods to delete by the default ranking", err)
+		return nil
+	}
+	if keys == nil {
+		return nil
+	}
+	if c.nodeLabels == nil {
+		klog.FromContext(ctx).V(2).Info("No node cache; choosing the pods to delete by the default ranking", "replicaSet", klog.KObj(rs), "topologyKeys", keys)
+		return nil
+	}
+	return &spread{keys: keys, nodes: c.nodeLabels}
 }
 
 // slowStartBatchSizes returns the batch sizes used to make count calls:

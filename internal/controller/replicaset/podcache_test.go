@@ -132,7 +132,7 @@ func TestSlimPodsRankAndCountLikeFullPods(t *testing.T) {
 		}
 		fullActive, slimActive := active(full), active(slim)
 		for diff := 1; diff < len(fullActive); diff++ {
-			if a, b := names(podsToDelete(fullActive, full, diff, testNow)), names(podsToDelete(slimActive, slim, diff, testNow)); !slices.Equal(a, b) {
+			if a, b := names(podsToDelete(fullActive, full, diff, testNow, nil)), names(podsToDelete(slimActive, slim, diff, testNow, nil)); !slices.Equal(a, b) {
 				t.Fatalf("seed %d round %d: victims of %d differ: full %v, slim %v", seed, round, diff, a, b)
 			}
 		}

@@ -20,8 +20,11 @@ const PodDeletionCostAnnotation = podcache.PodDeletionCostAnnotation
 // podsToDelete returns the diff pods to delete on scale-down (RS-14). When
 // diff is smaller than len(pods) they are ranked by rankedPodsLess, where a
 // pod's rank is the number of active related pods on its node; otherwise all
-// pods are returned. now drives the log2 time bucketing.
-func podsToDelete(pods, related []*v1.Pod, diff int, now time.Time) []*v1.Pod {
+// pods are returned. now drives the log2 time bucketing. With sp (EX-4), the
+// pods that tie on rules 1-4 where diff runs out are chosen from the most
+// crowded topology domains instead (spread.spreadVictims); nil sp is
+// upstream's ranking exactly.
+func podsToDelete(pods, related []*v1.Pod, diff int, now time.Time, sp *spread) []*v1.Pod {
 	if diff >= len(pods) {
 		return pods
 	}
@@ -31,6 +34,9 @@ func podsToDelete(pods, related []*v1.Pod, diff int, now time.Time) []*v1.Pod {
 		ranked[i] = rankedPod{pod: p, rank: ranks[i], cost: podDeletionCost(p)}
 	}
 	sort.Slice(ranked, func(i, j int) bool { return rankedPodsLess(ranked[i], ranked[j], now) })
+	if sp != nil {
+		return sp.spreadVictims(ranked, related, diff)
+	}
 	out := make([]*v1.Pod, diff)
 	for i := range out {
 		out[i] = ranked[i].pod

@@ -149,7 +149,7 @@ func TestPodsToDelete(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := podsToDelete(tc.pods, tc.related, tc.diff, testNow)
+			got := podsToDelete(tc.pods, tc.related, tc.diff, testNow, nil)
 			if len(got) != len(tc.want) {
 				t.Fatalf("got %d victims, want %v", len(got), tc.want)
 			}

@@ -11,7 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// Annotations that say where a rollout stands, on a Deployment and its ReplicaSets (OM-1, OM-2, EX-1, EX-2).
+// Annotations that say where a rollout stands, on a Deployment and its ReplicaSets (OM-1, OM-2, EX-1, EX-2, EX-4).
 const (
 	// RevisionAnnotation holds the decimal int64 rollout sequence number on a Deployment and on each of its
 	// ReplicaSets; missing means 0 (OM-1).
@@ -37,6 +37,14 @@ const (
 	// completed (Progressing reason NewReplicaSetAvailable): the revision an automatic rollback returns to. The
 	// controller writes it with the status write that reports the completion, so it costs no extra request.
 	CompleteRevisionAnnotation = "kubedeploy.io/complete-revision"
+	// ScaleDownSpreadAnnotation opts a Deployment into scale-down that keeps its pods spread (EX-4): its value
+	// is a node label key (a topologyKey such as "topology.kubernetes.io/zone"), or "template" for every
+	// topologyKey of the pod template's topologySpreadConstraints, in their order. Among the pods that tie on
+	// RS-14's first keys (unscheduled, phase, readiness, deletion cost), the ReplicaSet controller deletes from
+	// the domain that holds the most pods of the Deployment. The Deployment controller carries the Deployment's
+	// value (or its absence) onto each ReplicaSet with every scale it writes, so the ReplicaSet controller reads
+	// it from the ReplicaSet it shrinks.
+	ScaleDownSpreadAnnotation = "kubedeploy.io/scale-down-spread"
 )
 
 // Progressing condition reasons that end or hold a rollout (ST-13, EX-1).

@@ -39,7 +39,7 @@ type Fixture struct {
 }
 
 // New returns a Fixture whose clientset and informer indexers both hold objs
-// (Deployments, ReplicaSets and pods; anything else fails the test), with
+// (Deployments, ReplicaSets, pods and nodes; anything else fails the test), with
 // Clock at now.
 func New(t *testing.T, now time.Time, objs ...runtime.Object) *Fixture {
 	t.Helper()
@@ -61,7 +61,7 @@ func New(t *testing.T, now time.Time, objs ...runtime.Object) *Fixture {
 
 // AddToCache puts obj into (or replaces it in) its informer's indexer, as
 // the informer would on a watch event. obj must be a Deployment, a
-// ReplicaSet or a pod.
+// ReplicaSet, a pod or a node.
 func (f *Fixture) AddToCache(obj runtime.Object) {
 	f.T.Helper()
 	var idx cache.Indexer
@@ -72,6 +72,8 @@ func (f *Fixture) AddToCache(obj runtime.Object) {
 		idx = f.Factory.Apps().V1().ReplicaSets().Informer().GetIndexer()
 	case *v1.Pod:
 		idx = f.Factory.Core().V1().Pods().Informer().GetIndexer()
+	case *v1.Node:
+		idx = f.Factory.Core().V1().Nodes().Informer().GetIndexer()
 	default:
 		f.T.Fatalf("AddToCache: unexpected object %T", obj)
 	}
