@@ -156,21 +156,29 @@ func tiesOnFirstKeys(a, b rankedPod) bool {
 // Groups of pods that tie on RS-14 rules 1-4 are taken whole, in order, while
 // they fit; in the group where diff runs out, each next victim is the pod in
 // the most crowded domain (counts of the Deployment's active pods, counting
-// the victims already chosen as gone), RS-14's order deciding between pods of
-// equally crowded domains. Removing from the most crowded domain each time
-// leaves the smallest skew (max − min pods per domain) the tied pods allow.
+// the victims already chosen as gone). Removing from the most crowded domain
+// each time leaves the smallest skew (max − min pods per domain) the tied pods
+// allow. Between domains equally crowded with the Deployment's pods, the one
+// holding more of this ReplicaSet's own pods goes first: during a rolling
+// update the scheduler puts each new pod where the Deployment has fewest, so
+// shrinking the old ReplicaSet evenly is what leaves the new one spread once
+// the old is gone. RS-14's order decides the rest.
 func (s spread) spreadVictims(ranked []rankedPod, related []*v1.Pod, diff int) []*v1.Pod {
 	pods := make([]*v1.Pod, len(ranked))
 	for i, r := range ranked {
 		pods[i] = r.pod
 	}
-	counts := s.countDomains(pods, related)
+	counts, own := s.countDomains(pods, related), s.countDomains(pods, nil)
 	out := make([]*v1.Pod, 0, diff)
 	take := func(p *v1.Pod, doms []string) {
 		out = append(out, p)
 		if isPodActive(p) && p.Spec.NodeName != "" {
 			counts.add(doms, -1)
+			own.add(doms, -1)
 		}
+	}
+	before := func(a, b []string) bool {
+		return counts.crowdedThan(a, b) || (!counts.crowdedThan(b, a) && own.crowdedThan(a, b))
 	}
 	for start := 0; len(out) < diff; {
 		end := start + 1
@@ -193,7 +201,7 @@ func (s spread) spreadVictims(ranked []rankedPod, related []*v1.Pod, diff int) [
 		for len(out) < diff {
 			best := -1
 			for i := range group {
-				if !taken[i] && (best < 0 || counts.crowdedThan(doms[i], doms[best])) {
+				if !taken[i] && (best < 0 || before(doms[i], doms[best])) {
 					best = i
 				}
 			}

@@ -147,6 +147,20 @@ func TestPodsToDeleteSpread(t *testing.T) {
 		}
 	})
 
+	t.Run("between equally crowded zones, the one with more of this ReplicaSet's pods", func(t *testing.T) {
+		// Mid-rollout: each zone holds 3 of the Deployment's pods; the old ReplicaSet has 2 in zone c, 1 in a and b.
+		old := []*v1.Pod{newPod("old-a", onNode("n-a1"), ready), newPod("old-b", onNode("n-b1"), ready),
+			newPod("old-c1", onNode("n-c1"), ready, created(testNow.Add(-time.Hour))), newPod("old-c2", onNode("n-c2"), ready, created(testNow.Add(-time.Hour)))}
+		related := slices.Clone(old)
+		for _, node := range []string{"n-a1", "n-a2", "n-b1", "n-b2", "n-c1"} {
+			related = append(related, newPod("new-"+node, onNode(node), ready))
+		}
+		got := podsToDelete(old, related, 1, testNow, zoneSpread())
+		if len(got) != 1 || !strings.HasPrefix(got[0].Name, "old-c") {
+			t.Fatalf("victims %v, want one of zone c's old pods", names(got))
+		}
+	})
+
 	t.Run("higher RS-14 keys still win", func(t *testing.T) {
 		pods := nine()
 		pods[7].Status.Conditions = nil // p7 in zone c is not ready
