@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
@@ -84,7 +85,7 @@ func (c *Controller) manageReplicas(ctx context.Context, sc *syncContext) error 
 // Warning InvalidScaleDownSpread event on rs says why) or when the
 // controller has no node cache (Config.Nodes nil; logged at -v 2).
 func (c *Controller) spreadFor(ctx context.Context, rs *appsv1.ReplicaSet) *spread {
-	keys, err := spreadKeys(rs)
+	keys, err := rolloutstate.ScaleDownSpreadKeys(rs.Annotations, &rs.Spec.Template)
 	if err != nil {
 		c.cfg.Recorder.Eventf(rs, v1.EventTypeWarning, InvalidScaleDownSpread, "%v; choosing the pods to delete by the default ranking", err)
 		return nil

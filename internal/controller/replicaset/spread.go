@@ -1,14 +1,10 @@
 package replicaset
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
@@ -18,53 +14,9 @@ import (
 // then ranks by RS-14 alone.
 const InvalidScaleDownSpread = "InvalidScaleDownSpread"
 
-// spreadFromTemplate is the EX-4 value that spreads over the pod template's
-// topologySpreadConstraints keys.
-const spreadFromTemplate = "template"
-
-// Domain names for pods that have no value under a key (EX-4). Label values
-// never hold a NUL byte, so neither can be mistaken for one.
-const (
-	// unassignedDomain holds pods not yet bound to a node. They tie only with
-	// each other on RS-14 rule 1, so their domain never decides anything.
-	unassignedDomain = "\x00unassigned"
-	// noKeyDomain holds pods on nodes without the key, or on nodes the node
-	// cache does not know (EX-4: "pods on nodes without the key form their
-	// own domain").
-	noKeyDomain = "\x00no-key"
-)
-
-// spreadKeys resolves rs's kubedeploy.io/scale-down-spread annotation (EX-4)
-// to the node label keys its scale-down spreads over, most significant first:
-// nil when the annotation is absent or empty (RS-14's ranking alone); the
-// value itself when it is a valid label key; for "template", every distinct
-// topologyKey of the template's topologySpreadConstraints in their order. An
-// invalid key, or "template" on a template without constraints, is an error
-// that says so.
-func spreadKeys(rs *appsv1.ReplicaSet) ([]string, error) {
-	value := rs.Annotations[rolloutstate.ScaleDownSpreadAnnotation]
-	switch value {
-	case "":
-		return nil, nil
-	case spreadFromTemplate:
-		var keys []string
-		for _, c := range rs.Spec.Template.Spec.TopologySpreadConstraints {
-			if c.TopologyKey != "" && !slices.Contains(keys, c.TopologyKey) {
-				keys = append(keys, c.TopologyKey)
-			}
-		}
-		if len(keys) == 0 {
-			return nil, fmt.Errorf("%s is %q but the pod template has no topologySpreadConstraints",
-				rolloutstate.ScaleDownSpreadAnnotation, value)
-		}
-		return keys, nil
-	}
-	if errs := validation.IsQualifiedName(value); len(errs) > 0 {
-		return nil, fmt.Errorf("%s %q is neither a node label key nor %q: %s",
-			rolloutstate.ScaleDownSpreadAnnotation, value, spreadFromTemplate, strings.Join(errs, "; "))
-	}
-	return []string{value}, nil
-}
+// unassignedDomain holds pods not yet bound to a node (EX-4). They tie only
+// with each other on RS-14 rule 1, so their domain never decides anything.
+const unassignedDomain = "<unassigned>"
 
 // NodeLabels returns the labels of the named node and whether the node is
 // known. The controller's is the node informer's cache.
@@ -78,8 +30,8 @@ type spread struct {
 }
 
 // domains returns pod's domain under each of s.keys: the node's label value,
-// unassignedDomain for a pod on no node, noKeyDomain for a node without the
-// label or not known.
+// unassignedDomain for a pod on no node, rolloutstate.NoTopologyDomain for a
+// node without the label or not known.
 func (s spread) domains(pod *v1.Pod) []string {
 	out := make([]string, len(s.keys))
 	if pod.Spec.NodeName == "" {
@@ -90,11 +42,7 @@ func (s spread) domains(pod *v1.Pod) []string {
 	}
 	labels, _ := s.nodes(pod.Spec.NodeName)
 	for i, k := range s.keys {
-		v, ok := labels[k]
-		if !ok {
-			v = noKeyDomain
-		}
-		out[i] = v
+		out[i] = rolloutstate.TopologyDomain(labels, k)
 	}
 	return out
 }

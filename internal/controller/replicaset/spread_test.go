@@ -89,7 +89,7 @@ func TestSpreadKeys(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := spreadKeys(tc.rs)
+			got, err := rolloutstate.ScaleDownSpreadKeys(tc.rs.Annotations, &tc.rs.Spec.Template)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)

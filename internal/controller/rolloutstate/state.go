@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Annotations that say where a rollout stands, on a Deployment and its ReplicaSets (OM-1, OM-2, EX-1, EX-2, EX-4).
@@ -46,6 +47,54 @@ const (
 	// it from the ReplicaSet it shrinks.
 	ScaleDownSpreadAnnotation = "kubedeploy.io/scale-down-spread"
 )
+
+// ScaleDownSpreadFromTemplate is the kubedeploy.io/scale-down-spread value that spreads over the pod
+// template's topologySpreadConstraints keys (EX-4).
+const ScaleDownSpreadFromTemplate = "template"
+
+// NoTopologyDomain is the topology domain of pods on nodes without the key, or on nodes not known (EX-4:
+// "pods on nodes without the key form their own domain"). Label values never hold "<", so no node's value
+// is mistaken for it.
+const NoTopologyDomain = "<none>"
+
+// ScaleDownSpreadKeys resolves a kubedeploy.io/scale-down-spread value found in annotations (a Deployment's or
+// a ReplicaSet's) against the pod template tmpl (EX-4): the node label keys a scale-down spreads over, most
+// significant first. It returns nil when the annotation is absent or empty (RS-14's ranking alone); the value
+// itself when it is a valid label key; for "template", every distinct topologyKey of tmpl's
+// topologySpreadConstraints in their order. An invalid key, or "template" on a template without constraints,
+// is an error that says so.
+func ScaleDownSpreadKeys(annotations map[string]string, tmpl *v1.PodTemplateSpec) ([]string, error) {
+	value := annotations[ScaleDownSpreadAnnotation]
+	switch value {
+	case "":
+		return nil, nil
+	case ScaleDownSpreadFromTemplate:
+		var keys []string
+		for _, c := range tmpl.Spec.TopologySpreadConstraints {
+			if c.TopologyKey != "" && !slices.Contains(keys, c.TopologyKey) {
+				keys = append(keys, c.TopologyKey)
+			}
+		}
+		if len(keys) == 0 {
+			return nil, fmt.Errorf("%s is %q but the pod template has no topologySpreadConstraints", ScaleDownSpreadAnnotation, value)
+		}
+		return keys, nil
+	}
+	if errs := validation.IsQualifiedName(value); len(errs) > 0 {
+		return nil, fmt.Errorf("%s %q is neither a node label key nor %q: %s",
+			ScaleDownSpreadAnnotation, value, ScaleDownSpreadFromTemplate, strings.Join(errs, "; "))
+	}
+	return []string{value}, nil
+}
+
+// TopologyDomain returns the domain under key of a node with labels nodeLabels (nil for a node not known):
+// its label value, or NoTopologyDomain (EX-4).
+func TopologyDomain(nodeLabels map[string]string, key string) string {
+	if v, ok := nodeLabels[key]; ok {
+		return v
+	}
+	return NoTopologyDomain
+}
 
 // Progressing condition reasons that end or hold a rollout (ST-13, EX-1).
 const (
