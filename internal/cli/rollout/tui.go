@@ -115,6 +115,13 @@ func (t tuiModel) View() string {
 		label := style.Render(fmt.Sprintf("%s %-*s rev %-3s", kind, nameWidth, rs.Name, rs.Revision))
 		fmt.Fprintf(&b, "%s %s  %d desired  %d ready  %d available\n", label, t.bar.ViewAs(rs.Fraction), rs.Desired, rs.Ready, rs.Available)
 	}
+	if m.Spread != nil {
+		style := dimStyle
+		if m.Spread.Err != nil || m.Spread.Skew > 1 {
+			style = warnStyle
+		}
+		b.WriteString("\n" + t.wrap(style, 0, m.Spread.Line()))
+	}
 	if len(m.Stuck) > 0 {
 		b.WriteString("\n" + headingStyle.Render("why the new ReplicaSet's pods are not available") + "\n")
 		for _, g := range m.Stuck {

@@ -10,12 +10,14 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/timeline"
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/viewmodel"
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/watcher"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // refreshInterval is how often `rollout watch` redraws with nothing new from
@@ -87,6 +89,20 @@ ProgressDeadlineExceeded or --timeout passes, like "kubectl rollout status".`,
 	return cmd
 }
 
+// spreadShown reports whether the view shows d's spread across topology domains: d is annotated
+// kubedeploy.io/scale-down-spread (EX-4) and nodes can be listed. When they cannot (a user without list on
+// nodes), it says so on errOut and the watch goes on without the spread.
+func spreadShown(ctx context.Context, client kubernetes.Interface, d *appsv1.Deployment, errOut io.Writer) bool {
+	if d.Annotations[rolloutstate.ScaleDownSpreadAnnotation] == "" {
+		return false
+	}
+	if _, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		fmt.Fprintf(errOut, "Not showing the spread across %s: listing nodes: %v\n", d.Annotations[rolloutstate.ScaleDownSpreadAnnotation], err)
+		return false
+	}
+	return true
+}
+
 // errStopped is returned when the user stops the terminal view (q, Ctrl-C).
 var errStopped = errors.New("stopped watching before the rollout ended")
 
@@ -105,7 +121,7 @@ func watchRollout(ctx context.Context, client kubernetes.Interface, ns, name str
 		}
 		return err
 	}
-	cfg := watcher.Config{Events: o.events > 0}
+	cfg := watcher.Config{Events: o.events > 0, Nodes: spreadShown(ctx, client, d, errOut)}
 	var rec *timeline.Recorder
 	if o.timeline != "" {
 		rec = timeline.NewRecorder(d)

@@ -56,7 +56,7 @@ func EventLine(e v1.Event) string {
 }
 
 // Lines is the model as plain lines, without a time stamp: the summary with
-// the conditions, a line per ReplicaSet, a why-line per group (with the
+// the conditions, a line per ReplicaSet, the spread (EX-4), a why-line per group (with the
 // first pod's message when messages is set) and a line per event. Without
 // messages it changes only when the rollout does (the messages carry ages).
 func (m *Model) Lines(messages bool) string {
@@ -71,6 +71,9 @@ func (m *Model) Lines(messages bool) string {
 			kind = "new"
 		}
 		fmt.Fprintf(&b, "\n  %s %s: %d desired, %d ready, %d available", kind, rs.Name, rs.Desired, rs.Ready, rs.Available)
+	}
+	if m.Spread != nil {
+		fmt.Fprintf(&b, "\n  %s", m.Spread.Line())
 	}
 	for _, g := range m.Stuck {
 		fmt.Fprintf(&b, "\n  why: %s", WhyLine(g))

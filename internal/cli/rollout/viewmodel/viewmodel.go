@@ -46,6 +46,9 @@ type Input struct {
 	// latest MaxEvents of them (0: none).
 	Events    []*v1.Event
 	MaxEvents int
+	// Nodes are the cluster's nodes (names and labels are read), for the Spread of a Deployment annotated
+	// kubedeploy.io/scale-down-spread (EX-4); nil shows none.
+	Nodes []*v1.Node
 }
 
 // Model is one look at a rollout.
@@ -64,6 +67,9 @@ type Model struct {
 	Stuck []unavailable.Group
 	// Events are the Deployment's latest events, oldest first.
 	Events []v1.Event
+	// Spread is how the Deployment's pods stand across the topology domains of its
+	// kubedeploy.io/scale-down-spread (EX-4); nil without the annotation or Input.Nodes.
+	Spread *Spread
 }
 
 // ReplicaSet is one row of the view.
@@ -104,6 +110,7 @@ func Build(in Input, now time.Time) *Model {
 		m.Stuck = unavailable.Groups(rolloutstate.ControlledBy(in.Pods, newRS.UID), d.Spec.MinReadySeconds, now)
 	}
 	m.Events = latestEvents(d, in.Events, in.MaxEvents)
+	m.Spread = spreadOf(d, owned, newRS, in.Pods, in.Nodes)
 	return m
 }
 

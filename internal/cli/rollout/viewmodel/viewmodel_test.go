@@ -167,6 +167,39 @@ func cases() map[string]Input {
 	oldRS = replicaSet(d, "web-old", "1", "nginx:1", 0, 0)
 	oldRS.Status.Replicas = 1
 	out["not-observed"] = Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{oldRS}, MaxEvents: 3}
+
+	// Mid-rollout with kubedeploy.io/scale-down-spread (EX-4): the pods per zone of three nodes, one pod on a
+	// node without the zone label, one terminating and one unscheduled (neither counted).
+	d = deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 5, UpdatedReplicas: 2, AvailableReplicas: 4}, available, progressing)
+	d.Annotations[rolloutstate.ScaleDownSpreadAnnotation] = "topology.kubernetes.io/zone"
+	newRS, oldRS = replicaSet(d, "web-new", "2", "nginx:2", 2, 1), replicaSet(d, "web-old", "1", "nginx:1", 3, 3)
+	in = Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{newRS, oldRS}}
+	for i, node := range []string{"node-a", "node-b", "node-c", "node-bare"} {
+		in.Nodes = append(in.Nodes, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{}}})
+		if node != "node-bare" {
+			in.Nodes[i].Labels["topology.kubernetes.io/zone"] = "zone-" + node[5:]
+		}
+	}
+	for _, p := range []struct {
+		rs         *appsv1.ReplicaSet
+		name, node string
+	}{
+		{newRS, "web-new-a", "node-a"}, {newRS, "web-new-b", "node-b"}, {oldRS, "web-old-a", "node-a"},
+		{oldRS, "web-old-c", "node-c"}, {oldRS, "web-old-x", "node-bare"}, {oldRS, "web-old-gone", "node-c"}, {newRS, "web-new-pending", ""},
+	} {
+		pp := pod(p.rs, p.name, "", "")
+		pp.Spec.NodeName = p.node
+		if p.name == "web-old-gone" {
+			pp.DeletionTimestamp = ptr.To(metav1.NewTime(now))
+		}
+		in.Pods = append(in.Pods, pp)
+	}
+	out["spread"] = in
+
+	// The annotation names no label key: the view says so.
+	d = deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 4, UpdatedReplicas: 4, AvailableReplicas: 4}, available, complete)
+	d.Annotations[rolloutstate.ScaleDownSpreadAnnotation] = "template"
+	out["spread-invalid"] = Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{replicaSet(d, "web-new", "2", "nginx:2", 4, 4)}, Nodes: []*v1.Node{}}
 	return out
 }
 

@@ -48,6 +48,9 @@ type Observer interface {
 type Config struct {
 	// Events: also watch the Deployment's events.
 	Events bool
+	// Nodes: also watch the cluster's nodes (their names and labels are kept), for the spread of a
+	// Deployment annotated kubedeploy.io/scale-down-spread (EX-4). It needs list and watch on nodes.
+	Nodes bool
 	// Observer, when not nil, is told of every change.
 	Observer Observer
 	// Clock stamps the changes the Observer is told of; nil is the real one.
@@ -60,11 +63,12 @@ type Watcher struct {
 	uid      types.UID
 	cfg      Config
 
-	factories []informers.SharedInformerFactory
-	dLister   appslisters.DeploymentNamespaceLister
-	rsLister  appslisters.ReplicaSetNamespaceLister
-	podLister corelisters.PodNamespaceLister
-	evLister  corelisters.EventNamespaceLister // nil without cfg.Events
+	factories  []informers.SharedInformerFactory
+	dLister    appslisters.DeploymentNamespaceLister
+	rsLister   appslisters.ReplicaSetNamespaceLister
+	podLister  corelisters.PodNamespaceLister
+	evLister   corelisters.EventNamespaceLister // nil without cfg.Events
+	nodeLister corelisters.NodeLister           // nil without cfg.Nodes
 
 	// changed receives (without blocking the informers) after any change.
 	changed chan struct{}
@@ -144,7 +148,22 @@ func (w *Watcher) informers(client kubernetes.Interface, d *appsv1.Deployment, s
 			}
 		}
 	}
+	if w.cfg.Nodes {
+		clusterWide := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(nodeLabelsOnly))
+		w.factories = append(w.factories, clusterWide)
+		nodeInf := clusterWide.Core().V1().Nodes()
+		w.nodeLister = nodeInf.Lister()
+		out[nodeInf.Informer()] = nil
+	}
 	return out
+}
+
+// nodeLabelsOnly is the node informer's transform: a node's name and labels are all the view reads of it.
+func nodeLabelsOnly(obj any) (any, error) {
+	if n, ok := obj.(*v1.Node); ok && n != nil {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels}}, nil
+	}
+	return obj, nil
 }
 
 // start starts the informers, waits for their caches and tells the
@@ -214,7 +233,8 @@ func (w *Watcher) Deployment() (*appsv1.Deployment, error) {
 }
 
 // Input returns what the caches hold now, for the view model, with the
-// latest maxEvents events (none without Config.Events). The objects are the
+// latest maxEvents events (none without Config.Events) and the nodes (none
+// without Config.Nodes). The objects are the
 // caches' own: read-only.
 func (w *Watcher) Input(maxEvents int) (viewmodel.Input, error) {
 	d, err := w.Deployment()
@@ -230,6 +250,11 @@ func (w *Watcher) Input(maxEvents int) (viewmodel.Input, error) {
 	}
 	if w.evLister != nil && maxEvents > 0 {
 		if in.Events, err = w.evLister.List(labels.Everything()); err != nil {
+			return viewmodel.Input{}, err
+		}
+	}
+	if w.nodeLister != nil {
+		if in.Nodes, err = w.nodeLister.List(labels.Everything()); err != nil {
 			return viewmodel.Input{}, err
 		}
 	}

@@ -87,7 +87,9 @@ func objects() (*appsv1.Deployment, *appsv1.ReplicaSet, *v1.Pod, *v1.Event) {
 func start(t *testing.T, cfg Config) (*Watcher, *fake.Clientset, *appsv1.Deployment) {
 	t.Helper()
 	d, rs, pod, ev := objects()
-	client := fake.NewClientset(d, rs, pod, ev)
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"topology.kubernetes.io/zone": "zone-a"}},
+		Status: v1.NodeStatus{Images: []v1.ContainerImage{{Names: []string{"nginx"}}}}}
+	client := fake.NewClientset(d, rs, pod, ev, node)
 	watches := controllertest.RecordWatches(client)
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := Start(ctx, client, d, cfg)
@@ -102,6 +104,9 @@ func start(t *testing.T, cfg Config) (*Watcher, *fake.Clientset, *appsv1.Deploym
 	resources := []string{"deployments", "replicasets", "pods"}
 	if cfg.Events {
 		resources = append(resources, "events")
+	}
+	if cfg.Nodes {
+		resources = append(resources, "nodes")
 	}
 	watches.Wait(t, resources...)
 	return w, client, d
@@ -149,6 +154,22 @@ func TestStartFillsCachesAndTellsObserver(t *testing.T) {
 	}
 	if len(obs.events) != 1 || obs.events[0] != "ScalingReplicaSet" {
 		t.Errorf("observer events %v", obs.events)
+	}
+}
+
+// With Nodes, the Input holds the nodes with their names and labels only (EX-4's spread); without, none.
+func TestNodes(t *testing.T) {
+	w, _, _ := start(t, Config{Nodes: true})
+	in, err := w.Input(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.Nodes) != 1 || in.Nodes[0].Name != "node-a" || in.Nodes[0].Labels["topology.kubernetes.io/zone"] != "zone-a" || in.Nodes[0].Status.Images != nil {
+		t.Errorf("nodes %+v, want node-a with its labels only", in.Nodes)
+	}
+	w, _, _ = start(t, Config{})
+	if in, err = w.Input(0); err != nil || in.Nodes != nil {
+		t.Errorf("without Nodes: nodes %v, %v; want none", in.Nodes, err)
 	}
 }
 
