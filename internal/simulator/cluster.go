@@ -64,6 +64,9 @@ type cluster struct {
 	writes int
 	// deleted names the pods deleted since the last takeDeleted.
 	deleted []string
+	// placement, when not nil, binds new pods across topology domains (EX-4); nil binds them all to
+	// simulatedNode.
+	placement *placement
 	// resized are the ReplicaSets as each spec write (not status) left them,
 	// in order, since the last takeResized.
 	resized []*appsv1.ReplicaSet
@@ -166,12 +169,32 @@ func (c *cluster) startPod(pod *v1.Pod, readyAt time.Duration) {
 		pod.CreationTimestamp = metav1.NewTime(c.clock.Now())
 	}
 	pod.Spec.NodeName = simulatedNode
+	if c.placement != nil {
+		pod.Spec.NodeName = c.placement.node(pod, c.podsOf(pod.Namespace))
+	}
 	pod.Status.Phase = v1.PodRunning
 	pod.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: pod.CreationTimestamp}}
 	c.pods[pod.UID] = &podTimes{readyAt: readyAt}
 	if readyAt <= c.now {
 		setReady(pod, c.start.Add(readyAt))
 	}
+}
+
+// podsOf returns the pods stored in namespace ns (the simulated Deployment's), nil when they cannot be read.
+func (c *cluster) podsOf(ns string) []*v1.Pod {
+	obj, err := c.tracker.List(podsResource, v1.SchemeGroupVersion.WithKind("Pod"), ns)
+	if err != nil {
+		return nil
+	}
+	list, ok := obj.(*v1.PodList)
+	if !ok {
+		return nil
+	}
+	out := make([]*v1.Pod, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out
 }
 
 // onDeletePod makes a deleted pod Terminating for PodTermination (gone at

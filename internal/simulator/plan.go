@@ -54,6 +54,9 @@ type Step struct {
 	// step's size write (RS-14's victims), sorted; simulated pods have
 	// simulated names.
 	DeletedPods []string `json:"deletedPods,omitempty"`
+	// Spread is the live pods per topology domain of Plan.SpreadKey after the step (EX-4), every node's domain
+	// listed; nil without a spread.
+	Spread map[string]int `json:"spread,omitempty"`
 }
 
 // Plan is the outcome of Simulate.
@@ -70,6 +73,9 @@ type Plan struct {
 	// OldReplicaSets are the old ReplicaSets' names, oldest first; every
 	// step's OldReplicas follows this order.
 	OldReplicaSets []string `json:"oldReplicaSets"`
+	// SpreadKey is the node label key of the Deployment's kubedeploy.io/scale-down-spread (its first key for
+	// "template") when State.Nodes were given: each Step's Spread is over it. "" otherwise.
+	SpreadKey string `json:"spreadKey,omitempty"`
 	// Steps are the size writes in order.
 	Steps []Step `json:"steps"`
 	// PeakPods is the largest MaxTotal of any step (or of the start).

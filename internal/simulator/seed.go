@@ -25,6 +25,11 @@ type State struct {
 	// ignored). Optional: a ReplicaSet none of them belongs to gets pods
 	// made from its status.
 	Pods []*v1.Pod
+	// Nodes are the cluster's nodes (names and labels are read). Optional: with them, a Deployment annotated
+	// kubedeploy.io/scale-down-spread (EX-4) has its new pods placed across the topology domains (see
+	// placement), its scale-downs choose their victims by EX-4, and each Step reports its Spread; without
+	// them, every simulated pod runs on one node.
+	Nodes []*v1.Node
 	// Now is the wall-clock time of the change, the simulation's start: the
 	// pods' ages and readiness count to it, as RS-14's log-scale buckets
 	// compare them. Zero means the latest time in Pods and ReplicaSets (a

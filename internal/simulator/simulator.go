@@ -148,6 +148,15 @@ func newSimulation(ctx context.Context, from State, cfg Config) (*simulation, er
 		return nil, err
 	}
 	s := &simulation{cluster: c, key: cache.ObjectName{Namespace: d.Namespace, Name: d.Name}, plan: plan}
+	if c.placement = newPlacement(d, from.Nodes); c.placement != nil {
+		plan.SpreadKey = c.placement.key
+		nodes := c.factory.Core().V1().Nodes().Informer().GetIndexer()
+		for _, n := range from.Nodes {
+			if err := nodes.Add(n.DeepCopy()); err != nil {
+				return nil, fmt.Errorf("simulate: %w", err)
+			}
+		}
+	}
 	for _, rs := range seeded {
 		if err := s.seedPods(rs, from.Pods); err != nil {
 			return nil, err
@@ -167,10 +176,14 @@ func (s *simulation) newSyncers() error {
 		Client: s.client, Recorder: recorder, Clock: s.clock,
 		Deployments: informers.Deployments(), ReplicaSets: informers.ReplicaSets(), Pods: s.factory.Core().V1().Pods(),
 	})
-	replicaSets, errReplicaSet := replicaset.NewSyncer(replicaset.Config{
+	rsConfig := replicaset.Config{
 		Client: s.client, Recorder: recorder, Clock: s.clock,
 		ReplicaSets: informers.ReplicaSets(), Pods: s.factory.Core().V1().Pods(),
-	})
+	}
+	if s.placement != nil {
+		rsConfig.Nodes = s.factory.Core().V1().Nodes()
+	}
+	replicaSets, errReplicaSet := replicaset.NewSyncer(rsConfig)
 	if err := errors.Join(errDeployment, errReplicaSet); err != nil {
 		return fmt.Errorf("simulate: %w", err)
 	}
@@ -419,6 +432,9 @@ func (s *simulation) record(after replicaSetSizes) error {
 		Seconds: s.now.Seconds(), NewReplicas: after.newSize, NewReplicaSetExists: after.newName != "",
 		OldReplicas: oldSizes, MaxTotal: total, MinAvailable: available, DeletedPods: s.takeDeleted(),
 	})
+	if s.placement != nil {
+		p.Steps[len(p.Steps)-1].Spread = s.placement.spread(st.pods)
+	}
 	p.PeakPods = max(p.PeakPods, total)
 	p.MinAvailable = min(p.MinAvailable, available)
 	return nil

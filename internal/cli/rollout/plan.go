@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -65,7 +67,7 @@ version gives them.`,
   kubedeploy rollout plan --local -f v1.yaml -f v2.yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.run(cmd.Context(), c, args, cmd.OutOrStdout())
+			return o.run(cmd.Context(), c, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -79,7 +81,7 @@ version gives them.`,
 }
 
 // run builds the current state and the change, simulates and prints.
-func (o *planOptions) run(ctx context.Context, c *clusterFlags, args []string, out io.Writer) error {
+func (o *planOptions) run(ctx context.Context, c *clusterFlags, args []string, out, errOut io.Writer) error {
 	if o.output != "table" && o.output != "json" {
 		return fmt.Errorf("--output %q: use table or json", o.output)
 	}
@@ -102,7 +104,7 @@ func (o *planOptions) run(ctx context.Context, c *clusterFlags, args []string, o
 	if o.local {
 		from, err = localState(ctx, manifests, name, c.namespace())
 	} else {
-		from, err = clusterState(ctx, c, manifests, name)
+		from, err = clusterState(ctx, c, manifests, name, errOut)
 	}
 	if err != nil {
 		return err
@@ -153,6 +155,11 @@ func printPlan(out io.Writer, next *appsv1.Deployment, p *simulator.Plan) error 
 		header = append(header, "OLD "+name)
 	}
 	header = append(header, "TOTAL", "AVAILABLE")
+	var doms []string
+	if p.SpreadKey != "" && len(p.Steps[0].Spread) > 0 {
+		doms = slices.Sorted(maps.Keys(p.Steps[0].Spread))
+		header = append(header, "SPREAD "+strings.Join(doms, "/"))
+	}
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for i, s := range p.Steps {
 		newSize := "-"
@@ -164,6 +171,9 @@ func printPlan(out io.Writer, next *appsv1.Deployment, p *simulator.Plan) error 
 			row = append(row, fmt.Sprint(n))
 		}
 		row = append(row, fmt.Sprint(s.MaxTotal), fmt.Sprint(s.MinAvailable))
+		if doms != nil {
+			row = append(row, spreadCell(doms, s.Spread))
+		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	if err := tw.Flush(); err != nil {
@@ -177,7 +187,19 @@ func printPlan(out io.Writer, next *appsv1.Deployment, p *simulator.Plan) error 
 		end = "not complete: " + p.Stopped
 	}
 	fmt.Fprintf(out, "%d steps; at most %d pods, at least %d available; %s.\n", len(p.Steps), p.PeakPods, p.MinAvailable, end)
+	if doms != nil {
+		fmt.Fprintf(out, "SPREAD: live pods per %s after each step (kubedeploy.io/scale-down-spread), new pods placed where the Deployment has fewest.\n", p.SpreadKey)
+	}
 	return nil
+}
+
+// spreadCell is one step's pods per domain in doms' order, "3/3/2"; a domain the step does not list is 0.
+func spreadCell(doms []string, spread map[string]int) string {
+	parts := make([]string, len(doms))
+	for i, d := range doms {
+		parts[i] = fmt.Sprint(spread[d])
+	}
+	return strings.Join(parts, "/")
 }
 
 func orDash(s string) string {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubedeploy/kubedeploy/internal/simulator"
@@ -166,5 +167,22 @@ func TestNoKubeconfig(t *testing.T) {
 	err := cmd.ExecuteContext(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "start one with `kubedeploy up` or pass --kubeconfig") {
 		t.Errorf("error %v", err)
+	}
+}
+
+// A plan with a spread (EX-4) gets a SPREAD column, the domains in order, and a line saying what it is.
+func TestPrintPlanSpread(t *testing.T) {
+	var out bytes.Buffer
+	next := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}}}
+	p := &simulator.Plan{Deployment: "web", Strategy: appsv1.RecreateDeploymentStrategyType, Replicas: 4, NewReplicaSet: "web-1",
+		SpreadKey: "topology.kubernetes.io/zone", Complete: true, EstimatedSeconds: 1,
+		Steps: []simulator.Step{{NewReplicas: 4, NewReplicaSetExists: true, MaxTotal: 4, Spread: map[string]int{"zone-b": 1, "zone-a": 2, "zone-c": 1}}}}
+	if err := printPlan(&out, next, p); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"SPREAD zone-a/zone-b/zone-c", "2/1/1", "SPREAD: live pods per topology.kubernetes.io/zone after each step"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan lacks %q:\n%s", want, out.String())
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -97,7 +98,7 @@ func localReplicaSets(m manifests, cur *appsv1.Deployment) ([]*appsv1.ReplicaSet
 // manifest) and the ReplicaSets it controls; the new version is the live
 // one, or the -f manifest as the API server would store it (a server-side
 // apply dry run: defaulted and validated, nothing written).
-func clusterState(ctx context.Context, c *clusterFlags, m manifests, name string) (simulator.State, error) {
+func clusterState(ctx context.Context, c *clusterFlags, m manifests, name string, errOut io.Writer) (simulator.State, error) {
 	ds, err := m.pick(name)
 	if err != nil {
 		return simulator.State{}, err
@@ -140,7 +141,26 @@ func clusterState(ctx context.Context, c *clusterFlags, m manifests, name string
 	}
 	// The pods' ages count to this machine's clock (raised to the latest
 	// time the pods show, should it be behind the cluster's).
-	return simulator.State{Deployment: next, ReplicaSets: rss, Pods: pods, Now: time.Now()}, nil
+	return simulator.State{Deployment: next, ReplicaSets: rss, Pods: pods, Nodes: spreadNodes(ctx, client, next, errOut), Now: time.Now()}, nil
+}
+
+// spreadNodes returns the cluster's nodes when d is annotated kubedeploy.io/scale-down-spread (EX-4), so
+// that the plan places pods across its topology domains and shows the spread; nil otherwise, or when the
+// nodes cannot be listed (said on errOut: the plan goes on without the spread).
+func spreadNodes(ctx context.Context, client kubernetes.Interface, d *appsv1.Deployment, errOut io.Writer) []*v1.Node {
+	if d.Annotations[rolloutstate.ScaleDownSpreadAnnotation] == "" {
+		return nil
+	}
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		fmt.Fprintf(errOut, "Not planning the spread across %s: listing nodes: %v\n", d.Annotations[rolloutstate.ScaleDownSpreadAnnotation], err)
+		return nil
+	}
+	out := make([]*v1.Node, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out
 }
 
 // selectedPods lists the pods of d's selector in ns; the simulator keeps
