@@ -188,7 +188,7 @@ func printPlan(out io.Writer, next *appsv1.Deployment, p *simulator.Plan) error 
 	}
 	fmt.Fprintf(out, "%d steps; at most %d pods, at least %d available; %s.\n", len(p.Steps), p.PeakPods, p.MinAvailable, end)
 	if doms != nil {
-		fmt.Fprintf(out, "SPREAD: live pods per %s after each step (kubedeploy.io/scale-down-spread), new pods placed where the Deployment has fewest.\n", p.SpreadKey)
+		fmt.Fprintf(out, "SPREAD: live pods per %s after each step (kubedeploy.io/scale-down-spread); new pods go where the pods their spread constraint counts are fewest.\n", p.SpreadKey)
 	}
 	return nil
 }
