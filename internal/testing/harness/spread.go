@@ -19,10 +19,27 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
+	"github.com/kubedeploy/kubedeploy/internal/controlplane"
 )
 
 // ZoneKey is the well-known node label of a zone, the topologyKey of the spread scenario.
 const ZoneKey = "topology.kubernetes.io/zone"
+
+// SpreadOptions are the Options of issue 26's spread scenario: UpOptions on 6 nodes in 3 zones, as `kubedeploy
+// up --zones 3 --nodes 6`; with upstream, kube-controller-manager's own deployment and replicaset controllers
+// run the Deployments instead of kubedeploy's.
+func SpreadOptions(upstream bool) Options {
+	opts := UpOptions()
+	opts.Nodes = 6
+	opts.ControlPlane = func(c *controlplane.Config) {
+		c.Zones = 3
+		c.UpstreamWorkloadControllers = upstream
+	}
+	if upstream {
+		opts.Controllers = []string{}
+	}
+	return opts
+}
 
 // SpreadWatch records, at every pod change its own informer sees in one namespace, how the live pods
 // (bound to a node, not terminating, not finished) matching a selector are spread over the zones of the

@@ -11,17 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubedeploy/kubedeploy/internal/controlplane"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
 
 var env *harness.Env
 
 func TestMain(m *testing.M) {
-	opts := harness.UpOptions()
-	opts.Nodes = 6
-	opts.ControlPlane = func(c *controlplane.Config) { c.Zones = 3 }
-	os.Exit(harness.Main(m, opts, &env))
+	os.Exit(harness.Main(m, harness.SpreadOptions(false), &env))
 }
 
 // TestScaleDownSpread runs the scenario in parallel, each in its own namespace: with EX-4 (the zone key, and

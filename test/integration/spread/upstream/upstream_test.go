@@ -8,21 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubedeploy/kubedeploy/internal/controlplane"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
 
 var env *harness.Env
 
 func TestMain(m *testing.M) {
-	opts := harness.UpOptions()
-	opts.Nodes = 6
-	opts.Controllers = []string{}
-	opts.ControlPlane = func(c *controlplane.Config) {
-		c.Zones = 3
-		c.UpstreamWorkloadControllers = true
-	}
-	os.Exit(harness.Main(m, opts, &env))
+	os.Exit(harness.Main(m, harness.SpreadOptions(true), &env))
 }
 
 // TestUpstreamScaleDown reports the skews upstream's controllers leave in the scenario, with the constraint per
