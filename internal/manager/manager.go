@@ -12,6 +12,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -387,6 +389,7 @@ func runControllers(ctx context.Context, cfg Config, syncCheck *informerSyncChec
 			b.Shutdown()
 		}
 	}()
+	nodes := slices.Contains(cfg.Controllers, ReplicaSetController) && nodesReadable(ctx, infClient)
 	for _, name := range cfg.Controllers {
 		client, dyn, _, err := cfg.clientsFor(name, true)
 		if err != nil {
@@ -397,7 +400,7 @@ func runControllers(ctx context.Context, cfg Config, syncCheck *informerSyncChec
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 		broadcaster = append(broadcaster, b)
 		recorder := b.NewRecorder(scheme.Scheme, v1.EventSource{Component: EventSource(name)})
-		ctrl, n, err := newController(ctx, cfg, name, controllerClients{client, dyn, templates}, factory, recorder)
+		ctrl, n, err := newController(ctx, cfg, name, controllerClients{client, dyn, templates, nodes}, factory, recorder)
 		if err != nil {
 			return err
 		}
@@ -442,11 +445,29 @@ func runControllers(ctx context.Context, cfg Config, syncCheck *informerSyncChec
 }
 
 // controllerClients are what one controller writes with: its typed client,
-// its JSON client and the template store of the shared informers.
+// its JSON client and the template store of the shared informers; and
+// whether the shared informers may watch nodes.
 type controllerClients struct {
 	client    kubernetes.Interface
 	dynamic   dynamic.Interface
 	templates *rawtemplate.Store
+	nodes     bool
+}
+
+// nodesReadable reports whether client may list nodes, which the ReplicaSet
+// controller watches for EX-4 (kubedeploy.io/scale-down-spread). A cluster
+// whose kubedeploy RBAC predates it answers 403: the controller then runs
+// without the node informer (annotated ReplicaSets scale down by RS-14's
+// ranking alone) and the error says what to apply, rather than waiting
+// forever for a cache that cannot fill. Any other error is taken as
+// transient (the informer retries), so it reports true.
+func nodesReadable(ctx context.Context, client kubernetes.Interface) bool {
+	_, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
+	if apierrors.IsForbidden(err) {
+		klog.FromContext(ctx).Error(err, "Cannot list nodes: kubedeploy.io/scale-down-spread (EX-4) is off; apply deploy/10-rbac-replicaset.yaml to turn it on")
+		return false
+	}
+	return true
 }
 
 func newController(ctx context.Context, cfg Config, name string, cc controllerClients,
@@ -469,19 +490,22 @@ func newController(ctx context.Context, cfg Config, name string, cc controllerCl
 		})
 		return c, cfg.ConcurrentDeploymentSyncs, err
 	case ReplicaSetController:
-		c, err := replicaset.New(ctx, replicaset.Config{
+		rsCfg := replicaset.Config{
 			Client:              cc.client,
 			Templates:           cc.templates,
 			Dynamic:             cc.dynamic,
 			ReplicaSets:         factory.Apps().V1().ReplicaSets(),
 			Pods:                factory.Core().V1().Pods(),
-			Nodes:               factory.Core().V1().Nodes(),
 			Recorder:            recorder,
 			Observer:            syncObserver{},
 			ExpectationsTimeout: cfg.ExpectationsTimeout,
 			MaxCacheWait:        cfg.MaxCacheWait,
 			StatusSyncWindow:    max(0, cfg.StatusSyncWindow),
-		})
+		}
+		if cc.nodes {
+			rsCfg.Nodes = factory.Core().V1().Nodes()
+		}
+		c, err := replicaset.New(ctx, rsCfg)
 		return c, cfg.ConcurrentReplicaSetSyncs, err
 	}
 	return nil, 0, fmt.Errorf("unknown controller %q", name)
