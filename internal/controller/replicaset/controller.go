@@ -47,7 +47,7 @@ type Controller struct {
 	rsLister   appslisters.ReplicaSetLister
 	podIndexer cache.Indexer
 	// nodeLabels reads the node cache (EX-4); nil without Config.Nodes.
-	nodeLabels NodeLabels
+	nodeLabels nodeLabelsFunc
 
 	expectations *expectations.Tracker
 	// freshness is the IM-4 read-your-writes guard over the pod and

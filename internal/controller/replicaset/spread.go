@@ -18,15 +18,15 @@ const InvalidScaleDownSpread = "InvalidScaleDownSpread"
 // with each other on RS-14 rule 1, so their domain never decides anything.
 const unassignedDomain = "<unassigned>"
 
-// NodeLabels returns the labels of the named node and whether the node is
+// nodeLabelsFunc returns the labels of the named node and whether the node is
 // known. The controller's is the node informer's cache.
-type NodeLabels func(name string) (map[string]string, bool)
+type nodeLabelsFunc func(name string) (map[string]string, bool)
 
 // spread is what an EX-4 scale-down ranks by beyond RS-14's first keys: the
 // topology keys and where each node is.
 type spread struct {
 	keys  []string
-	nodes NodeLabels
+	nodes nodeLabelsFunc
 }
 
 // domains returns pod's domain under each of s.keys: the node's label value,
