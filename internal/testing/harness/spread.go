@@ -26,18 +26,12 @@ import (
 const ZoneKey = "topology.kubernetes.io/zone"
 
 // SpreadOptions are the Options of issue 26's spread scenario: UpOptions on 6 nodes in 3 zones, as `kubedeploy
-// up --zones 3 --nodes 6`; with upstream, kube-controller-manager's own deployment and replicaset controllers
-// run the Deployments instead of kubedeploy's.
-func SpreadOptions(upstream bool) Options {
+// up --zones 3 --nodes 6`, with kubedeploy's controllers (a test of upstream's changes ControlPlane and
+// Controllers).
+func SpreadOptions() Options {
 	opts := UpOptions()
 	opts.Nodes = 6
-	opts.ControlPlane = func(c *controlplane.Config) {
-		c.Zones = 3
-		c.UpstreamWorkloadControllers = upstream
-	}
-	if upstream {
-		opts.Controllers = []string{}
-	}
+	opts.ControlPlane = func(c *controlplane.Config) { c.Zones = 3 }
 	return opts
 }
 

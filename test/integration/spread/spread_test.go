@@ -17,7 +17,7 @@ import (
 var env *harness.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(harness.Main(m, harness.SpreadOptions(false), &env))
+	os.Exit(harness.Main(m, harness.SpreadOptions(), &env))
 }
 
 // TestScaleDownSpread runs the scenario in parallel, each in its own namespace: with EX-4 (the zone key, and

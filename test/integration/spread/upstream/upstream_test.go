@@ -8,13 +8,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubedeploy/kubedeploy/internal/controlplane"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
 
 var env *harness.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(harness.Main(m, harness.SpreadOptions(true), &env))
+	opts := harness.SpreadOptions()
+	opts.Controllers = []string{}
+	zones := opts.ControlPlane
+	opts.ControlPlane = func(c *controlplane.Config) {
+		zones(c)
+		c.UpstreamWorkloadControllers = true
+	}
+	os.Exit(harness.Main(m, opts, &env))
 }
 
 // TestUpstreamScaleDown reports the skews upstream's controllers leave in the scenario, with the constraint per
