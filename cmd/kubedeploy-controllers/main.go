@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubedeploy/kubedeploy/internal/buildinfo"
+	"github.com/kubedeploy/kubedeploy/internal/cli/cliargs"
 	"github.com/kubedeploy/kubedeploy/internal/cli/controllerscmd"
 )
 
@@ -34,7 +35,8 @@ func main() {
 }
 
 // newCommand returns `kubedeploy controllers` (controllerscmd.NewCommand) as the root command of this binary, with
-// --version printing buildinfo.Summary. Errors are returned to main, which prints them on one line and exits 1.
+// --version printing buildinfo.Summary. Errors are returned to main, which prints them on one line and exits 1; an
+// unknown subcommand is one (cliargs.RefuseUnknownSubcommands).
 func newCommand() *cobra.Command {
 	cmd := controllerscmd.NewCommand()
 	cmd.Use = name
@@ -46,5 +48,6 @@ func newCommand() *cobra.Command {
 	observe := controllerscmd.NewObserveCommand()
 	observe.SilenceUsage = true
 	cmd.AddCommand(observe)
+	cliargs.RefuseUnknownSubcommands(cmd)
 	return cmd
 }

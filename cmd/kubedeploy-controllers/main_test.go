@@ -127,3 +127,20 @@ func TestStampedVersion(t *testing.T) {
 		t.Errorf("%s --version: %v, printed %q; want %q", name, err, out, name+" v9.8.7 (…)")
 	}
 }
+
+// TestUnknownSubcommand: a mistyped subcommand is an error with cobra's suggestion, on one line, not the help.
+func TestUnknownSubcommand(t *testing.T) {
+	cmd := newCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"obsrve"})
+	err := cmd.Execute()
+	want := `unknown command "obsrve" for "kubedeploy-controllers"; did you mean "observe"?`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+	if out.Len() > 0 {
+		t.Errorf("printed %q besides the error", out.String())
+	}
+}
