@@ -21,6 +21,7 @@ import (
 
 	"github.com/kubedeploy/kubedeploy/deploy"
 	"github.com/kubedeploy/kubedeploy/internal/buildinfo"
+	"github.com/kubedeploy/kubedeploy/internal/cli/cliargs"
 	"github.com/kubedeploy/kubedeploy/internal/controlplane"
 	"github.com/kubedeploy/kubedeploy/internal/manager"
 )
@@ -69,11 +70,11 @@ never pulled: they stay in ImagePullBackOff.`,
 // addFlags registers up's flags on f, bound to o, with their defaults.
 func (o *upOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.dataDir, "data-dir", defaultDataDir(), "directory holding etcd data, certificates, the kubeconfig and logs")
-	f.IntVar(&o.apiPort, "api-port", 6443, "kube-apiserver port on 127.0.0.1 (0 picks a free port)")
-	f.IntVar(&o.nodes, "nodes", controlplane.DefaultNodes, "number of simulated nodes (each fits 1000 pods)")
+	f.IntVar(&o.apiPort, "api-port", 6443, "kube-apiserver port on 127.0.0.1, 0..65535 (0 picks a free port)")
+	f.IntVar(&o.nodes, "nodes", controlplane.DefaultNodes, fmt.Sprintf("number of simulated nodes, 1..%d (each fits %d pods)", maxNodes, controlplane.NodePodCapacity))
 	f.IntVar(&o.zones, "zones", 1, fmt.Sprintf("number of zones the nodes are spread over, round-robin: above 1, each node is labelled topology.kubernetes.io/zone=zone-a, zone-b, … and topology.kubernetes.io/region=%s (at most --nodes and %d)", controlplane.RegionName, controlplane.MaxZones))
-	f.DurationVar(&o.podStartupDelay, "pod-startup-delay", controlplane.DefaultPodStartupDelay, "time from a pod being scheduled to it being Running and Ready")
-	f.DurationVar(&o.podTerminationDelay, "pod-termination-delay", controlplane.DefaultPodTerminationDelay, "time a deleted pod stays Terminating before it is gone")
+	f.DurationVar(&o.podStartupDelay, "pod-startup-delay", controlplane.DefaultPodStartupDelay, "time from a pod being scheduled to it being Running and Ready (> 0)")
+	f.DurationVar(&o.podTerminationDelay, "pod-termination-delay", controlplane.DefaultPodTerminationDelay, "time a deleted pod stays Terminating before it is gone (> 0)")
 	f.StringVar(&o.controllers, "controllers", "deployment,replicaset", "kubedeploy controllers to run ('*' for all, '' for none)")
 	f.StringVar(&o.kubeControllers, "kube-controllers", "*", "kube-controller-manager controllers to run, in its --controllers syntax: '*' is all of its default ones but deployment and replicaset, 'name' adds one, '-name' removes one (e.g. '*,-job-controller,-cronjob-controller')")
 	// Like the embedded scheduler and controller manager, kubedeploy's
@@ -85,7 +86,7 @@ func (o *upOptions) addFlags(f *pflag.FlagSet) {
 	// steps `rollout plan` predicts (issue 11).
 	f.Float32Var(&o.qps, "kube-api-qps", controlplane.LoopbackQPS, "requests per second each kubedeploy controller may send to the API server (kube-controller-manager's default is 20)")
 	f.IntVar(&o.burst, "kube-api-burst", controlplane.LoopbackBurst, "burst of requests each kubedeploy controller may send to the API server (kube-controller-manager's default is 30)")
-	f.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity of the kubedeploy controllers")
+	f.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity of the kubedeploy controllers (>= 0)")
 }
 
 func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
@@ -148,11 +149,44 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
 	return runErr
 }
 
+// maxNodes is the most simulated nodes --nodes takes (controlplane.Config's bound).
+const maxNodes = 1000
+
+// check returns the first numeric flag outside its range, as "<flag> must be
+// in <lo>..<hi>, got <v>" (or "at least", "greater than 0"), in the order of
+// up's help. The pod delays must be above 0 as well as not negative:
+// controlplane.Config reads 0 as its default, 1s, and the flag must mean
+// what it says; so must --kube-api-qps and --kube-api-burst (manager.Config
+// would turn 0 into 20 and 30).
+func (o upOptions) check() error {
+	return cliargs.First(
+		cliargs.InRange("--api-port", o.apiPort, 0, 65535),
+		cliargs.InRange("--nodes", o.nodes, 1, maxNodes),
+		cliargs.InRange("--zones", o.zones, 1, controlplane.MaxZones),
+		zonesWithinNodes(o.zones, o.nodes),
+		cliargs.Positive("--pod-startup-delay", o.podStartupDelay),
+		cliargs.Positive("--pod-termination-delay", o.podTerminationDelay),
+		cliargs.Positive("--kube-api-qps", o.qps),
+		cliargs.AtLeast("--kube-api-burst", o.burst, 1),
+		cliargs.AtLeast("-v", o.verbosity, 0),
+	)
+}
+
+// zonesWithinNodes returns an error when there are more zones than nodes: a
+// zone without a node could hold no pod.
+func zonesWithinNodes(zones, nodes int) error {
+	if zones > nodes {
+		return fmt.Errorf("--zones must be at most --nodes (%d), got %d: every zone needs a node", nodes, zones)
+	}
+	return nil
+}
+
 // configs turns the flags into the controllers' and the control plane's
 // configuration, defaulted and validated; it returns the first invalid one.
+// It touches nothing: neither the data dir nor the port.
 func (o upOptions) configs() (manager.Config, controlplane.Config, error) {
-	if o.qps <= 0 || o.burst < 1 {
-		return manager.Config{}, controlplane.Config{}, fmt.Errorf("--kube-api-qps must be > 0 and --kube-api-burst >= 1, got %g and %d", o.qps, o.burst)
+	if err := o.check(); err != nil {
+		return manager.Config{}, controlplane.Config{}, err
 	}
 	mcfg := manager.Config{
 		Controllers: manager.ParseControllers(o.controllers),

@@ -54,8 +54,8 @@ func TestUpClientRateLimit(t *testing.T) {
 	}{
 		{args: nil, qps: controlplane.LoopbackQPS, burst: controlplane.LoopbackBurst},
 		{args: []string{"--kube-api-qps=20", "--kube-api-burst=30"}, qps: 20, burst: 30},
-		{args: []string{"--kube-api-qps=0"}, wantError: "--kube-api-qps must be > 0"},
-		{args: []string{"--kube-api-burst=0"}, wantError: "--kube-api-burst >= 1"},
+		{args: []string{"--kube-api-qps=0"}, wantError: "--kube-api-qps must be greater than 0, got 0"},
+		{args: []string{"--kube-api-burst=0"}, wantError: "--kube-api-burst must be at least 1, got 0"},
 	} {
 		mcfg, _, err := upConfigs(t, tc.args...)
 		switch {
@@ -113,6 +113,41 @@ func TestUpKubeControllers(t *testing.T) {
 		case !slices.Equal(cfg.KubeControllers, tc.want):
 			t.Errorf("%v: kube controllers %v, want %v", tc.args, cfg.KubeControllers, tc.want)
 		}
+	}
+}
+
+// TestUpFlagRanges: every numeric flag of up outside its range is refused on one line naming the flag and the
+// range, and each bound itself is accepted (issue 33).
+func TestUpFlagRanges(t *testing.T) {
+	for _, tc := range []struct {
+		args      []string
+		wantError string
+	}{
+		{[]string{"--zones=0"}, "--zones must be in 1..26, got 0"},
+		{[]string{"--zones=27", "--nodes=30"}, "--zones must be in 1..26, got 27"},
+		{[]string{"--zones=4"}, "--zones must be at most --nodes (3), got 4: every zone needs a node"},
+		{[]string{"--nodes=0"}, "--nodes must be in 1..1000, got 0"},
+		{[]string{"--nodes=1001"}, "--nodes must be in 1..1000, got 1001"},
+		{[]string{"--api-port=-1"}, "--api-port must be in 0..65535, got -1"},
+		{[]string{"--api-port=65536"}, "--api-port must be in 0..65535, got 65536"},
+		{[]string{"--pod-startup-delay=-1s"}, "--pod-startup-delay must be greater than 0, got -1s"},
+		{[]string{"--pod-startup-delay=0"}, "--pod-startup-delay must be greater than 0, got 0s"},
+		{[]string{"--pod-termination-delay=-500ms"}, "--pod-termination-delay must be greater than 0, got -500ms"},
+		{[]string{"--kube-api-qps=-1"}, "--kube-api-qps must be greater than 0, got -1"},
+		{[]string{"--kube-api-qps=NaN"}, "--kube-api-qps must be greater than 0, got NaN"},
+		{[]string{"-v=-1"}, "-v must be at least 0, got -1"},
+		{[]string{"--zones=26", "--nodes=1000", "--api-port=65535", "--pod-startup-delay=1ns", "-v=0"}, ""},
+		{[]string{"--zones=1", "--nodes=1", "--api-port=0", "--kube-api-burst=1"}, ""},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, _, err := upConfigs(t, tc.args...)
+			switch {
+			case tc.wantError == "" && err != nil:
+				t.Errorf("error %v, want none", err)
+			case tc.wantError != "" && (err == nil || err.Error() != tc.wantError):
+				t.Errorf("error %v, want %q", err, tc.wantError)
+			}
+		})
 	}
 }
 

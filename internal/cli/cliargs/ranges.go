@@ -8,7 +8,7 @@ import (
 // InRange returns nil when lo <= v <= hi, else the error "<flag> must be in <lo>..<hi>, got <v>". flag is the
 // flag as typed ("--zones"); durations print as durations (1s).
 func InRange[T cmp.Ordered](flag string, v, lo, hi T) error {
-	if v < lo || v > hi {
+	if !(v >= lo && v <= hi) { // NaN too
 		return fmt.Errorf("%s must be in %v..%v, got %v", flag, lo, hi, v)
 	}
 	return nil
@@ -16,7 +16,7 @@ func InRange[T cmp.Ordered](flag string, v, lo, hi T) error {
 
 // AtLeast returns nil when v >= lo, else the error "<flag> must be at least <lo>, got <v>".
 func AtLeast[T cmp.Ordered](flag string, v, lo T) error {
-	if v < lo {
+	if !(v >= lo) { // NaN too
 		return fmt.Errorf("%s must be at least %v, got %v", flag, lo, v)
 	}
 	return nil
@@ -26,7 +26,7 @@ func AtLeast[T cmp.Ordered](flag string, v, lo T) error {
 // durations whose zero would not mean what it says (the packages taking them read 0 as "the default").
 func Positive[T cmp.Ordered](flag string, v T) error {
 	var zero T
-	if v <= zero {
+	if !(v > zero) { // NaN too
 		return fmt.Errorf("%s must be greater than 0, got %v", flag, v)
 	}
 	return nil

@@ -2,6 +2,7 @@ package cliargs
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -104,6 +105,9 @@ func TestRanges(t *testing.T) {
 		{AtLeast("--pod-termination-delay", -time.Second, 0), "--pod-termination-delay must be at least 0s, got -1s"},
 		{Positive("--kube-api-qps", float32(0)), "--kube-api-qps must be greater than 0, got 0"},
 		{Positive("--kube-api-qps", float32(0.5)), ""},
+		{Positive("--kube-api-qps", float32(math.NaN())), "--kube-api-qps must be greater than 0, got NaN"},
+		{InRange("--x", math.NaN(), 0, 1), "--x must be in 0..1, got NaN"},
+		{AtLeast("--x", math.NaN(), 0), "--x must be at least 0, got NaN"},
 		{Positive("--shadow-quiet", -5*time.Second), "--shadow-quiet must be greater than 0, got -5s"},
 		{First(nil, InRange("--nodes", 0, 1, 1000), AtLeast("-v", -1, 0)), "--nodes must be in 1..1000, got 0"},
 		{First(nil, nil), ""},

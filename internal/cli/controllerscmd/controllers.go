@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/buildinfo"
+	"github.com/kubedeploy/kubedeploy/internal/cli/cliargs"
 	"github.com/kubedeploy/kubedeploy/internal/manager"
 )
 
@@ -58,8 +59,8 @@ func addControllersFlags(cmd *cobra.Command, o *controllersOptions) {
 	f := cmd.Flags()
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: KUBECONFIG, else in-cluster config, else ~/.kube/config)")
 	f.StringVar(&o.controllers, "controllers", "deployment,replicaset", "controllers to run ('*' for all)")
-	f.IntVar(&m.ConcurrentDeploymentSyncs, "concurrent-deployment-syncs", 5, "Deployment workers")
-	f.IntVar(&m.ConcurrentReplicaSetSyncs, "concurrent-replicaset-syncs", 5, "ReplicaSet workers")
+	f.IntVar(&m.ConcurrentDeploymentSyncs, "concurrent-deployment-syncs", 5, "Deployment workers (>= 1)")
+	f.IntVar(&m.ConcurrentReplicaSetSyncs, "concurrent-replicaset-syncs", 5, "ReplicaSet workers (>= 1)")
 	f.Float32Var(&m.QPS, "kube-api-qps", 20, "requests per second each controller may send to the API server")
 	f.IntVar(&m.Burst, "kube-api-burst", 30, "burst of requests each controller may send to the API server")
 	f.BoolVar(&le.Enabled, "leader-elect", true, "run the controllers only while holding the leader election Lease")
@@ -68,7 +69,7 @@ func addControllersFlags(cmd *cobra.Command, o *controllersOptions) {
 	f.DurationVar(&le.RetryPeriod, "leader-elect-retry-period", manager.DefaultRetryPeriod, "time between attempts to acquire or renew the Lease")
 	f.StringVar(&le.ResourceName, "leader-elect-resource-name", manager.DefaultResourceName, "name of the Lease")
 	f.StringVar(&le.ResourceNamespace, "leader-elect-resource-namespace", manager.DefaultResourceNamespace, "namespace of the Lease")
-	f.IntVar(&m.Serving.Port, "secure-port", manager.DefaultSecurePort, "HTTPS port for /healthz, /readyz, /livez and /metrics (0 disables)")
+	f.IntVar(&m.Serving.Port, "secure-port", manager.DefaultSecurePort, "HTTPS port for /healthz, /readyz, /livez and /metrics, 0..65535 (0 disables)")
 	f.StringVar(&m.Serving.BindAddress, "bind-address", "127.0.0.1", "IP address for --secure-port (0.0.0.0 for all interfaces, e.g. in a pod)")
 	f.BoolVar(&m.Serving.Profiling, "profiling", true, "serve Go's pprof profiles under /debug/pprof/ on --secure-port, to users allowed get on that nonResourceURL")
 	logsapi.AddFlags(o.logging, f)
@@ -76,6 +77,9 @@ func addControllersFlags(cmd *cobra.Command, o *controllersOptions) {
 
 // config validates the flags and returns the manager configuration, without a RESTConfig.
 func (o *controllersOptions) config() (manager.Config, error) {
+	if err := o.check(); err != nil {
+		return o.manager, err
+	}
 	cfg := o.manager
 	cfg.Controllers = manager.ParseControllers(o.controllers)
 	if len(cfg.Controllers) == 0 {
@@ -84,14 +88,58 @@ func (o *controllersOptions) config() (manager.Config, error) {
 	return validated(cfg)
 }
 
-// validated checks the flags' client rate limits and the manager configuration, filled with its version and
-// defaults, and returns it without a RESTConfig.
-func validated(cfg manager.Config) (manager.Config, error) {
-	// Default would silently turn a zero into 20/30: refuse it, so that the
-	// flag means what it says.
-	if cfg.QPS <= 0 || cfg.Burst < 1 {
-		return cfg, fmt.Errorf("--kube-api-qps must be > 0 and --kube-api-burst >= 1, got %g and %d", cfg.QPS, cfg.Burst)
+// check returns the first numeric flag of `controllers` outside its range, naming the flag and the range, in the
+// order of the help. Zero is refused where manager.Config would read it as its default (workers, rate limits,
+// leader election durations): a flag must mean what it says.
+func (o *controllersOptions) check() error {
+	m, le := &o.manager, &o.manager.LeaderElection
+	return cliargs.First(
+		cliargs.AtLeast("--concurrent-deployment-syncs", m.ConcurrentDeploymentSyncs, 1),
+		cliargs.AtLeast("--concurrent-replicaset-syncs", m.ConcurrentReplicaSetSyncs, 1),
+		checkClientFlags(m.QPS, m.Burst),
+		cliargs.Positive("--leader-elect-lease-duration", le.LeaseDuration),
+		cliargs.Positive("--leader-elect-renew-deadline", le.RenewDeadline),
+		cliargs.Positive("--leader-elect-retry-period", le.RetryPeriod),
+		checkLeaseOrder(*le),
+		cliargs.InRange("--secure-port", m.Serving.Port, 0, 65535),
+		checkLoggingFlags(o.logging),
+	)
+}
+
+// checkClientFlags returns an error naming --kube-api-qps (requests/s, > 0) or --kube-api-burst (requests, >= 1)
+// when out of range.
+func checkClientFlags(qps float32, burst int) error {
+	return cliargs.First(cliargs.Positive("--kube-api-qps", qps), cliargs.AtLeast("--kube-api-burst", burst, 1))
+}
+
+// checkLeaseOrder returns, when leader election is on, an error unless lease duration > renew deadline > retry
+// period (client-go's rule, which manager.LeaderElection.Validate checks too), naming the flags.
+func checkLeaseOrder(le manager.LeaderElection) error {
+	switch {
+	case !le.Enabled:
+		return nil
+	case le.RenewDeadline <= le.RetryPeriod:
+		return fmt.Errorf("--leader-elect-renew-deadline must be greater than --leader-elect-retry-period (%v), got %v", le.RetryPeriod, le.RenewDeadline)
+	case le.LeaseDuration <= le.RenewDeadline:
+		return fmt.Errorf("--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline (%v), got %v", le.RenewDeadline, le.LeaseDuration)
 	}
+	return nil
+}
+
+// checkLoggingFlags returns an error naming --log-flush-frequency (> 0) or an info buffer size (>= 0 bytes) out
+// of range; logsapi.ValidateAndApply checks the rest (format, feature gates).
+func checkLoggingFlags(c *logsapi.LoggingConfiguration) error {
+	return cliargs.First(
+		cliargs.Positive("--log-flush-frequency", c.FlushFrequency.Duration.Duration),
+		cliargs.AtLeast("--log-json-info-buffer-size", c.Options.JSON.InfoBufferSize.Value(), 0),
+		cliargs.AtLeast("--log-text-info-buffer-size", c.Options.Text.InfoBufferSize.Value(), 0),
+	)
+}
+
+// validated checks the manager configuration, filled with its version and defaults, and returns it without a
+// RESTConfig. The commands check their flags' ranges first (check), so that Default turns no zero into a
+// default.
+func validated(cfg manager.Config) (manager.Config, error) {
 	cfg.Version = buildinfo.Version()
 	cfg.RESTConfig = &rest.Config{} // checked by Validate; replaced by the caller
 	cfg.Default()

@@ -54,8 +54,8 @@ func TestControllersFlagErrors(t *testing.T) {
 		{[]string{"--concurrent-deployment-syncs=-1"}, "at least 1"},
 		{[]string{"--secure-port=70000"}, "secure-port"},
 		{[]string{"--bind-address=localhost"}, "bind-address"},
-		{[]string{"--kube-api-qps=0"}, "--kube-api-qps must be > 0"},
-		{[]string{"--kube-api-burst=0"}, "--kube-api-burst >= 1"},
+		{[]string{"--kube-api-qps=0"}, "--kube-api-qps must be greater than 0, got 0"},
+		{[]string{"--kube-api-burst=0"}, "--kube-api-burst must be at least 1, got 0"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, err := parseControllersFlags(t, tc.args...)
@@ -66,5 +66,39 @@ func TestControllersFlagErrors(t *testing.T) {
 	}
 	if _, err := parseControllersFlags(t, "--leader-elect=false", "--leader-elect-renew-deadline=20s", "--secure-port=0"); err != nil {
 		t.Errorf("leader election off ignores its durations, port 0 disables serving: %v", err)
+	}
+}
+
+// TestControllersFlagRanges: each numeric flag outside its range is refused with one line naming the flag and the
+// range; zero is refused where manager.Config would turn it into a default (issue 33).
+func TestControllersFlagRanges(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"--concurrent-deployment-syncs=0"}, "--concurrent-deployment-syncs must be at least 1, got 0"},
+		{[]string{"--concurrent-replicaset-syncs=0"}, "--concurrent-replicaset-syncs must be at least 1, got 0"},
+		{[]string{"--kube-api-qps=-3"}, "--kube-api-qps must be greater than 0, got -3"},
+		{[]string{"--leader-elect-lease-duration=0"}, "--leader-elect-lease-duration must be greater than 0, got 0s"},
+		{[]string{"--leader-elect-renew-deadline=-1s"}, "--leader-elect-renew-deadline must be greater than 0, got -1s"},
+		{[]string{"--leader-elect=false", "--leader-elect-retry-period=-2s"}, "--leader-elect-retry-period must be greater than 0, got -2s"},
+		{[]string{"--leader-elect-retry-period=10s"}, "--leader-elect-renew-deadline must be greater than --leader-elect-retry-period (10s), got 10s"},
+		{[]string{"--leader-elect-renew-deadline=20s"}, "--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline (20s), got 15s"},
+		{[]string{"--secure-port=-1"}, "--secure-port must be in 0..65535, got -1"},
+		{[]string{"--secure-port=65536"}, "--secure-port must be in 0..65535, got 65536"},
+		{[]string{"--log-flush-frequency=0"}, "--log-flush-frequency must be greater than 0, got 0s"},
+		{[]string{"--log-text-info-buffer-size=-1"}, "--log-text-info-buffer-size must be at least 0, got -1"},
+		{[]string{"--log-json-info-buffer-size=-1Ki"}, "--log-json-info-buffer-size must be at least 0, got -1024"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, err := parseControllersFlags(t, tc.args...)
+			if err == nil || err.Error() != tc.wantErr {
+				t.Fatalf("error %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+	if _, err := parseControllersFlags(t, "--concurrent-deployment-syncs=1", "--concurrent-replicaset-syncs=1", "--kube-api-burst=1",
+		"--secure-port=65535", "--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=1s"); err != nil {
+		t.Errorf("the bounds themselves: %v", err)
 	}
 }

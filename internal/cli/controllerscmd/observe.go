@@ -10,6 +10,7 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/kubedeploy/kubedeploy/internal/cli/cliargs"
 	"github.com/kubedeploy/kubedeploy/internal/manager"
 	"github.com/kubedeploy/kubedeploy/internal/shadow"
 )
@@ -59,6 +60,9 @@ as exporters such as kube-state-metrics serve theirs.`,
   kubedeploy observe --once -n shop`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.check(); err != nil {
+				return err
+			}
 			if o.once {
 				return runObserveOnce(cmd.Context(), &o, cmd.OutOrStdout())
 			}
@@ -73,13 +77,25 @@ as exporters such as kube-state-metrics serve theirs.`,
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: KUBECONFIG, else in-cluster config, else ~/.kube/config)")
 	f.Float32Var(&m.QPS, "kube-api-qps", 20, "requests per second to the API server (lists and watches)")
 	f.IntVar(&m.Burst, "kube-api-burst", 30, "burst of requests to the API server")
-	f.IntVar(&m.Serving.Port, "port", manager.DefaultObservePort, "plain-HTTP port for /healthz, /readyz, /livez and /metrics (0 disables)")
+	f.IntVar(&m.Serving.Port, "port", manager.DefaultObservePort, "plain-HTTP port for /healthz, /readyz, /livez and /metrics, 0..65535 (0 disables)")
 	f.StringVar(&m.Serving.BindAddress, "bind-address", "127.0.0.1", "IP address for --port (0.0.0.0 for all interfaces, e.g. in a pod)")
-	f.DurationVar(&m.ShadowQuiet, "shadow-quiet", shadow.DefaultQuiet, "how long a Deployment kubedeploy would write to must stay unchanged before the shadow check reports it")
+	f.DurationVar(&m.ShadowQuiet, "shadow-quiet", shadow.DefaultQuiet, "how long a Deployment kubedeploy would write to must stay unchanged before the shadow check reports it (> 0)")
 	f.BoolVar(&o.once, "once", false, "check every Deployment once, print the writes kubedeploy would make, and exit (1 if any)")
 	f.StringVarP(&o.namespace, "namespace", "n", "", "with --once: the namespace to check (default: all)")
 	logsapi.AddFlags(o.logging, f)
 	return cmd
+}
+
+// check returns the first numeric flag of `observe` outside its range, naming the flag and the range. A zero
+// --shadow-quiet is refused: the shadow check reads it as its default, 5s.
+func (o *observeOptions) check() error {
+	m := &o.manager
+	return cliargs.First(
+		checkClientFlags(m.QPS, m.Burst),
+		cliargs.InRange("--port", m.Serving.Port, 0, 65535),
+		cliargs.Positive("--shadow-quiet", m.ShadowQuiet),
+		checkLoggingFlags(o.logging),
+	)
 }
 
 // errDivergent is --once's error when kubedeploy would write: the exit status says so to scripts.

@@ -49,3 +49,29 @@ func TestObserveNamespaceNeedsOnce(t *testing.T) {
 		t.Errorf("observe -n without --once: err %v, want one naming --once", err)
 	}
 }
+
+// TestObserveFlagRanges: observe refuses each numeric flag outside its range before it reads any kubeconfig, with
+// one line naming the flag (not secure-port, which is `controllers`' flag) and the range (issue 33).
+func TestObserveFlagRanges(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"--port=-1"}, "--port must be in 0..65535, got -1"},
+		{[]string{"--port=70000"}, "--port must be in 0..65535, got 70000"},
+		{[]string{"--shadow-quiet=-1s"}, "--shadow-quiet must be greater than 0, got -1s"},
+		{[]string{"--shadow-quiet=0", "--once"}, "--shadow-quiet must be greater than 0, got 0s"},
+		{[]string{"--kube-api-qps=0"}, "--kube-api-qps must be greater than 0, got 0"},
+		{[]string{"--kube-api-burst=-1"}, "--kube-api-burst must be at least 1, got -1"},
+		{[]string{"--log-flush-frequency=-5s"}, "--log-flush-frequency must be greater than 0, got -5s"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			cmd := NewObserveCommand()
+			cmd.SetArgs(append(tc.args, "--kubeconfig=/nonexistent/kubeconfig"))
+			cmd.SilenceErrors, cmd.SilenceUsage = true, true
+			if err := cmd.Execute(); err == nil || err.Error() != tc.wantErr {
+				t.Fatalf("error %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
