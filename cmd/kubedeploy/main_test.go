@@ -1,0 +1,64 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// mainEnv, set in the environment of this test binary, makes it run main instead of the tests.
+const mainEnv = "KUBEDEPLOY_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(mainEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runMain runs main in a child process of this test binary with args and returns its stdout, stderr and exit code.
+func runMain(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), mainEnv+"=1", "KUBEDEPLOY_DATA_DIR="+t.TempDir(), "KUBECONFIG=")
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) {
+		t.Fatalf("running main: %v", err)
+	}
+	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+}
+
+// TestMainPrintsOneLine: main prints a command's error once, on one line of stderr after "kubedeploy: ", prints
+// nothing on stdout, and exits 1 (issue 33).
+func TestMainPrintsOneLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rollout", "wacth", "deploy/x"}, `kubedeploy: unknown command "wacth" for "kubedeploy rollout"; did you mean "watch"?` + "\n"},
+		{[]string{"up", "--zones", "0"}, "kubedeploy: --zones must be in 1..26, got 0\n"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			stdout, stderr, code := runMain(t, tc.args...)
+			if code != 1 || stderr != tc.want || stdout != "" {
+				t.Errorf("exit %d, stderr %q, stdout %q; want exit 1, stderr %q and nothing on stdout", code, stderr, stdout, tc.want)
+			}
+		})
+	}
+}
+
+func TestOneLine(t *testing.T) {
+	err := errors.Join(errors.New("context canceled"), errors.New("etcd did not stop\n"), errors.New("kube-apiserver: timeout"))
+	if got, want := oneLine(err), "context canceled; etcd did not stop; kube-apiserver: timeout"; got != want {
+		t.Errorf("oneLine = %q, want %q", got, want)
+	}
+	if got := oneLine(errors.New("one line")); got != "one line" {
+		t.Errorf("oneLine = %q", got)
+	}
+}
