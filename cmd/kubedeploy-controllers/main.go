@@ -29,7 +29,7 @@ func main() {
 		stop()
 	}()
 	if err := newCommand().ExecuteContext(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		fmt.Fprintf(os.Stderr, "%s: %s\n", name, cliargs.OneLine(err))
 		os.Exit(1)
 	}
 }

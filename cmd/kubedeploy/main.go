@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/kubedeploy/kubedeploy/internal/cli"
+	"github.com/kubedeploy/kubedeploy/internal/cli/cliargs"
 )
 
 func main() {
@@ -31,20 +32,7 @@ func main() {
 		root = cli.NewPluginCommand()
 	}
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "kubedeploy: %s\n", oneLine(err))
+		fmt.Fprintf(os.Stderr, "kubedeploy: %s\n", cliargs.OneLine(err))
 		os.Exit(1)
 	}
-}
-
-// oneLine returns err's message on one line: the lines of an error joined
-// from several (errors.Join puts each on its own) are separated by "; ", and
-// blank ones dropped.
-func oneLine(err error) string {
-	var parts []string
-	for line := range strings.Lines(err.Error()) {
-		if line = strings.TrimSpace(line); line != "" {
-			parts = append(parts, line)
-		}
-	}
-	return strings.Join(parts, "; ")
 }

@@ -52,13 +52,3 @@ func TestMainPrintsOneLine(t *testing.T) {
 		})
 	}
 }
-
-func TestOneLine(t *testing.T) {
-	err := errors.Join(errors.New("context canceled"), errors.New("etcd did not stop\n"), errors.New("kube-apiserver: timeout"))
-	if got, want := oneLine(err), "context canceled; etcd did not stop; kube-apiserver: timeout"; got != want {
-		t.Errorf("oneLine = %q, want %q", got, want)
-	}
-	if got := oneLine(errors.New("one line")); got != "one line" {
-		t.Errorf("oneLine = %q", got)
-	}
-}
