@@ -94,26 +94,21 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	closeLogs, err := redirectComponentLogs(o.dataDir)
-	if err != nil {
-		return err
-	}
-	defer closeLogs()
-	restoreStderr, err := captureStrayStderr(filepath.Join(o.dataDir, "logs", "stderr.log"))
-	if err != nil {
-		return err
-	}
-	defer restoreStderr()
-	// The controllers log to <data-dir>/logs/kubedeploy.log, rotated; the
-	// terminal shows only up's own lines.
-	ourLog := controlplane.RotatingLog(filepath.Join(o.dataDir, "logs", "kubedeploy.log"))
-	defer ourLog.Close()
-	ourLogger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(ourLog), textlogger.Verbosity(o.verbosity)))
-
 	cp, err := controlplane.New(cfg)
 	if err != nil {
 		return err
 	}
+	// Nothing in the data dir is created or changed before the cheap checks
+	// (data dir in use, API port) pass; a start that fails after them
+	// removes what this run added, our logs included (issue 33).
+	if err := cp.Prepare(); err != nil {
+		return err
+	}
+	ourLogger, closeLogs, err := upLogs(o.dataDir, o.verbosity)
+	if err != nil {
+		return errors.Join(err, cp.Stop())
+	}
+	defer closeLogs()
 	started := time.Now()
 	fmt.Fprintf(stdout, "Starting the control plane in %s ...\n", cfg.DataDir)
 	// Ctrl-C aborts the start, but once up runs it must stop the controllers
@@ -344,6 +339,30 @@ func captureStrayStderr(path string) (restore func(), err error) {
 		_ = os.Stderr.Close()
 		os.Stderr = terminal
 		_ = f.Close()
+	}, nil
+}
+
+// upLogs sends the control plane's logs to <data-dir>/logs/control-plane.log
+// and stray stderr to logs/stderr.log, and returns the logger of up's
+// controllers, writing to logs/kubedeploy.log (rotated) at verbosity v: the
+// terminal shows only up's own lines. The returned function closes all three
+// and puts stderr back. Errors: a log file cannot be created.
+func upLogs(dataDir string, v int) (klog.Logger, func(), error) {
+	closeLogs, err := redirectComponentLogs(dataDir)
+	if err != nil {
+		return klog.Logger{}, nil, err
+	}
+	restoreStderr, err := captureStrayStderr(filepath.Join(dataDir, "logs", "stderr.log"))
+	if err != nil {
+		closeLogs()
+		return klog.Logger{}, nil, err
+	}
+	ourLog := controlplane.RotatingLog(filepath.Join(dataDir, "logs", "kubedeploy.log"))
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(ourLog), textlogger.Verbosity(v)))
+	return logger, func() {
+		_ = ourLog.Close()
+		restoreStderr()
+		closeLogs()
 	}, nil
 }
 

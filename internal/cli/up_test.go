@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -149,6 +152,76 @@ func TestUpFlagRanges(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUpFailsBeforeTouchingTheDataDir: up with a busy --api-port, or a flag out of range, returns one line naming
+// the problem, prints nothing else, and leaves the data dir as it was: a new one is not created, an existing one
+// keeps exactly its contents (issue 33).
+func TestUpFailsBeforeTouchingTheDataDir(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	busy := "kube-apiserver port 127.0.0.1:" + port + " is already in use"
+	existing := t.TempDir()
+	for name, content := range map[string]string{"lock": "1\n", "kubeconfig": "k", "logs/stderr.log": "crash\n"} {
+		path := filepath.Join(existing, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name, dataDir string
+		args          []string
+		want          string
+	}{
+		{"busy port, new data dir", filepath.Join(t.TempDir(), "new"), []string{"--api-port", port}, busy},
+		{"busy port, existing data dir", existing, []string{"--api-port", port}, busy},
+		{"zones 0", filepath.Join(t.TempDir(), "new"), []string{"--zones", "0"}, "--zones must be in 1..26, got 0"},
+		{"negative delay, existing data dir", existing, []string{"--pod-startup-delay=-1s"}, "--pod-startup-delay must be greater than 0, got -1s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := dirContents(t, tc.dataDir)
+			out, err := execute(t, NewRootCommand(), append([]string{"up", "--data-dir", tc.dataDir}, tc.args...)...)
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			if out != "" {
+				t.Errorf("printed %q besides the error", out)
+			}
+			if after := dirContents(t, tc.dataDir); !reflect.DeepEqual(after, before) {
+				t.Errorf("data dir changed:\nbefore %v\nafter  %v", before, after)
+			}
+		})
+	}
+}
+
+// dirContents returns each file's path under dir with its content, and each directory's path; nil if dir does
+// not exist.
+func dirContents(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	if _, err := os.Lstat(dir); os.IsNotExist(err) {
+		return nil
+	}
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			out[path] = "dir"
+			return err
+		}
+		b, err := os.ReadFile(path)
+		out[path] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // upConfigs parses up's flags from args (with a fresh --data-dir) and returns upOptions.configs' result.

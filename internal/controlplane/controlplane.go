@@ -30,12 +30,15 @@ type ControlPlane struct {
 	cfg    Config
 	layout layout
 
-	mu      sync.Mutex
-	started bool
-	sup     *supervisor
-	pki     *pki
-	port    int
-	admin   *rest.Config
+	mu       sync.Mutex
+	prepared bool
+	started  bool
+	running  bool // Start succeeded: from then on the data dir's contents are kept
+	ln       net.Listener
+	sup      *supervisor
+	pki      *pki
+	port     int
+	admin    *rest.Config
 }
 
 // New returns a ControlPlane for cfg after applying Default and Validate; it starts nothing and touches no file.
@@ -48,11 +51,37 @@ func New(cfg Config) (*ControlPlane, error) {
 	return &ControlPlane{cfg: cfg, layout: layout{dataDir: cfg.DataDir}, sup: newSupervisor(context.Background())}, nil
 }
 
-// Start brings the control plane up in order: data-dir lock, API port, PKI, etcd, kube-apiserver (until /readyz
-// is ok), kubeconfigs, kube-controller-manager, kube-scheduler, KWOK nodes and pod lifecycle. It returns once
-// /readyz is ok and every fake node is Ready. If a step fails it undoes everything it started and returns a
-// one-line error (busy port, unwritable or locked data dir, or the failing component). Components run until ctx
-// is cancelled, Stop is called or one of them fails. Start may be called only once per ControlPlane.
+// Prepare takes the first steps of Start, those that are cheap and may fail on the user's input, in an order that
+// creates and changes nothing when one fails: it checks that no other kubedeploy holds the data dir, listens on
+// the API port (kept for Start), then creates the data dir if missing, proves it writable, locks it and creates
+// logs/. From then on until Start succeeds, what is added to the data dir counts as this run's (the caller's
+// own logs included): a Start that fails, or Stop without Start, removes it before releasing the lock (see
+// dataDirContents), so the data dir is left as it was found. Calling Prepare is optional, Start prepares itself;
+// it may be called once, before Start. Errors, one line each: "data dir D is in use by another kubedeploy (pid
+// N)", "kube-apiserver port 127.0.0.1:P is already in use", "data dir D is not writable: …"; after one, the
+// ControlPlane is stopped.
+func (cp *ControlPlane) Prepare() error {
+	cp.mu.Lock()
+	again := cp.prepared || cp.started
+	cp.prepared = true
+	cp.mu.Unlock()
+	if again {
+		return errors.New("control plane already prepared")
+	}
+	if err := cp.prepare(); err != nil {
+		_ = cp.sup.stop()
+		return err
+	}
+	return nil
+}
+
+// Start brings the control plane up in order: Prepare's steps unless Prepare was called (data-dir check, API
+// port, data-dir lock), PKI, etcd, kube-apiserver (until /readyz is ok), kubeconfigs, kube-controller-manager,
+// kube-scheduler, KWOK nodes and pod lifecycle. It returns once /readyz is ok and every fake node is Ready. If a
+// step fails (or ctx ends first) it undoes everything it started, removes what this run added to the data dir,
+// and returns a one-line error (busy port, unwritable or locked data dir, or the failing component). Components
+// run until ctx is cancelled, Stop is called or one of them fails. Start may be called only once per
+// ControlPlane.
 func (cp *ControlPlane) Start(ctx context.Context) error {
 	cp.mu.Lock()
 	if cp.started {
@@ -60,6 +89,8 @@ func (cp *ControlPlane) Start(ctx context.Context) error {
 		return errors.New("control plane already started")
 	}
 	cp.started = true
+	prepared := cp.prepared
+	cp.prepared = true
 	cp.mu.Unlock()
 	select {
 	case <-cp.sup.done:
@@ -70,7 +101,14 @@ func (cp *ControlPlane) Start(ctx context.Context) error {
 
 	logger := klog.FromContext(ctx)
 	begin := time.Now()
-	if err := cp.start(ctx); err != nil {
+	err := error(nil)
+	if !prepared {
+		err = cp.prepare()
+	}
+	if err == nil {
+		err = cp.start(ctx)
+	}
+	if err != nil {
 		if stopErr := cp.sup.stop(); stopErr != nil {
 			logger.Error(stopErr, "Undoing a failed start")
 		}
@@ -79,6 +117,9 @@ func (cp *ControlPlane) Start(ctx context.Context) error {
 		}
 		return err
 	}
+	cp.mu.Lock()
+	cp.running = true
+	cp.mu.Unlock()
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -91,29 +132,20 @@ func (cp *ControlPlane) Start(ctx context.Context) error {
 	return nil
 }
 
-// start runs every step of Start; the caller undoes them on error.
+// start runs the steps of Start after Prepare's; the caller undoes them on error.
 func (cp *ControlPlane) start(ctx context.Context) error {
-	if err := cp.prepareDataDir(); err != nil {
-		return err
-	}
-	ln, err := cp.listenAPI()
-	if err != nil {
-		return err
-	}
+	var err error
 	if cp.pki, err = ensurePKI(cp.layout.pkiDir()); err != nil {
-		_ = ln.Close()
 		return fmt.Errorf("pki in %s: %w", cp.layout.pkiDir(), err)
 	}
 	etcdCfg, err := cp.startEtcd(ctx)
 	if err != nil {
-		_ = ln.Close()
 		return err
 	}
 	if err := cp.writeKubeconfigs(); err != nil {
-		_ = ln.Close()
 		return err
 	}
-	if err := cp.startAPIServer(ctx, etcdCfg, ln); err != nil {
+	if err := cp.startAPIServer(ctx, etcdCfg, cp.ln); err != nil {
 		return err
 	}
 	if err := waitForReadyz(ctx, cp.admin, cp.sup.failed); err != nil {
@@ -128,8 +160,24 @@ func (cp *ControlPlane) start(ctx context.Context) error {
 	return cp.startKWOK(ctx)
 }
 
-// prepareDataDir checks the data dir is writable, locks it and creates logs/.
-func (cp *ControlPlane) prepareDataDir() error {
+// prepare runs Prepare's steps; the caller undoes them on error (cp.sup.stop).
+func (cp *ControlPlane) prepare() error {
+	if err := checkNotInUse(cp.cfg.DataDir); err != nil {
+		return err
+	}
+	if err := cp.listenAPI(); err != nil {
+		return err
+	}
+	before, err := recordDataDir(cp.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	return cp.prepareDataDir(before)
+}
+
+// prepareDataDir creates the data dir if missing, checks it is writable, locks it and creates logs/. Once the
+// lock is held, what the data dir holds beyond before is removed on a failed start, before the lock is released.
+func (cp *ControlPlane) prepareDataDir(before dataDirContents) error {
 	if err := ensureWritable(cp.cfg.DataDir); err != nil {
 		return err
 	}
@@ -138,22 +186,36 @@ func (cp *ControlPlane) prepareDataDir() error {
 		return err
 	}
 	cp.sup.push("data dir lock", lock.release)
+	cp.sup.push("data dir contents of a failed start", func() error {
+		cp.mu.Lock()
+		running := cp.running
+		cp.mu.Unlock()
+		if running {
+			return nil
+		}
+		return before.removeAdded()
+	})
 	if err := os.MkdirAll(cp.layout.logsDir(), 0o700); err != nil {
 		return fmt.Errorf("data dir %s is not writable: %w", cp.cfg.DataDir, err)
 	}
 	return nil
 }
 
-// listenAPI takes the API port before anything heavy starts, so a busy port fails fast.
-func (cp *ControlPlane) listenAPI() (net.Listener, error) {
+// listenAPI takes the API port before anything is created, so a busy port fails fast and changes nothing. The
+// listener is kube-apiserver's once it starts, which closes it; until then, undoing the start closes it.
+func (cp *ControlPlane) listenAPI() error {
 	ln, port, err := listenAPIPort(cp.cfg.APIPort)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cp.mu.Lock()
-	cp.port = port
+	cp.ln, cp.port = ln, port
 	cp.mu.Unlock()
-	return ln, nil
+	cp.sup.push("api port", func() error {
+		_ = ln.Close() // an error only says kube-apiserver closed it already
+		return nil
+	})
+	return nil
 }
 
 func (cp *ControlPlane) startEtcd(ctx context.Context) (*embed.Config, error) {
@@ -301,7 +363,8 @@ func (cp *ControlPlane) startKWOK(ctx context.Context) error {
 
 // Stop stops every component in reverse start order (KWOK, scheduler, controller manager, API server, etcd),
 // releases the data-dir lock and returns the aggregated errors (components that did not stop in time or failed
-// while stopping). It is idempotent: later calls return the same result. Stop before Start returns nil.
+// while stopping). It is idempotent: later calls return the same result. Stop before Start returns nil; after
+// Prepare but before Start it also removes what the run added to the data dir, as a failed Start does.
 func (cp *ControlPlane) Stop() error {
 	return cp.sup.stop()
 }

@@ -47,25 +47,77 @@ type dataDirLock struct {
 	file *os.File
 }
 
+// inUseError is the error for a data dir locked by another process: "data dir <dir> is in use by another
+// kubedeploy (pid N)".
+type inUseError struct {
+	dataDir, pid string
+}
+
+func (e *inUseError) Error() string {
+	return fmt.Sprintf("data dir %s is in use by another kubedeploy (pid %s)", e.dataDir, e.pid)
+}
+
+// lockAttempts is how often lockDataDir opens and locks the lock file again when the file it locked is no longer
+// the one at its path (a failed start removed it meanwhile, see dataDirContents.removeAdded).
+const lockAttempts = 3
+
 // lockDataDir takes the exclusive, non-blocking lock on the data dir. If another process holds it, the error is
-// "data dir <dir> is in use by another kubedeploy (pid N)".
+// an *inUseError: "data dir <dir> is in use by another kubedeploy (pid N)".
 func lockDataDir(dataDir string) (*dataDirLock, error) {
 	path := layout{dataDir}.lockFile()
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("data dir %s is not writable: %w", dataDir, err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		_ = f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("data dir %s is in use by another kubedeploy (pid %s)", dataDir, lockHolder(path))
+	for range lockAttempts {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("data dir %s is not writable: %w", dataDir, err)
 		}
-		return nil, fmt.Errorf("lock data dir %s: %w", dataDir, err)
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			_ = f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return nil, &inUseError{dataDir: dataDir, pid: lockHolder(path)}
+			}
+			return nil, fmt.Errorf("lock data dir %s: %w", dataDir, err)
+		}
+		// A start that failed removes the lock file it created while it holds the lock: the file locked here
+		// may be that removed one, which locks nothing any more.
+		if !stillAt(f, path) {
+			_ = f.Close()
+			continue
+		}
+		if err := f.Truncate(0); err == nil {
+			_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		}
+		return &dataDirLock{file: f}, nil
 	}
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return nil, fmt.Errorf("lock data dir %s: its lock file was removed %d times while locking", dataDir, lockAttempts)
+}
+
+// stillAt reports whether the open file f is the file at path.
+func stillAt(f *os.File, path string) bool {
+	open, err := f.Stat()
+	if err != nil {
+		return false
 	}
-	return &dataDirLock{file: f}, nil
+	now, err := os.Stat(path)
+	return err == nil && os.SameFile(open, now)
+}
+
+// checkNotInUse returns an *inUseError when another process holds the data dir's lock, without creating or
+// writing anything: a missing lock file (or data dir) is not in use. It is the first check of a start, so that
+// a second `up` on a data dir says so, rather than that the port (the same default) is busy.
+func checkNotInUse(dataDir string) error {
+	path := layout{dataDir}.lockFile()
+	f, err := os.Open(path)
+	if err != nil {
+		return nil // no lock file: not in use; any other problem shows when the lock is taken
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return &inUseError{dataDir: dataDir, pid: lockHolder(path)}
+		}
+		return nil
+	}
+	return unix.Flock(int(f.Fd()), unix.LOCK_UN)
 }
 
 // lockHolder reads the pid written by the holder of the lock, or "unknown".
@@ -81,7 +133,8 @@ func lockHolder(path string) string {
 	return pid
 }
 
-// release drops the lock. The file stays: removing it would race with a process that just opened it.
+// release drops the lock. The file stays, unless a failed start created it (dataDirContents.removeAdded, before
+// release): a process that opened it meanwhile finds it gone once it holds the lock, and tries again.
 func (l *dataDirLock) release() error {
 	if l == nil || l.file == nil {
 		return nil

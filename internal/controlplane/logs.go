@@ -3,6 +3,7 @@ package controlplane
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,20 +31,21 @@ func RotatingLog(path string) *lumberjack.Logger {
 // embedded kube-apiserver, scheduler and controller-manager write to, into
 // the file at path (a RotatingLog, created with mode 0600, appended to), at
 // verbosity v, and nothing of it to stderr: every message is written once, at
-// its own severity. The returned function flushes and closes the file.
+// its own severity. The file is opened now and stays open, so that a failed
+// start that removes the data dir (ControlPlane.Start) is not undone by a
+// late log line creating it again. The returned function flushes and closes
+// the file, and discards klog's output from then on for the same reason.
 // Errors: the file or its directory cannot be created, in which case klog is
 // unchanged.
 func RedirectComponentLogs(path string, v int) (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	// Open once now so an unwritable data dir fails here, not at the first log line.
-	probe, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
+	f := RotatingLog(path)
+	// A write of nothing opens the file: an unwritable data dir fails here, not at the first log line.
+	if _, err := f.Write(nil); err != nil {
 		return nil, err
 	}
-	_ = probe.Close()
-	f := RotatingLog(path)
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(fs)
 	for name, value := range map[string]string{
@@ -58,6 +60,7 @@ func RedirectComponentLogs(path string, v int) (func(), error) {
 	klog.SetOutput(f)
 	return func() {
 		klog.Flush()
+		klog.SetOutput(io.Discard)
 		_ = f.Close()
 	}, nil
 }
