@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,22 +11,6 @@ import (
 	kubectlcmd "k8s.io/kubectl/pkg/cmd"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 )
-
-// dataDirEnv names the environment variable that overrides the default data dir
-// for commands that have no --data-dir flag of their own (kubectl).
-const dataDirEnv = "KUBEDEPLOY_DATA_DIR"
-
-// defaultDataDir returns $KUBEDEPLOY_DATA_DIR, else ~/.kubedeploy.
-func defaultDataDir() string {
-	if d := os.Getenv(dataDirEnv); d != "" {
-		return d
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return ".kubedeploy"
-	}
-	return filepath.Join(home, ".kubedeploy")
-}
 
 // hasKubeconfigFlag reports whether args already choose a kubeconfig.
 func hasKubeconfigFlag(args []string) bool {
@@ -66,15 +51,20 @@ func takeDataDir(args []string) (dir string, given bool, rest []string) {
 }
 
 // kubectlArgs returns the arguments for kubectl: args, with
-// --kubeconfig=<data-dir>/kubeconfig added in front unless args name a
-// kubeconfig already, or KUBECONFIG is set and no --data-dir was given
-// (dataDirGiven): an explicit --data-dir wins over the environment, as on
-// `kubedeploy up`.
-func kubectlArgs(args []string, kubeconfigEnv, dataDir string, dataDirGiven bool) []string {
-	if hasKubeconfigFlag(args) || (kubeconfigEnv != "" && !dataDirGiven) {
+// --kubeconfig=<src.path> added in front unless args name a kubeconfig
+// already or KUBECONFIG chose it (src, from kubeconfigFrom: an explicit
+// --data-dir wins over the environment, as on `kubedeploy up`). A KUBECONFIG
+// of one file that is missing (missing) is passed as --kubeconfig too, so
+// that kubectl fails naming it rather than trying localhost:8080; kubectl
+// config commands write to that file either way.
+func kubectlArgs(args []string, src kubeconfigSource, missing bool) []string {
+	if hasKubeconfigFlag(args) {
 		return args
 	}
-	return append([]string{"--kubeconfig=" + filepath.Join(dataDir, "kubeconfig")}, args...)
+	if src.from == fromKubeconfigEnv && (!missing || len(filepath.SplitList(src.path)) != 1) {
+		return args
+	}
+	return append([]string{"--kubeconfig=" + src.path}, args...)
 }
 
 func newKubectlCommand() *cobra.Command {
@@ -85,7 +75,8 @@ func newKubectlCommand() *cobra.Command {
 <data-dir>/kubeconfig: --data-dir as given to ` + "`kubedeploy up`" + `, else $KUBEDEPLOY_DATA_DIR,
 else ~/.kubedeploy. KUBECONFIG or --kubeconfig take precedence over the default
 data dir (not over an explicit --data-dir). Errors are printed by kubectl, as
-kubectl prints them.`,
+kubectl prints them, but for a missing kubeconfig, which kubedeploy explains
+on one line: where it looked and how to point elsewhere.`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := stampKubectlVersion(); err != nil {
@@ -98,7 +89,11 @@ kubectl prints them.`,
 			if !given {
 				dir = defaultDataDir()
 			}
-			full := append([]string{"kubectl"}, kubectlArgs(rest, os.Getenv("KUBECONFIG"), dir, given)...)
+			src := currentKubeconfig(dir, given)
+			if !hasKubeconfigFlag(rest) {
+				cmdutil.BehaviorOnFatal(kubectlFatal(src))
+			}
+			full := append([]string{"kubectl"}, kubectlArgs(rest, src, src.missing())...)
 			os.Args = full
 			k := kubectlcmd.NewDefaultKubectlCommand()
 			k.SetArgs(full[1:])
@@ -109,4 +104,33 @@ kubectl prints them.`,
 			return nil
 		},
 	}
+}
+
+// kubectlFatal returns kubectl's fatal-error handler (cmdutil.BehaviorOnFatal) for `kubedeploy kubectl` reading
+// the kubeconfig from src: it prints kubectlError's message on stderr and exits with its code, as kubectl's own
+// handler does.
+func kubectlFatal(src kubeconfigSource) func(msg string, code int) {
+	return func(msg string, code int) {
+		msg, code = kubectlError(msg, code, src, src.missing())
+		if msg != "" && !strings.HasSuffix(msg, "\n") {
+			msg += "\n"
+		}
+		fmt.Fprint(os.Stderr, msg)
+		os.Exit(code)
+	}
+}
+
+// kubectlError returns what `kubedeploy kubectl` prints for kubectl's fatal error msg, and the exit code:
+// kubectl's own message and code, unless the kubeconfig from src is missing (missing) and msg is the failure
+// that follows from it (kubectl naming the missing file, or, when every KUBECONFIG file is missing, kubectl
+// trying localhost:8080 without one); then src.missingError as main prints errors ("kubedeploy: …") and 1.
+func kubectlError(msg string, code int, src kubeconfigSource, missing bool) (string, int) {
+	if !missing {
+		return msg, code
+	}
+	follows := strings.Contains(msg, src.path) || (src.from == fromKubeconfigEnv && strings.Contains(msg, "localhost:8080"))
+	if !follows {
+		return msg, code
+	}
+	return "kubedeploy: " + src.missingError().Error(), 1
 }

@@ -12,27 +12,120 @@ func TestKubectlArgs(t *testing.T) {
 		name       string
 		args       []string
 		kubeconfig string
+		missing    bool
 		want       []string
 	}{
-		{"defaults to the data dir", []string{"get", "pods"}, "", []string{"--kubeconfig=/d/kubeconfig", "get", "pods"}},
-		{"KUBECONFIG wins", []string{"get", "pods"}, "/k", []string{"get", "pods"}},
-		{"--kubeconfig flag wins", []string{"--kubeconfig", "/x", "get"}, "", []string{"--kubeconfig", "/x", "get"}},
-		{"--kubeconfig= flag wins", []string{"get", "--kubeconfig=/x"}, "", []string{"get", "--kubeconfig=/x"}},
-		{"after -- is not a flag", []string{"exec", "p", "--", "--kubeconfig=/x"}, "", []string{"--kubeconfig=/d/kubeconfig", "exec", "p", "--", "--kubeconfig=/x"}},
-		{"--data-dir wins over KUBECONFIG", []string{"--data-dir", "/e", "get", "pods"}, "/k", []string{"--kubeconfig=/e/kubeconfig", "get", "pods"}},
-		{"--data-dir= form", []string{"get", "--data-dir=/e", "pods"}, "", []string{"--kubeconfig=/e/kubeconfig", "get", "pods"}},
-		{"--kubeconfig wins over --data-dir", []string{"--data-dir=/e", "--kubeconfig=/x", "get"}, "", []string{"--kubeconfig=/x", "get"}},
-		{"--data-dir after -- is kept", []string{"exec", "p", "--", "--data-dir=/e"}, "", []string{"--kubeconfig=/d/kubeconfig", "exec", "p", "--", "--data-dir=/e"}},
+		{"defaults to the data dir", []string{"get", "pods"}, "", false, []string{"--kubeconfig=/d/kubeconfig", "get", "pods"}},
+		{"KUBECONFIG wins", []string{"get", "pods"}, "/k", false, []string{"get", "pods"}},
+		{"--kubeconfig flag wins", []string{"--kubeconfig", "/x", "get"}, "", false, []string{"--kubeconfig", "/x", "get"}},
+		{"--kubeconfig= flag wins", []string{"get", "--kubeconfig=/x"}, "", false, []string{"get", "--kubeconfig=/x"}},
+		{"after -- is not a flag", []string{"exec", "p", "--", "--kubeconfig=/x"}, "", false, []string{"--kubeconfig=/d/kubeconfig", "exec", "p", "--", "--kubeconfig=/x"}},
+		{"--data-dir wins over KUBECONFIG", []string{"--data-dir", "/e", "get", "pods"}, "/k", false, []string{"--kubeconfig=/e/kubeconfig", "get", "pods"}},
+		{"--data-dir= form", []string{"get", "--data-dir=/e", "pods"}, "", false, []string{"--kubeconfig=/e/kubeconfig", "get", "pods"}},
+		{"--kubeconfig wins over --data-dir", []string{"--data-dir=/e", "--kubeconfig=/x", "get"}, "", false, []string{"--kubeconfig=/x", "get"}},
+		{"--data-dir after -- is kept", []string{"exec", "p", "--", "--data-dir=/e"}, "", false, []string{"--kubeconfig=/d/kubeconfig", "exec", "p", "--", "--data-dir=/e"}},
+		{"missing KUBECONFIG is named", []string{"get", "pods"}, "/k", true, []string{"--kubeconfig=/k", "get", "pods"}},
+		{"missing KUBECONFIG list is kubectl's", []string{"get"}, "/k:/l", true, []string{"get"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, given, rest := takeDataDir(tc.args)
-			if !given {
-				dir = "/d"
-			}
-			if got := kubectlArgs(rest, tc.kubeconfig, dir, given); !reflect.DeepEqual(got, tc.want) {
+			src := kubeconfigFrom(dir, given, tc.kubeconfig, "/d", "/home")
+			if got := kubectlArgs(rest, src, tc.missing); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("kubectlArgs(%v) = %v, want %v", tc.args, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestKubeconfigFrom: --data-dir, then KUBECONFIG, then KUBEDEPLOY_DATA_DIR, then ~/.kubedeploy, each saying
+// what chose it.
+func TestKubeconfigFrom(t *testing.T) {
+	for _, tc := range []struct {
+		name                      string
+		dataDir                   string
+		given                     bool
+		kubeconfigEnv, dataDirEnv string
+		want                      kubeconfigSource
+	}{
+		{"default", "", false, "", "", kubeconfigSource{path: "/home/.kubedeploy/kubeconfig", dataDir: "/home/.kubedeploy", from: fromDefault}},
+		{"KUBEDEPLOY_DATA_DIR", "", false, "", "/e", kubeconfigSource{path: "/e/kubeconfig", dataDir: "/e", from: fromDataDirEnv}},
+		{"KUBECONFIG before KUBEDEPLOY_DATA_DIR", "", false, "/k", "/e", kubeconfigSource{path: "/k", from: fromKubeconfigEnv}},
+		{"--data-dir before KUBECONFIG", "rel", true, "/k", "/e", kubeconfigSource{path: "rel/kubeconfig", dataDir: "rel", from: fromDataDirFlag}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := kubeconfigFrom(tc.dataDir, tc.given, tc.kubeconfigEnv, tc.dataDirEnv, "/home"); got != tc.want {
+				t.Errorf("kubeconfigFrom = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestKubeconfigMissingError: one line naming the path, the data dir and what chose them, and the ways to point
+// elsewhere (issue 33).
+func TestKubeconfigMissingError(t *testing.T) {
+	for _, tc := range []struct {
+		src  kubeconfigSource
+		want string
+	}{
+		{kubeconfigFrom("", false, "", "", "/root"), "no kubeconfig at /root/.kubedeploy/kubeconfig (the default data dir /root/.kubedeploy): " +
+			"start the cluster with `kubedeploy up`, or point elsewhere with --data-dir DIR, KUBEDEPLOY_DATA_DIR=DIR or KUBECONFIG=FILE"},
+		{kubeconfigFrom("/tmp/my data", true, "", "", "/root"), "no kubeconfig at /tmp/my data/kubeconfig (data dir from --data-dir /tmp/my data): " +
+			"start the cluster with `kubedeploy up --data-dir '/tmp/my data'`, or point elsewhere with --data-dir DIR, KUBEDEPLOY_DATA_DIR=DIR or KUBECONFIG=FILE"},
+		{kubeconfigFrom("", false, "", "/e", "/root"), "no kubeconfig at /e/kubeconfig (data dir from KUBEDEPLOY_DATA_DIR /e): " +
+			"start the cluster with `kubedeploy up --data-dir /e`, or point elsewhere with --data-dir DIR, KUBEDEPLOY_DATA_DIR=DIR or KUBECONFIG=FILE"},
+		{kubeconfigFrom("", false, "/k", "/e", "/root"), "no kubeconfig at /k (from KUBECONFIG): point KUBECONFIG at one that exists, " +
+			"or name the data dir of `kubedeploy up` with --data-dir DIR (or unset KUBECONFIG to use KUBEDEPLOY_DATA_DIR, else ~/.kubedeploy)"},
+	} {
+		if got := tc.src.missingError().Error(); got != tc.want {
+			t.Errorf("missingError of %+v:\n got  %s\n want %s", tc.src, got, tc.want)
+		}
+	}
+}
+
+// TestKubectlError: kubectl's failure for a missing kubeconfig becomes kubedeploy's one line and exit 1; any
+// other failure, or one while the kubeconfig exists, is kubectl's own.
+func TestKubectlError(t *testing.T) {
+	dataDir := kubeconfigFrom("/d", true, "", "", "/root")
+	env := kubeconfigFrom("", false, "/k1:/k2", "", "/root")
+	for _, tc := range []struct {
+		name     string
+		msg      string
+		src      kubeconfigSource
+		missing  bool
+		wantKept bool
+	}{
+		{"stat of the data dir's kubeconfig", "error: stat /d/kubeconfig: no such file or directory", dataDir, true, false},
+		{"KUBECONFIG files all missing", "The connection to the server localhost:8080 was refused - did you specify the right host or port?", env, true, false},
+		{"another error", `error: the path "x.yaml" does not exist`, dataDir, true, true},
+		{"kubeconfig exists", "error: stat /d/kubeconfig: permission denied", dataDir, false, true},
+		{"localhost:8080 from a data dir's kubeconfig", "The connection to the server localhost:8080 was refused", dataDir, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msg, code := kubectlError(tc.msg, 7, tc.src, tc.missing)
+			if tc.wantKept {
+				if msg != tc.msg || code != 7 {
+					t.Errorf("got %q (%d), want kubectl's %q (7)", msg, code, tc.msg)
+				}
+				return
+			}
+			if want := "kubedeploy: " + tc.src.missingError().Error(); msg != want || code != 1 {
+				t.Errorf("got %q (%d), want %q (1)", msg, code, want)
+			}
+		})
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"/tmp/kd-1/kubeconfig": "/tmp/kd-1/kubeconfig",
+		"/tmp/my data":         "'/tmp/my data'",
+		"it's":                 `'it'\''s'`,
+		"":                     "''",
+		"$HOME/x":              "'$HOME/x'",
+	} {
+		if got := shellQuote(in); got != want {
+			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
+		}
 	}
 }
 

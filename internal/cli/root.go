@@ -1,9 +1,13 @@
 package cli
 
 import (
+	"errors"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubedeploy/kubedeploy/internal/cli/cliargs"
 	"github.com/kubedeploy/kubedeploy/internal/cli/controllerscmd"
@@ -25,10 +29,59 @@ process; "kubedeploy kubectl" is kubectl, pointed at it.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newUpCommand(), controllerscmd.NewCommand(), controllerscmd.NewObserveCommand(), newKubectlCommand(),
-		rollout.NewCommand(rollout.Options{DefaultKubeconfig: filepath.Join(defaultDataDir(), "kubeconfig")}),
-		newVersionCommand())
+		newRolloutCommand(), newVersionCommand())
 	cliargs.RefuseUnknownSubcommands(root)
 	return root
+}
+
+// newRolloutCommand returns `kubedeploy rollout` (package rollout) reading
+// the cluster of `kubedeploy up`: the kubeconfig is --kubeconfig, else
+// <--data-dir>/kubeconfig, else $KUBECONFIG, else <data dir>/kubeconfig
+// ($KUBEDEPLOY_DATA_DIR, else ~/.kubedeploy) when it exists, else
+// ~/.kube/config, as `kubedeploy kubectl` reads it (but for ~/.kube/config).
+// When none exists, a subcommand that reads the cluster fails before it
+// runs with kubeconfigSource.missingError.
+func newRolloutCommand() *cobra.Command {
+	cmd := rollout.NewCommand(rollout.Options{DefaultKubeconfig: filepath.Join(defaultDataDir(), "kubeconfig")})
+	var dataDir string
+	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", "", "data dir of the `kubedeploy up` whose cluster to read (default $"+dataDirEnv+", else ~/.kubedeploy); before KUBECONFIG, after --kubeconfig")
+	cmd.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
+		if c == cmd {
+			return nil // `rollout` alone prints its help
+		}
+		given := c.Flags().Changed("data-dir")
+		if given && dataDir == "" {
+			return errors.New("--data-dir needs a directory")
+		}
+		return useKubeconfig(c.Flags(), currentKubeconfig(dataDir, given), clientcmd.RecommendedHomeFile)
+	}
+	return cmd
+}
+
+// useKubeconfig points the rollout command's flags at src's kubeconfig when --data-dir chose it, and returns
+// src.missingError when the command would read a cluster and finds no kubeconfig: none given by --kubeconfig or
+// --server, src's missing, and, when the data dir is only the default one, kubectlHome (~/.kube/config, the
+// rollout commands' last resort) missing too. A plan with --local reads no cluster.
+func useKubeconfig(flags *pflag.FlagSet, src kubeconfigSource, kubectlHome string) error {
+	if flags.Changed("kubeconfig") || flags.Changed("server") {
+		return nil
+	}
+	if local, err := flags.GetBool("local"); err == nil && local {
+		return nil
+	}
+	if src.from == fromDataDirFlag {
+		if err := flags.Set("kubeconfig", src.path); err != nil {
+			return err
+		}
+	}
+	if !src.missing() {
+		return nil
+	}
+	usesHome := src.from == fromDefault || src.from == fromDataDirEnv // what KUBECONFIG or a flag names replaces it
+	if _, err := os.Stat(kubectlHome); err == nil && usesHome {
+		return nil
+	}
+	return src.missingError()
 }
 
 // PluginName is the file name under which the kubedeploy binary is a

@@ -3,9 +3,13 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // execute runs cmd with args in this process and returns its error and everything it printed.
@@ -43,5 +47,80 @@ func TestUnknownSubcommands(t *testing.T) {
 				t.Errorf("printed %q besides the error", out)
 			}
 		})
+	}
+}
+
+// writeKubeconfig writes dir/kubeconfig for a cluster at server and returns its path.
+func writeKubeconfig(t *testing.T, dir, server string) string {
+	t.Helper()
+	path := filepath.Join(dir, "kubeconfig")
+	content := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"" + server + "\"}}]\n" +
+		"contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: x}}]\ncurrent-context: c\n"
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestRolloutKubeconfig: `kubedeploy rollout` reads the cluster named by --data-dir, KUBECONFIG and
+// KUBEDEPLOY_DATA_DIR, as `kubedeploy kubectl` does, and without a kubeconfig says in one line where it looked
+// and how to point elsewhere (issue 33). The clusters are unreachable ports of 127.0.0.1: the error of a plan
+// shows which was read.
+func TestRolloutKubeconfig(t *testing.T) {
+	if _, err := os.Stat(clientcmd.RecommendedHomeFile); err == nil {
+		t.Skipf("%s exists on this machine: the rollout commands would read it", clientcmd.RecommendedHomeFile)
+	}
+	missingDir := filepath.Join(t.TempDir(), "nothing")
+	flagDir, envDir := t.TempDir(), t.TempDir()
+	writeKubeconfig(t, flagDir, "https://127.0.0.1:1")
+	envKubeconfig := writeKubeconfig(t, envDir, "https://127.0.0.1:2")
+	for _, tc := range []struct {
+		name                      string
+		kubeconfigEnv, dataDirEnv string
+		args                      []string
+		want                      string
+	}{
+		{"KUBEDEPLOY_DATA_DIR missing", "", missingDir, []string{"watch", "deploy/x"},
+			"no kubeconfig at " + missingDir + "/kubeconfig (data dir from KUBEDEPLOY_DATA_DIR " + missingDir + "): start the cluster with `kubedeploy up --data-dir " + missingDir + "`"},
+		{"--data-dir missing", "", envDir, []string{"plan", "--data-dir", missingDir, "deploy/x"},
+			"no kubeconfig at " + missingDir + "/kubeconfig (data dir from --data-dir " + missingDir + ")"},
+		{"KUBECONFIG missing", missingDir, envDir, []string{"plan", "deploy/x"}, "no kubeconfig at " + missingDir + " (from KUBECONFIG)"},
+		{"--data-dir", envKubeconfig, "", []string{"plan", "--data-dir", flagDir, "deploy/x"}, "127.0.0.1:1"},
+		{"KUBECONFIG", envKubeconfig, missingDir, []string{"plan", "deploy/x"}, "127.0.0.1:2"},
+		{"KUBEDEPLOY_DATA_DIR", "", envDir, []string{"plan", "deploy/x"}, "127.0.0.1:2"},
+		{"--kubeconfig before --data-dir", "", "", []string{"plan", "--kubeconfig", envKubeconfig, "--data-dir", flagDir, "deploy/x"}, "127.0.0.1:2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("KUBECONFIG", tc.kubeconfigEnv)
+			t.Setenv(dataDirEnv, tc.dataDirEnv)
+			_, err := execute(t, NewRootCommand(), append([]string{"rollout"}, tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error %v, want one line containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestUseKubeconfigFallsBackToKubectlHome: with the default data dir's kubeconfig missing, the rollout commands
+// read ~/.kube/config when it exists, as before; a --data-dir or KUBECONFIG that names nothing does not fall back.
+func TestUseKubeconfigFallsBackToKubectlHome(t *testing.T) {
+	home := writeKubeconfig(t, t.TempDir(), "https://127.0.0.1:3")
+	missing := filepath.Join(t.TempDir(), "nothing")
+	for _, tc := range []struct {
+		src     kubeconfigSource
+		wantErr bool
+	}{
+		{kubeconfigFrom("", false, "", "", missing), false},
+		{kubeconfigFrom("", false, "", missing, "/root"), false},
+		{kubeconfigFrom(missing, true, "", "", "/root"), true},
+		{kubeconfigFrom("", false, missing, "", "/root"), true},
+	} {
+		cmd := newRolloutCommand()
+		if err := useKubeconfig(cmd.PersistentFlags(), tc.src, home); (err != nil) != tc.wantErr {
+			t.Errorf("%+v: error %v, want one: %v", tc.src, err, tc.wantErr)
+		}
 	}
 }
