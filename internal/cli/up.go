@@ -296,6 +296,10 @@ func controllersIdentity(ctx context.Context, cp *controlplane.ControlPlane) (*r
 	return cp.ClientConfig(deploy.User)
 }
 
+// printReady prints up's banner once the cluster and its controllers are
+// ready: how long the start took, the API server, the controllers, the
+// cluster, the kubeconfig, what to try next (tryHints: runnable as printed in
+// another shell) and where the logs are.
 func printReady(w io.Writer, cp *controlplane.ControlPlane, controllers []string, took time.Duration) {
 	fmt.Fprintf(w, "kubedeploy is up (%.1fs): API server %s, controllers %v\n", took.Seconds(), cp.Server(), controllers)
 	zones := ""
@@ -303,10 +307,16 @@ func printReady(w io.Writer, cp *controlplane.ControlPlane, controllers []string
 		zones = fmt.Sprintf(" in %d zones (%s…%s)", cp.Zones(), controlplane.ZoneName(0), controlplane.ZoneName(cp.Zones()-1))
 	}
 	fmt.Fprintf(w, "  cluster:    %d simulated nodes%s; kube-controller-manager runs %d controllers (--kube-controllers)\n", cp.Nodes(), zones, len(cp.KubeControllers()))
-	fmt.Fprintf(w, "  kubeconfig: %s\n", cp.KubeconfigPath())
-	fmt.Fprintf(w, "  try:        kubedeploy kubectl apply -f examples/nginx-deployment.yaml\n")
-	fmt.Fprintf(w, "              (or any kubectl with KUBECONFIG=%s)\n", cp.KubeconfigPath())
-	fmt.Fprintf(w, "  logs:       %s (controllers; control-plane.log and etcd.log beside it)\n", filepath.Join(filepath.Dir(cp.KubeconfigPath()), "logs", "kubedeploy.log"))
+	try := newTryHints(cp.KubeconfigPath())
+	fmt.Fprintf(w, "  kubeconfig: %s\n", try.kubeconfig)
+	for i, line := range try.lines() {
+		label := "try:"
+		if i > 0 {
+			label = ""
+		}
+		fmt.Fprintf(w, "  %-11s %s\n", label, line)
+	}
+	fmt.Fprintf(w, "  logs:       %s (controllers; control-plane.log and etcd.log beside it)\n", filepath.Join(filepath.Dir(try.kubeconfig), "logs", "kubedeploy.log"))
 	fmt.Fprintf(w, "Press Ctrl-C to stop; state is kept in the data dir.\n")
 }
 
