@@ -2,8 +2,10 @@ package main
 
 import (
 	"errors"
+	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -37,12 +39,19 @@ func runMain(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // TestMainPrintsOneLine: main prints a command's error once, on one line of stderr after "kubedeploy: ", prints
 // nothing on stdout, and exits 1 (issue 33).
 func TestMainPrintsOneLine(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"rollout", "wacth", "deploy/x"}, `kubedeploy: unknown command "wacth" for "kubedeploy rollout"; did you mean "watch"?` + "\n"},
 		{[]string{"up", "--zones", "0"}, "kubedeploy: --zones must be in 1..26, got 0\n"},
+		{[]string{"up", "--api-port", port}, "kubedeploy: kube-apiserver port 127.0.0.1:" + port + " is already in use\n"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			stdout, stderr, code := runMain(t, tc.args...)
