@@ -42,10 +42,14 @@ type Input struct {
 	// Pods may hold any pods: only those the new ReplicaSet controls are
 	// looked at.
 	Pods []*v1.Pod
-	// Events may hold any events: only the Deployment's are kept, the
-	// latest MaxEvents of them (0: none).
+	// Events may hold any events: only the Deployment's of its current
+	// rollout are kept, the latest MaxEvents of them (0: none).
 	Events    []*v1.Event
 	MaxEvents int
+	// RolloutStart is when the current rollout began, as a watch tracks it
+	// (StartTracker.Observe); zero: RolloutStart's, from the objects alone.
+	// Events that last happened before its second are left out.
+	RolloutStart time.Time
 	// Nodes are the cluster's nodes (names and labels are read), for the Spread of a Deployment annotated
 	// kubedeploy.io/scale-down-spread (EX-4); nil shows none.
 	Nodes []*v1.Node
@@ -65,7 +69,10 @@ type Model struct {
 	// Stuck are the new ReplicaSet's unavailable pods grouped by reason,
 	// largest group first; empty once the rollout is complete.
 	Stuck []unavailable.Group
-	// Events are the Deployment's latest events, oldest first.
+	// RolloutStart is when the current rollout began (Input.RolloutStart).
+	RolloutStart time.Time
+	// Events are the Deployment's latest events of the current rollout,
+	// oldest first.
 	Events []v1.Event
 	// Spread is how the Deployment's pods stand across the topology domains of its
 	// kubedeploy.io/scale-down-spread (EX-4); nil without the annotation or Input.Nodes.
@@ -109,7 +116,11 @@ func Build(in Input, now time.Time) *Model {
 	if newRS != nil && m.Phase != rolloutstate.PhaseComplete && m.Phase != rolloutstate.PhaseRolledBack {
 		m.Stuck = unavailable.Groups(rolloutstate.ControlledBy(in.Pods, newRS.UID), d.Spec.MinReadySeconds, now)
 	}
-	m.Events = latestEvents(d, in.Events, in.MaxEvents)
+	m.RolloutStart = in.RolloutStart
+	if m.RolloutStart.IsZero() {
+		m.RolloutStart, _ = RolloutStart(d, owned)
+	}
+	m.Events = latestEvents(d, in.Events, in.MaxEvents, m.RolloutStart)
 	m.Spread = spreadOf(d, owned, newRS, in.Pods, in.Nodes)
 	return m
 }
@@ -127,15 +138,17 @@ func (m *Model) row(rs *appsv1.ReplicaSet, isNew bool) ReplicaSet {
 
 // latestEvents returns d's events among events (by involvedObject kind and
 // name, and UID when the event has one: an earlier Deployment of the same
-// name is not d), the latest n, oldest first.
-func latestEvents(d *appsv1.Deployment, events []*v1.Event, n int) []v1.Event {
+// name is not d) that last happened in since's second or later (event times
+// have whole seconds), the latest n, oldest first.
+func latestEvents(d *appsv1.Deployment, events []*v1.Event, n int, since time.Time) []v1.Event {
 	if n <= 0 {
 		return nil
 	}
+	since = since.Truncate(time.Second)
 	var evs []v1.Event
 	for _, e := range events {
 		o := e.InvolvedObject
-		if o.Kind == "Deployment" && o.Name == d.Name && (o.UID == "" || o.UID == d.UID) {
+		if o.Kind == "Deployment" && o.Name == d.Name && (o.UID == "" || o.UID == d.UID) && !EventTime(*e).Before(since) {
 			evs = append(evs, *e)
 		}
 	}

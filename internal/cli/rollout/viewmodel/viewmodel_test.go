@@ -276,13 +276,13 @@ func TestLatestEvents(t *testing.T) {
 		event("web.1", "Normal", "Z", "", at.Add(-time.Second), ""),
 	}
 	var got []string
-	for _, e := range latestEvents(d, evs, 3) {
+	for _, e := range latestEvents(d, evs, 3, time.Time{}) {
 		got = append(got, e.Reason)
 	}
 	if strings.Join(got, "") != "ABC" {
 		t.Errorf("latest 3 events %v, want A B C", got)
 	}
-	if latestEvents(d, evs, 0) != nil {
+	if latestEvents(d, evs, 0, time.Time{}) != nil {
 		t.Errorf("0 events asked, some returned")
 	}
 }
