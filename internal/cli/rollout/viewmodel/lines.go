@@ -2,6 +2,7 @@ package viewmodel
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -57,9 +58,26 @@ func EventLine(e v1.Event) string {
 
 // Lines is the model as plain lines, without a time stamp: the summary with
 // the conditions, a line per ReplicaSet, the spread (EX-4), a why-line per group (with the
-// first pod's message when messages is set) and a line per event. Without
-// messages it changes only when the rollout does (the messages carry ages).
+// first pod's message when messages is set) and a line per event.
 func (m *Model) Lines(messages bool) string {
+	if !messages {
+		return m.lines(nil)
+	}
+	return m.lines(func(msg string) string { return msg })
+}
+
+// LinesWithoutAges is Lines(true) with every duration in the why-messages
+// written "…" ("not Ready after …", "Ready for … of minReadySeconds …"):
+// those are ages, which change every second while nothing else does.
+// `rollout watch` prints a new plain block when it changes, that is when
+// anything else Lines(true) shows changes, a why-message included.
+func (m *Model) LinesWithoutAges() string {
+	return m.lines(withoutAges)
+}
+
+// lines renders Lines, each why-group's message through message (nil: no
+// messages).
+func (m *Model) lines(message func(string) string) string {
 	var b strings.Builder
 	b.WriteString(m.Summary())
 	for _, c := range m.Deployment.Status.Conditions {
@@ -77,12 +95,31 @@ func (m *Model) Lines(messages bool) string {
 	}
 	for _, g := range m.Stuck {
 		fmt.Fprintf(&b, "\n  why: %s", WhyLine(g))
-		if messages && g.Message != "" {
-			fmt.Fprintf(&b, " (%s)", g.Message)
+		if message != nil && g.Message != "" {
+			fmt.Fprintf(&b, " (%s)", message(g.Message))
 		}
 	}
 	for _, e := range m.Events {
 		fmt.Fprintf(&b, "\n  event: %s", EventLine(e))
 	}
 	return b.String()
+}
+
+// duration matches a whole time.Duration as Go prints one ("0s", "12s",
+// "1m5s", "1h2m3.5s", "250ms").
+var duration = regexp.MustCompile(`^(?:\d+(?:\.\d+)?(?:ms|us|µs|ns|h|m|s))+$`)
+
+// withoutAges returns msg with each space-separated word that is a
+// duration (give or take brackets and trailing punctuation) written "…".
+// A duration inside a word (an image tag "1.9.3s", a name "web-5m") stays.
+func withoutAges(msg string) string {
+	words := strings.Split(msg, " ")
+	for i, w := range words {
+		core := strings.TrimLeft(w, "([")
+		core = strings.TrimRight(core, ",;:)]")
+		if core != "" && duration.MatchString(core) {
+			words[i] = strings.Replace(w, core, "…", 1)
+		}
+	}
+	return strings.Join(words, " ")
 }
