@@ -1,7 +1,7 @@
 // Package timeline draws the picture that `kubedeploy rollout watch
 // --timeline FILE.png|FILE.svg` writes at the end of a rollout (issue 11):
 // every ReplicaSet's size (spec.replicas, pods) and available pods over
-// time (seconds since the watch started), the Deployment's available and
+// time (seconds since the rollout started), the Deployment's available and
 // total pods, the maxSurge and maxUnavailable bounds as horizontal lines,
 // and the Deployment's events as ticks labelled with their reason.
 //

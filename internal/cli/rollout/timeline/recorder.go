@@ -17,8 +17,8 @@ import (
 
 // MaxLookBack is how far before the first sample a Recording may start: a
 // watch usually starts just after the change that began the rollout, and
-// the events of its first steps are drawn from when the new ReplicaSet was
-// created, but not from an hour ago.
+// the events of its first steps are drawn from the rollout's start, but not
+// from an hour ago.
 const MaxLookBack = time.Minute
 
 // Recorder builds the Recording of one Deployment's rollout from what a
@@ -38,8 +38,10 @@ type Recorder struct {
 	seen map[types.UID]int32
 	// listed is each event's count in the first list.
 	listed map[types.UID]int32
-	// rolloutStart is when the new ReplicaSet was created: events from
-	// before it belong to earlier rollouts and are not drawn.
+	// start tracks when the current rollout began; rolloutStart is its
+	// latest answer: the recording starts there, and events from before it
+	// belong to earlier rollouts and are not drawn.
+	start        viewmodel.StartTracker
 	rolloutStart time.Time
 	events       []v1.Event
 }
@@ -103,9 +105,7 @@ func (r *Recorder) State(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, at time
 	}
 	r.rec.Replicas = rolloutstate.Replicas(d)
 	r.rec.MaxTotal, r.rec.MinAvailable = maxTotal, minAvailable
-	if newRS := rolloutstate.NewReplicaSet(d, owned); newRS != nil {
-		r.rolloutStart = newRS.CreationTimestamp.Time
-	}
+	r.rolloutStart = r.start.Observe(d, owned, at)
 	if n := len(r.rec.Samples); n > 0 && sameState(r.rec.Samples[n-1], s) {
 		return
 	}
@@ -141,29 +141,46 @@ func (r *Recorder) Event(e *v1.Event, at time.Time) {
 	r.events = append(r.events, rec)
 }
 
-// Recording returns a copy of the timeline so far, ending at end: it starts
-// when the new ReplicaSet was created (at most MaxLookBack before the first
-// sample) and has the events from its start on, in time order; events of
-// earlier rollouts are left out.
+// Recording returns a copy of the timeline so far, ending at end. It starts
+// when the current rollout began (viewmodel.StartTracker: an automatic
+// rollback is part of the rollout it rolls back), but at most MaxLookBack
+// before the first sample and at the latest at the last one: states from
+// before the start are drawn as the one the rollout started from. It has
+// the events from its start's second on (event times have whole seconds),
+// in time order; events of earlier rollouts are left out.
 func (r *Recorder) Recording(end time.Time) *Recording {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := r.rec
 	out.End = end
-	out.Samples = slices.Clone(out.Samples)
-	if !out.Start.IsZero() && !r.rolloutStart.IsZero() && r.rolloutStart.Before(out.Start) {
-		out.Start = latest(r.rolloutStart, out.Start.Add(-MaxLookBack))
+	out.Samples = slices.SortedStableFunc(slices.Values(out.Samples), func(a, b Sample) int { return a.Time.Compare(b.Time) })
+	if n := len(out.Samples); n > 0 && !r.rolloutStart.IsZero() {
+		out.Start = latest(r.rolloutStart, out.Samples[0].Time.Add(-MaxLookBack))
+		if last := out.Samples[n-1].Time; out.Start.After(last) {
+			out.Start = last
+		}
+		out.Samples = samplesFrom(out.Samples, out.Start)
 	}
 	evs := slices.Clone(r.events)
 	slices.SortFunc(evs, viewmodel.CompareEvents)
 	out.Events = nil
 	for _, e := range evs {
-		// Event times and creationTimestamps are whole seconds.
 		if at := e.LastTimestamp.Time; !at.Before(out.Start.Truncate(time.Second)) {
 			out.Events = append(out.Events, Event{Time: at, Type: e.Type, Reason: e.Reason, Message: e.Message})
 		}
 	}
 	return &out
+}
+
+// samplesFrom returns samples (in time order) from start on, the last one
+// before start moved to start: the state the rollout started from.
+func samplesFrom(samples []Sample, start time.Time) []Sample {
+	i, _ := slices.BinarySearchFunc(samples, start, func(s Sample, t time.Time) int { return s.Time.Compare(t) })
+	if i == 0 || (i < len(samples) && samples[i].Time.Equal(start)) {
+		return samples[i:]
+	}
+	samples[i-1].Time = start
+	return samples[i-1:]
 }
 
 func latest(a, b time.Time) time.Time {

@@ -148,3 +148,46 @@ func TestRecorderEvents(t *testing.T) {
 		}
 	}
 }
+
+// A watch started 15 s before the change (issue 33): the recording starts
+// when the new ReplicaSet was created, from the state the rollout started
+// in, and an earlier rollout's events are left out; its automatic rollback
+// to an hour-old ReplicaSet keeps that start.
+func TestRecorderStartsAtTheRollout(t *testing.T) {
+	d := recorderDeployment(appsv1.RollingUpdateDeploymentStrategyType)
+	oldRS := recorderReplicaSet(d, "web-1", 4, t0.Add(-time.Hour))
+	r := NewRecorder(d)
+	earlier := recorderEvent("e-earlier", "Earlier", t0.Add(-50*time.Second), 1, "")
+	r.Event(earlier, t0)
+	r.Synced([]*v1.Event{earlier})
+	r.State(d, []*appsv1.ReplicaSet{oldRS}, t0)
+
+	changed := d.DeepCopy()
+	changed.Spec.Template.Labels = map[string]string{"v": "2"}
+	newRS := recorderReplicaSet(changed, "web-2", 1, t0.Add(15*time.Second))
+	newRS.Annotations[rolloutstate.RevisionAnnotation] = "2"
+	r.State(changed, []*appsv1.ReplicaSet{oldRS, newRS}, t0.Add(15200*time.Millisecond))
+	r.Event(recorderEvent("e-up", "ScalingReplicaSet", t0.Add(15*time.Second), 1, ""), t0.Add(15300*time.Millisecond))
+
+	rec := r.Recording(t0.Add(20 * time.Second))
+	if !rec.Start.Equal(t0.Add(15 * time.Second)) {
+		t.Errorf("start %v, want the new ReplicaSet's creation %v", rec.Start, t0.Add(15*time.Second))
+	}
+	if len(rec.Samples) != 2 || !rec.Samples[0].Time.Equal(rec.Start) || len(rec.Samples[0].ReplicaSets) != 1 {
+		t.Errorf("samples %+v, want the state before the rollout at its start, then the new one", rec.Samples)
+	}
+	if len(rec.Events) != 1 || rec.Events[0].Reason != "ScalingReplicaSet" {
+		t.Errorf("events %+v, want only the rollout's", rec.Events)
+	}
+
+	// Revision 2 fails and is rolled back to web-1 (revision 3).
+	rolledBack := d.DeepCopy()
+	rolledBack.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "3", rolloutstate.FailedRevisionAnnotation: "2"}
+	target := oldRS.DeepCopy()
+	target.Annotations[rolloutstate.RevisionAnnotation] = "3"
+	target.Annotations[rolloutstate.RevisionHistoryAnnotation] = "1"
+	r.State(rolledBack, []*appsv1.ReplicaSet{target, newRS}, t0.Add(50*time.Second))
+	if rec := r.Recording(t0.Add(55 * time.Second)); !rec.Start.Equal(t0.Add(15 * time.Second)) {
+		t.Errorf("after the automatic rollback: start %v, want still %v", rec.Start, t0.Add(15*time.Second))
+	}
+}
