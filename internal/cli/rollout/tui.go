@@ -175,12 +175,12 @@ func runTerminal(ctx context.Context, w *watcher.Watcher, o *watchOptions, out i
 	if !terminal(os.Stdin) {
 		opts = append(opts, tea.WithInput(nil))
 	}
-	p := tea.NewProgram(newTUIModel(viewmodel.Build(in, time.Now())), opts...)
+	p := tea.NewProgram(newTUIModel(viewmodel.Build(in, o.clockOrReal().Now())), opts...)
 
 	feedCtx, stopFeed := context.WithCancel(ctx)
 	defer stopFeed()
 	go func() {
-		err := eachModel(feedCtx, w, o.events, func(m *viewmodel.Model) (bool, error) {
+		err := eachModel(feedCtx, w, o, func(m *viewmodel.Model, _ time.Time) (bool, error) {
 			p.Send(modelMsg{m: m})
 			return false, nil
 		})

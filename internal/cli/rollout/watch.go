@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/timeline"
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/viewmodel"
@@ -24,12 +25,20 @@ import (
 // its watches, so that ages ("not Ready after 12s") stay current.
 const refreshInterval = time.Second
 
-// watchOptions are `rollout watch`'s flags.
+// plainInterval is the least time between two plain blocks: changes that
+// come sooner are folded into the next block (a rollout's first second can
+// change the view twenty times).
+const plainInterval = time.Second
+
+// watchOptions are `rollout watch`'s flags, and its clock.
 type watchOptions struct {
 	timeout  time.Duration
 	events   int
 	timeline string
 	plain    bool
+	// clock stamps the plain blocks, ages the why-messages and paces the
+	// redraws; nil is the real one.
+	clock clock.WithTicker
 }
 
 func newWatchCommand(c *clusterFlags) *cobra.Command {
@@ -121,7 +130,7 @@ func watchRollout(ctx context.Context, client kubernetes.Interface, ns, name str
 		}
 		return err
 	}
-	cfg := watcher.Config{Events: o.events > 0, Nodes: spreadShown(ctx, client, d, errOut)}
+	cfg := watcher.Config{Events: o.events > 0, Nodes: spreadShown(ctx, client, d, errOut), Clock: o.clockOrReal()}
 	var rec *timeline.Recorder
 	if o.timeline != "" {
 		rec = timeline.NewRecorder(d)
@@ -151,7 +160,7 @@ func watchRollout(ctx context.Context, client kubernetes.Interface, ns, name str
 	}
 	if rec != nil {
 		w.Flush()
-		r := rec.Recording(time.Now())
+		r := rec.Recording(o.clockOrReal().Now())
 		if werr := timeline.Write(o.timeline, r); werr != nil {
 			return errors.Join(err, fmt.Errorf("timeline: %w", werr))
 		}
@@ -170,45 +179,99 @@ func timedOut(ns, name string) error {
 	return fmt.Errorf("deployment %s/%s: timed out waiting for the rollout", ns, name)
 }
 
-// eachModel calls show with the model of what w holds now, then again after
-// every change w signals and every refreshInterval (so that ages stay
-// current), until show says stop (returning its error), building a model
-// fails, or ctx ends (ctx's error).
-func eachModel(ctx context.Context, w *watcher.Watcher, maxEvents int, show func(*viewmodel.Model) (stop bool, err error)) error {
-	tick := time.NewTicker(refreshInterval)
+// eachModel calls show with the model of what w holds now, and the time it
+// was built at (o's clock), then again after every change w signals and
+// every refreshInterval (so that ages stay current), until show says stop
+// (returning its error), building a model fails, or ctx ends (ctx's error).
+// The models' events are those of the current rollout, whose start a
+// viewmodel.StartTracker follows across the looks.
+func eachModel(ctx context.Context, w *watcher.Watcher, o *watchOptions, show func(*viewmodel.Model, time.Time) (stop bool, err error)) error {
+	clk := o.clockOrReal()
+	tick := clk.NewTicker(refreshInterval)
 	defer tick.Stop()
+	var start viewmodel.StartTracker
 	for {
-		in, err := w.Input(maxEvents)
+		in, err := w.Input(o.events)
 		if err != nil {
 			return err
 		}
-		if stop, err := show(viewmodel.Build(in, time.Now())); stop {
+		now := clk.Now()
+		in.RolloutStart = start.Observe(in.Deployment, in.ReplicaSets, now)
+		if stop, err := show(viewmodel.Build(in, now), now); stop {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-w.Changed():
-		case <-tick.C:
+		case <-tick.C():
 		}
 	}
 }
 
-// runPlain prints a block of plain lines, stamped with the time, whenever the
-// model changes (ignoring the ages in why-messages), until the rollout ends.
+// clockOrReal returns o's clock, the real one when it has none.
+func (o *watchOptions) clockOrReal() clock.WithTicker {
+	if o.clock == nil {
+		return clock.RealClock{}
+	}
+	return o.clock
+}
+
+// runPlain prints the plain view (plainView) until the rollout ends, then
+// any change it held back.
 func runPlain(ctx context.Context, w *watcher.Watcher, o *watchOptions, out io.Writer) error {
-	last := ""
-	return eachModel(ctx, w, o.events, func(m *viewmodel.Model) (bool, error) {
-		// A new block when anything but the why-messages changed (those
-		// carry ages, "not Ready after 12s", that change every second).
-		if key := m.Lines(false); key != last {
-			fmt.Fprintf(out, "%s %s\n", time.Now().Format("15:04:05"), m.Lines(true))
-			last = key
+	p := &plainView{out: out}
+	err := eachModel(ctx, w, o, p.show)
+	p.flush()
+	return err
+}
+
+// plainView is `rollout watch`'s output when piped or --plain: blocks of
+// Model.Lines(true), the first line stamped with the time (15:04:05, the
+// clock's zone: local for the real one).
+// A block is printed only when what it shows changed: the comparison is of
+// Model.LinesWithoutAges, every line as shown but with the durations in
+// why-messages ("not Ready after 12s") left out, so that ages ticking
+// alone print nothing (a block shows the ages as of its stamp). Blocks are
+// at least plainInterval apart: a change that comes sooner is held and
+// printed by the next look after that (eachModel looks every
+// refreshInterval), unless a later one replaces it or it is undone.
+type plainView struct {
+	out io.Writer
+	// shown is the last block's LinesWithoutAges, printed at printedAt
+	// (zero before the first block).
+	shown     string
+	printedAt time.Time
+	// held is a changed block not printed yet ("" when none).
+	held string
+}
+
+// show prints m, built at now, as a block when it shows something the last
+// block did not and that block is plainInterval old, or at once when the
+// rollout ended; a change that must wait is held for flush. When the
+// rollout ended well it then prints Ended's line. It returns m.Outcome().
+func (p *plainView) show(m *viewmodel.Model, now time.Time) (done bool, err error) {
+	done, err = m.Outcome()
+	p.held = ""
+	if key := m.LinesWithoutAges(); key != p.shown {
+		block := fmt.Sprintf("%s %s\n", now.Format("15:04:05"), m.Lines(true))
+		if done || p.printedAt.IsZero() || now.Sub(p.printedAt) >= plainInterval {
+			io.WriteString(p.out, block)
+			p.shown, p.printedAt = key, now
+		} else {
+			p.held = block
 		}
-		done, err := m.Outcome()
-		if done && err == nil {
-			fmt.Fprintln(out, m.Ended())
-		}
-		return done, err
-	})
+	}
+	if done && err == nil {
+		fmt.Fprintln(p.out, m.Ended())
+	}
+	return done, err
+}
+
+// flush prints the block show held back, if any: the watch is ending.
+func (p *plainView) flush() {
+	if p.held != "" {
+		io.WriteString(p.out, p.held)
+		p.held = ""
+	}
 }

@@ -25,8 +25,10 @@ import (
 )
 
 // rolloutObjects is a 4-replica Deployment mid-rollout: the new ReplicaSet
-// (revision 2, nginx:broken) has 2 pods waiting in ImagePullBackOff, the
-// old one (revision 1) 3 available pods.
+// (revision 2, nginx:broken, created 10 s ago) has 2 pods waiting in
+// ImagePullBackOff, the old one (revision 1, an hour old) 3 available pods.
+// Its events: one of this rollout, one of the rollout an hour ago, one of an
+// earlier Deployment of the same name.
 func rolloutObjects(progressing appsv1.DeploymentCondition) []runtime.Object {
 	labels := map[string]string{"app": "web"}
 	tmpl := func(image string) v1.PodTemplateSpec {
@@ -50,10 +52,10 @@ func rolloutObjects(progressing appsv1.DeploymentCondition) []runtime.Object {
 	owner := func(kind, name string, uid types.UID) []metav1.OwnerReference {
 		return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: name, UID: uid, Controller: ptr.To(true)}}
 	}
-	rs := func(name, rev, image string, spec, avail int32) *appsv1.ReplicaSet {
+	rs := func(name, rev, image string, spec, avail int32, age time.Duration) *appsv1.ReplicaSet {
 		return &appsv1.ReplicaSet{
 			ObjectMeta: metav1.ObjectMeta{
-				Name: name, Namespace: "ns", UID: types.UID(name), Labels: labels,
+				Name: name, Namespace: "ns", UID: types.UID(name), Labels: labels, CreationTimestamp: metav1.NewTime(time.Now().Add(-age)),
 				Annotations:     map[string]string{rolloutstate.RevisionAnnotation: rev},
 				OwnerReferences: owner("Deployment", "web", d.UID),
 			},
@@ -61,7 +63,7 @@ func rolloutObjects(progressing appsv1.DeploymentCondition) []runtime.Object {
 			Status: appsv1.ReplicaSetStatus{Replicas: spec, ReadyReplicas: avail, AvailableReplicas: avail},
 		}
 	}
-	objs := []runtime.Object{d, rs("web-new", "2", "nginx:broken", 2, 0), rs("web-old", "1", "nginx:1", 3, 3)}
+	objs := []runtime.Object{d, rs("web-new", "2", "nginx:broken", 2, 0, 10*time.Second), rs("web-old", "1", "nginx:1", 3, 3, time.Hour)}
 	for _, name := range []string{"web-new-a", "web-new-b"} {
 		objs = append(objs, &v1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: labels, OwnerReferences: owner("ReplicaSet", "web-new", "web-new")},
@@ -76,6 +78,13 @@ func rolloutObjects(progressing appsv1.DeploymentCondition) []runtime.Object {
 		InvolvedObject: v1.ObjectReference{Kind: "Deployment", Name: "web", Namespace: "ns"},
 		Type:           v1.EventTypeNormal, Reason: "ScalingReplicaSet", Message: "Scaled up replica set web-new from 0 to 2",
 		LastTimestamp: metav1.Now(), Count: 1,
+	})
+	// The earlier rollout's event is not this one's.
+	objs = append(objs, &v1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: "web.00", Namespace: "ns", UID: "e00"},
+		InvolvedObject: v1.ObjectReference{Kind: "Deployment", Name: "web", Namespace: "ns"},
+		Type:           v1.EventTypeNormal, Reason: "ScalingReplicaSet", Message: "Scaled up replica set web-old from 0 to 4",
+		LastTimestamp: metav1.NewTime(time.Now().Add(-time.Hour)), Count: 1,
 	})
 	// An event of an earlier Deployment of the same name is not this one's.
 	objs = append(objs, &v1.Event{
@@ -118,6 +127,9 @@ func TestWatchPlainDeadlineAndTimeline(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "web-earlier") {
 		t.Errorf("output shows an earlier Deployment's event:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), "web-old from 0 to 4") {
+		t.Errorf("output shows an earlier rollout's event (issue 33):\n%s", out.String())
 	}
 	if !strings.Contains(errOut.String(), "wrote the rollout's timeline (1 changes, 1 events) to "+svg) {
 		t.Errorf("stderr: %s", errOut.String())
@@ -317,5 +329,82 @@ func TestTerminalViewBars(t *testing.T) {
 	}
 	if seen != 2 {
 		t.Errorf("%d bars, want 2:\n%s", seen, screen)
+	}
+}
+
+// plainModel returns the view of rolloutObjects' rollout at now, with one
+// more pod of the new ReplicaSet, not Ready since start (its why-message
+// ages), and the ImagePullBackOff pods' message msg.
+func plainModel(now, start time.Time, msg string) *viewmodel.Model {
+	objs := rolloutObjects(progressingCondition)
+	for _, o := range objs {
+		if p, ok := o.(*v1.Pod); ok {
+			p.Status.ContainerStatuses[0].State.Waiting.Message = msg
+		}
+	}
+	notReady := objs[3].(*v1.Pod).DeepCopy()
+	notReady.Name = "web-new-c"
+	notReady.Status = v1.PodStatus{Phase: v1.PodRunning, StartTime: ptr.To(metav1.NewTime(start))}
+	return viewmodel.Build(inputOf(append(objs, notReady), 3), now)
+}
+
+// Piped (issue 33): a block only when what it shows changed, ages in
+// why-messages aside; at most one a second, a change that comes sooner
+// printed with the next look (or at the end); the last one at once.
+func TestPlainViewPrintsChanges(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	pull := `Back-off pulling image "nginx:broken"`
+	var out bytes.Buffer
+	p := &plainView{out: &out}
+	blocks := func() int { return strings.Count(out.String(), "deployment/web:") }
+	look := func(at time.Duration, msg string) {
+		t.Helper()
+		if done, err := p.show(plainModel(t0.Add(at), t0, msg), t0.Add(at)); done || err != nil {
+			t.Fatalf("show at %v: done %v, err %v", at, done, err)
+		}
+	}
+
+	look(0, pull)
+	look(time.Second, pull) // only "not Ready after 1s" ticked
+	look(5*time.Second, pull)
+	if blocks() != 1 || !strings.HasPrefix(out.String(), "12:00:00 deployment/web:") || !strings.Contains(out.String(), "not Ready after 0s") {
+		t.Fatalf("ages alone printed blocks, or the first is not stamped 12:00:00:\n%s", out.String())
+	}
+
+	// A why-message changes: a block.
+	look(6*time.Second, "manifest unknown")
+	if blocks() != 2 || !strings.Contains(out.String(), "12:00:06 deployment/web:") || !strings.Contains(out.String(), "(container web: manifest unknown)") {
+		t.Fatalf("a changed why-message printed no block:\n%s", out.String())
+	}
+	// It changes back 300 ms later: held until a second after the last block.
+	look(6300*time.Millisecond, pull)
+	if blocks() != 2 {
+		t.Fatalf("two blocks within a second:\n%s", out.String())
+	}
+	look(7*time.Second, pull)
+	if blocks() != 3 || !strings.Contains(out.String(), "12:00:07 deployment/web:") {
+		t.Fatalf("the held change was not printed a second later:\n%s", out.String())
+	}
+
+	// A change held when the watch ends is printed by flush, with its time.
+	look(7500*time.Millisecond, "manifest unknown")
+	p.flush()
+	if last := out.String()[strings.LastIndex(out.String(), "12:00:07 deployment/web:"):]; blocks() != 4 || !strings.Contains(last, "(container web: manifest unknown)") {
+		t.Fatalf("flush did not print the held change:\n%s", out.String())
+	}
+	p.flush()
+	if blocks() != 4 {
+		t.Errorf("a second flush printed again:\n%s", out.String())
+	}
+
+	// The rollout ends 100 ms after a block: its state and the last line at once.
+	objs := rolloutObjects(progressingCondition)
+	d := objs[0].(*appsv1.Deployment)
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 4, UpdatedReplicas: 4, AvailableReplicas: 4}
+	if done, err := p.show(viewmodel.Build(inputOf(objs, 3), t0.Add(7600*time.Millisecond)), t0.Add(7600*time.Millisecond)); !done || err != nil {
+		t.Fatalf("complete: done %v, err %v", done, err)
+	}
+	if !strings.HasSuffix(out.String(), "deployment \"web\" successfully rolled out\n") || blocks() != 5 {
+		t.Errorf("the end was not printed at once:\n%s", out.String())
 	}
 }
