@@ -64,7 +64,7 @@ the pod-template-hash in ReplicaSet names is the one a cluster of that
 version gives them.`,
 		Example: `  kubedeploy rollout plan deploy/nginx-deployment --image nginx-deployment=nginx:1.9.3
   kubedeploy rollout plan -f examples/nginx-deployment.yaml -o json
-  kubedeploy rollout plan --local -f v1.yaml -f v2.yaml`,
+  kubedeploy rollout plan --local -f examples/nginx-deployment.yaml --image nginx-deployment=nginx:1.9.3`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.Context(), c, args, cmd.OutOrStdout(), cmd.ErrOrStderr())

@@ -63,7 +63,7 @@ the events.
 It exits 0 when the rollout is complete and 1 when the Deployment reports
 ProgressDeadlineExceeded or --timeout passes, like "kubectl rollout status".`,
 		Example: `  kubedeploy rollout watch deploy/nginx-deployment
-  kubedeploy kubectl set image deploy/nginx-deployment nginx=nginx:1.9.3 && \
+  kubedeploy kubectl set image deploy/nginx-deployment nginx-deployment=nginx:1.9.3 && \
     kubedeploy rollout watch deploy/nginx-deployment --timeline rollout.png
   kubedeploy rollout watch deploy/nginx-deployment --timeout 5m --plain`,
 		Args: cobra.ExactArgs(1),
