@@ -145,6 +145,8 @@ type OnceReport struct {
 	Checked   int
 	Divergent []shadow.Report
 	Unsettled []string
+	// Rollouts are the Deployments whose rollout is not complete, "namespace/name: verdict" (Checker.Verdicts).
+	Rollouts []string
 }
 
 // ObserveOnce is `observe --once` (issue 25): it lists the Deployments of namespace ("" for all), their
@@ -171,5 +173,9 @@ func ObserveOnce(ctx context.Context, cfg Config, namespace string) (OnceReport,
 	}
 	var r OnceReport
 	r.Divergent, r.Unsettled, r.Checked, err = checker.Once(ctx, namespace, cfg.ShadowQuiet)
+	if err != nil {
+		return r, err
+	}
+	r.Rollouts, err = checker.Verdicts(namespace)
 	return r, err
 }

@@ -179,7 +179,7 @@ func newRollout(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, start time.Time)
 
 // inProgress reports whether a rollout in phase has yet to end.
 func inProgress(phase rolloutstate.Phase) bool {
-	return phase == rolloutstate.PhaseProgressing || phase == rolloutstate.PhaseHeld
+	return phase == rolloutstate.PhaseProgressing || phase == rolloutstate.PhaseHeld || phase == rolloutstate.PhaseInvalid
 }
 
 // advance counts the time since the last observation to the wait then, and

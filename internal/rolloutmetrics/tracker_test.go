@@ -42,6 +42,19 @@ func newCluster(image string) *cluster {
 	}}
 }
 
+// hold makes the objects a RollingUpdate rollout held by the partition value (EX-1, rolloutstate.HeldAtPartition
+// when value parses): newRS at 1 replica, available, oldRS at the other 3; an invalid value holds it where it is.
+func (c *cluster) hold(newRS, oldRS *appsv1.ReplicaSet, value string) {
+	c.d.Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
+	if c.d.Annotations == nil {
+		c.d.Annotations = map[string]string{}
+	}
+	c.d.Annotations[rolloutstate.RolloutPartitionAnnotation] = value
+	newRS.Spec.Replicas, newRS.Status = ptr.To[int32](1), appsv1.ReplicaSetStatus{Replicas: 1, AvailableReplicas: 1}
+	oldRS.Spec.Replicas, oldRS.Status = ptr.To[int32](3), appsv1.ReplicaSetStatus{Replicas: 3, AvailableReplicas: 3}
+	c.d.Status.Replicas, c.d.Status.UpdatedReplicas, c.d.Status.AvailableReplicas = 4, 1, 4
+}
+
 // rs adds a ReplicaSet of image created at created, of revision rev.
 func (c *cluster) rs(image, rev string, created time.Time) *appsv1.ReplicaSet {
 	rs := &appsv1.ReplicaSet{
@@ -95,6 +108,21 @@ func newTracker(ended *[]Ended) *Tracker {
 	t := NewTracker()
 	t.OnEnd = func(e Ended) { *ended = append(*ended, e) }
 	return t
+}
+
+// An invalid partition value that holds a rollout is a wait of its own, invalid_policy, so the stuck alert
+// fires on it (EX-1, rolloutstate.PhaseInvalid).
+func TestRolloutWaitsOnInvalidPolicy(t *testing.T) {
+	tr := NewTracker()
+	c := newCluster("nginx:2")
+	rs1, rs2 := c.rs("nginx:1", "1", at(-100)), c.rs("nginx:2", "2", at(-10))
+	c.progressing("ReplicaSetUpdated")
+	c.hold(rs2, rs1, "banana")
+	tr.Observe(c.d, c.rss, c.pods, at(0))
+	r := tr.InProgress(at(5))[0]
+	if r.Wait != (Wait{InvalidPolicy, rolloutstate.InvalidRolloutPartition}) || r.Waited[InvalidPolicy] != 15*time.Second {
+		t.Errorf("wait %+v, waited %v; want invalid_policy for 15s", r.Wait, r.Waited)
+	}
 }
 
 // A rollout observed from its start: its waits follow the new ReplicaSet's
@@ -167,9 +195,10 @@ func TestRolloutWaits(t *testing.T) {
 	c.d.Spec.Paused = true
 	tr.Observe(c.d, c.rss, c.pods, at(5))
 	c.d.Spec.Paused = false
-	c.progressing(rolloutstate.RolloutPartitioned)
+	c.hold(rs2, rs1, "1")
 	tr.Observe(c.d, c.rss, c.pods, at(6))
 	c.pods = c.pods[:1]
+	delete(c.d.Annotations, rolloutstate.RolloutPartitionAnnotation)
 	c.progressing("ReplicaSetUpdated")
 	tr.Observe(c.d, c.rss, c.pods, at(8))
 	r := tr.InProgress(at(9))[0]

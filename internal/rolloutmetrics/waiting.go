@@ -32,6 +32,9 @@ const (
 	Paused WaitingOn = "paused"
 	// Partition: the rollout is held at its partition (EX-1).
 	Partition WaitingOn = "partition"
+	// InvalidPolicy: an invalid kubedeploy.io/rollout-partition value holds the rollout where it is (EX-1,
+	// rolloutstate.PhaseInvalid) until someone fixes it.
+	InvalidPolicy WaitingOn = "invalid_policy"
 	// Controller: every pod of the new ReplicaSet is available and none is terminating: the controllers have yet
 	// to take the next step or report it.
 	Controller WaitingOn = "controller"
@@ -56,14 +59,14 @@ func waitingOnOf(reason string) WaitingOn {
 // Wait is what a rollout waits on at one moment, and the reason behind it:
 // the reason unavailable.Of gives for the largest group of the new
 // ReplicaSet's unavailable pods (ImagePullBackOff, NotReady, ...), or
-// Paused, RolloutPartitioned, Terminating, or "" for Controller.
+// Paused, RolloutPartitioned, InvalidRolloutPartition, Terminating, or "" for Controller.
 type Wait struct {
 	On     WaitingOn
 	Reason string
 }
 
 // waitOf says what d's rollout waits on at now: a pause, then a
-// partition (phase Held), then the largest group of newPods' unavailable
+// partition (phase Held), then an invalid partition (phase Invalid), then the largest group of newPods' unavailable
 // reasons (unavailable.Groups), then old pods terminating, else the
 // controllers.
 func waitOf(d *appsv1.Deployment, phase rolloutstate.Phase, newPods, oldPods []*v1.Pod, now time.Time) Wait {
@@ -72,6 +75,8 @@ func waitOf(d *appsv1.Deployment, phase rolloutstate.Phase, newPods, oldPods []*
 		return Wait{Paused, "Paused"}
 	case phase == rolloutstate.PhaseHeld:
 		return Wait{Partition, rolloutstate.RolloutPartitioned}
+	case phase == rolloutstate.PhaseInvalid:
+		return Wait{InvalidPolicy, rolloutstate.InvalidRolloutPartition}
 	}
 	if groups := unavailable.Groups(newPods, d.Spec.MinReadySeconds, now); len(groups) > 0 {
 		return Wait{waitingOnOf(groups[0].Reason), groups[0].Reason}

@@ -5,7 +5,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
@@ -70,10 +69,11 @@ func CheckBounds(d *appsv1.Deployment, old, cur *appsv1.ReplicaSet, rss []*appsv
 				Detail: fmt.Sprintf("spec.replicas %d→%d leaves %d replicas that are or may become available, below %d (replicas − maxUnavailable)", oldSize, size, left, f.MinAvailable())})
 		}
 	}
-	if v, ok := d.Annotations[rolloutstate.RolloutPartitionAnnotation]; ok && isNew && size > oldSize && oldTotal > 0 {
-		if limit, err := deployment.ParsePartition(v, f.Replicas); err == nil && size > max(limit, oldSize) {
+	if p, err := rolloutstate.PartitionOf(d); err == nil && isNew && size > oldSize {
+		if limit := p.LimitFor(oldSize, oldTotal); size > limit {
 			out = append(out, Violation{Bound: BoundPartition, ReplicaSet: cur.Name,
-				Detail: fmt.Sprintf("the new ReplicaSet grew %d→%d past the partition %s (%d) while old ReplicaSets have %d replicas", oldSize, size, v, limit, oldTotal)})
+				Detail: fmt.Sprintf("the new ReplicaSet grew %d→%d past the partition %s (%d) while old ReplicaSets have %d replicas",
+					oldSize, size, d.Annotations[rolloutstate.RolloutPartitionAnnotation], limit, oldTotal)})
 		}
 	}
 	return out

@@ -232,13 +232,18 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // EX-1 at a fixed point: a rollout upstream completed past the partition is where kubedeploy holds too (it
-// never rolls pods back), so the shadow check finds nothing to write; the rollout itself is what breaks the
-// partition, which CheckBounds sees.
+// never rolls pods back), so the shadow check finds no size to write; the rollout itself is what breaks the
+// partition, which CheckBounds sees. The one write is EX-0's: the old ReplicaSet, which upstream never
+// touches, gets the Deployment's policy annotation, so that `kubectl rollout undo` to it keeps the policy.
 func TestCompletedRolloutPastThePartitionIsAFixedPoint(t *testing.T) {
 	w := completeWorld(4, "nginx:1.0", "nginx:1.1")
 	w.d.Annotations["kubedeploy.io/rollout-partition"] = "2"
 	w.rss[1].Annotations["kubedeploy.io/rollout-partition"] = "2" // upstream copies the Deployment's annotations
-	if r := check(t, w); !r.Settled || len(r.Divergences) != 0 {
-		t.Errorf("settled %v (%s), divergences:%s; want settled, none", r.Settled, r.NotSettled, describe(r.Divergences))
+	r := check(t, w)
+	if !r.Settled || len(r.Divergences) != 1 {
+		t.Fatalf("settled %v (%s), divergences:%s; want settled, one", r.Settled, r.NotSettled, describe(r.Divergences))
+	}
+	if got := describe(r.Divergences); !strings.Contains(got, "metadata.annotations[kubedeploy.io/rollout-partition]: live <none>, kubedeploy \"2\"") {
+		t.Errorf("divergence:%s; want the policy annotation on the old ReplicaSet", got)
 	}
 }

@@ -7,8 +7,12 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // Once checks every Deployment in namespace ("" for all) as the caches show it, and returns the reports of
@@ -60,4 +64,28 @@ func (c *Checker) Once(ctx context.Context, namespace string, quiet time.Duratio
 	slices.SortFunc(divergent, func(a, b Report) int { return strings.Compare(a.Deployment.String(), b.Deployment.String()) })
 	slices.Sort(unsettled)
 	return divergent, unsettled, checked, nil
+}
+
+// Verdicts returns, for every Deployment in namespace ("" for all) whose rollout is not complete, sorted,
+// "namespace/name: " and rolloutstate.Verdict's one-line summary: the verdict the Deployment controller's
+// conditions, `rollout plan`, `rollout watch` and the rollout metrics give the same objects (held, held with
+// kept-back pods unavailable, stuck on an invalid value, past its deadline, progressing). The caches must
+// have synced; it returns their errors.
+func (c *Checker) Verdicts(namespace string) ([]string, error) {
+	ds, err := c.dLister.Deployments(namespace).List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("shadow: %w", err)
+	}
+	var out []string
+	for _, d := range ds {
+		rss, err := ownership.ByController[*appsv1.ReplicaSet](c.rsIndexer, d.UID)
+		if err != nil {
+			return nil, fmt.Errorf("shadow: %w", err)
+		}
+		if v := rolloutstate.VerdictOf(d, rss); v.Phase != rolloutstate.PhaseComplete {
+			out = append(out, fmt.Sprintf("%s/%s: %s", d.Namespace, d.Name, v.Summary))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }

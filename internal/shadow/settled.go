@@ -61,11 +61,15 @@ func unsettledDeployment(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) string 
 		return "the Deployment is being deleted"
 	case d.Status.ObservedGeneration < d.Generation:
 		return fmt.Sprintf("observedGeneration %d < generation %d", d.Status.ObservedGeneration, d.Generation)
-	case d.Spec.Paused, rolloutstate.DeadlineExceeded(&d.Status), rolloutstate.Complete(d, &d.Status),
-		rolloutstate.PhaseOf(d, rss) == rolloutstate.PhaseHeld:
+	case d.Spec.Paused, rolloutstate.DeadlineExceeded(&d.Status), rolloutstate.Complete(d, &d.Status):
 		return ""
 	}
-	return "the rollout is in progress"
+	switch v := rolloutstate.VerdictOf(d, rss); v.Phase {
+	case rolloutstate.PhaseHeld, rolloutstate.PhaseInvalid:
+		return ""
+	default:
+		return "the rollout is " + v.Summary
+	}
 }
 
 // replicaSetSettled returns "" when rs's status is its spec's and its pods', else what differs.

@@ -7,7 +7,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
@@ -35,7 +34,7 @@ func FuzzPartition(f *testing.F) {
 		if partitionPercent {
 			value = fmt.Sprintf("%d%%", bounded(partitionV, 120))
 		}
-		limit, err := deployment.ParsePartition(value, replicas)
+		limit, err := rolloutstate.ParsePartition(value, replicas)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // Config says how the simulated cluster under Simulate behaves.
@@ -95,8 +97,12 @@ type Plan struct {
 	// size updated; Stopped then says so.
 	Partitioned bool `json:"partitioned,omitempty"`
 	// Stopped says why the simulation ended without completing ("" when
-	// Complete).
+	// Complete): for a held or invalid verdict, rolloutstate.Verdict's
+	// Summary.
 	Stopped string `json:"stopped,omitempty"`
+	// Verdict is rolloutstate.PhaseHeld or PhaseInvalid when the simulation
+	// stopped there (EX-1), "" otherwise.
+	Verdict rolloutstate.Phase `json:"verdict,omitempty"`
 }
 
 // NewReplicaSetSizes returns the new ReplicaSet's spec.replicas over the

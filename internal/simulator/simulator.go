@@ -256,12 +256,18 @@ func (s *simulation) finished() (bool, error) {
 		s.plan.EstimatedSeconds = s.now.Seconds()
 		return true, nil
 	}
-	if held := st.held(false); held != "" {
-		s.plan.Partitioned = true
-		s.stop(held)
+	if v, held := st.held(); held {
+		s.stopHeld(v)
 		return true, nil
 	}
 	return false, nil
+}
+
+// stopHeld stops the plan at v, a held or invalid verdict (EX-1).
+func (s *simulation) stopHeld(v rolloutstate.Verdict) {
+	s.plan.Partitioned = v.Phase == rolloutstate.PhaseHeld
+	s.plan.Verdict = v.Phase
+	s.stop(v.Summary)
 }
 
 // wait advances the clock to the next pod event; it reports true (with the
@@ -284,9 +290,8 @@ func (s *simulation) wait() (bool, error) {
 	next, ok := s.nextEvent(minReady, func(pod types.UID) types.UID { return owners[pod] })
 	switch {
 	case !ok:
-		if held := st.held(true); held != "" {
-			s.plan.Partitioned = true
-			s.stop(held)
+		if v, held := st.held(); held {
+			s.stopHeld(v)
 			return true, nil
 		}
 		s.stop("no pod changes state any more and the controller makes no further step")

@@ -1,7 +1,6 @@
 package simulator
 
 import (
-	"fmt"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -68,31 +67,14 @@ func (st *state) complete() bool {
 	return true
 }
 
-// held returns why the simulation stops when the stored status shows the
-// rollout held by its partition (EX-1: Progressing reason
-// RolloutPartitioned), "" otherwise. With no deadline the controller sets no
-// Progressing condition (ST-13); final then says that nothing more happens,
-// and a partitioned Deployment with pods left to update is held.
-func (st *state) held(final bool) string {
-	if !st.observed() {
-		return ""
-	}
-	_, partitioned := st.d.Annotations[rolloutstate.RolloutPartitionAnnotation]
-	replicas := rolloutstate.Replicas(st.d)
-	if progressingReason(st.d) != rolloutstate.RolloutPartitioned &&
-		!(final && partitioned && st.d.Status.UpdatedReplicas < replicas) {
-		return ""
-	}
-	return fmt.Sprintf("held by %s: %d of %d pods updated", rolloutstate.RolloutPartitionAnnotation, st.d.Status.UpdatedReplicas, replicas)
-}
-
-func progressingReason(d *appsv1.Deployment) string {
-	for _, c := range d.Status.Conditions {
-		if c.Type == appsv1.DeploymentProgressing && c.Status == v1.ConditionTrue {
-			return c.Reason
-		}
-	}
-	return ""
+// held returns the verdict that stops the simulation short of complete:
+// held by the partition or by an invalid partition value (EX-1), as
+// rolloutstate.VerdictOf judges the stored objects, the same verdict the
+// controller's condition, `rollout watch`, observe mode and the metrics give.
+// ok is false for any other verdict.
+func (st *state) held() (v rolloutstate.Verdict, ok bool) {
+	v = rolloutstate.VerdictOf(st.d, st.rss)
+	return v, v.Phase == rolloutstate.PhaseHeld || v.Phase == rolloutstate.PhaseInvalid
 }
 
 // newPod returns a pod of rs as the ReplicaSet controller makes them: rs's

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
@@ -23,11 +22,6 @@ const (
 	// itself an automatic rollback.
 	AutoRollbackSkipped = "DeploymentAutoRollbackSkipped"
 )
-
-// kubedeployAnnotationPrefix marks the annotations that are kubedeploy's
-// policy and bookkeeping on a Deployment: an automatic rollback keeps the
-// Deployment's, whatever the target ReplicaSet carries.
-const kubedeployAnnotationPrefix = "kubedeploy.io/"
 
 // recordCompleteRevision sets rolloutstate.CompleteRevisionAnnotation on d to its current
 // revision when d is opted into EX-2 and status reports its rollout
@@ -66,23 +60,13 @@ func (sc *syncContext) autoRollbackDue() bool {
 // writes nothing (the event is emitted when the deadline is first
 // exceeded, see syncRolloutStatus). It returns the API errors.
 func (sc *syncContext) autoRollback(ctx context.Context) (bool, error) {
-	p := rolloutstate.PlanAutoRollback(sc.d, sc.oldRSs)
+	p := rolloutstate.PlanAutoRollback(sc.d, sc.newRS, sc.oldRSs)
 	if p.Target == nil {
 		return false, nil
 	}
 	target, _ := revision(p.Target)
 	err := sc.patchDeploymentToTemplateOf(ctx, p.Target, func(d *appsv1.Deployment) {
 		annotations := rollbackAnnotations(d, p.Target)
-		for k := range annotations {
-			if strings.HasPrefix(k, kubedeployAnnotationPrefix) {
-				delete(annotations, k)
-			}
-		}
-		for k, v := range d.Annotations {
-			if strings.HasPrefix(k, kubedeployAnnotationPrefix) {
-				annotations[k] = v
-			}
-		}
 		annotations[rolloutstate.FailedRevisionAnnotation] = strconv.FormatInt(p.Failed, 10)
 		d.Annotations = annotations
 	})
@@ -107,7 +91,7 @@ func (sc *syncContext) autoRollbackSkippedEvent(prev, status *appsv1.DeploymentS
 	if !rolloutstate.RollsBackOnDeadline(sc.d) || rolloutstate.DeadlineExceeded(prev) || !rolloutstate.DeadlineExceeded(status) {
 		return
 	}
-	if p := rolloutstate.PlanAutoRollback(sc.d, sc.oldRSs); p.Target == nil {
+	if p := rolloutstate.PlanAutoRollback(sc.d, sc.newRS, sc.oldRSs); p.Target == nil {
 		sc.c.recorder.Eventf(sc.d, v1.EventTypeWarning, AutoRollbackSkipped, "Not rolling back automatically: %s", p.Skipped)
 	}
 }

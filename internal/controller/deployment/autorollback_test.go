@@ -104,14 +104,14 @@ func TestAutoRollbackSkipped(t *testing.T) {
 		{name: "annotation not true", annotations: map[string]string{rolloutstate.RollbackOnProgressDeadlineAnnotation: "yes"}},
 		{name: "paused", paused: true},
 		{name: "the failed rollout is the rollback", annotations: map[string]string{rolloutstate.FailedRevisionAnnotation: "1"}, wantSkipped: "left failed"},
-		{name: "nothing completed before", annotations: map[string]string{rolloutstate.CompleteRevisionAnnotation: ""}, wantSkipped: "no earlier revision"},
+		{name: "nothing completed before", annotations: map[string]string{rolloutstate.CompleteRevisionAnnotation: ""}, wantSkipped: "no complete revision is recorded"},
 		{name: "the complete revision's ReplicaSet is gone", annotations: map[string]string{rolloutstate.CompleteRevisionAnnotation: "7"}, wantSkipped: "no longer exists"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, old, cur := failedDeployment(tc.annotations)
 			d.Spec.Paused = tc.paused
 			if tc.wantSkipped != "" {
-				if p := rolloutstate.PlanAutoRollback(d, []*appsv1.ReplicaSet{old}); p.Target != nil || !strings.Contains(p.Skipped, tc.wantSkipped) {
+				if p := rolloutstate.PlanAutoRollback(d, cur, []*appsv1.ReplicaSet{old}); p.Target != nil || !strings.Contains(p.Skipped, tc.wantSkipped) {
 					t.Errorf("plan: target %v, skipped %q; want skipped with %q", p.Target, p.Skipped, tc.wantSkipped)
 				}
 			}

@@ -34,6 +34,9 @@ func (sc *syncContext) resolveReplicaSets(ctx context.Context) error {
 		changed = true
 	}
 	if changed {
+		// EX-0 rides on RV-2's write, so syncPolicyAnnotations has nothing
+		// left to write for the new ReplicaSet.
+		setPolicyAnnotations(sc.d, rsCopy)
 		// RV-2: write and stop here; d follows on a later sync.
 		_, err := sc.patchReplicaSet(ctx, sc.newRS, rsCopy)
 		return err
@@ -129,6 +132,7 @@ func newReplicaSet(d *appsv1.Deployment, f rolloutstate.Fenceposts, revision int
 		},
 	}
 	copyDeploymentAnnotations(d, rs)
+	setPolicyAnnotations(d, rs)
 	rs.Annotations[rolloutstate.RevisionAnnotation] = strconv.FormatInt(revision, 10)
 	setReplicasAnnotations(rs, f.Replicas, f.MaxTotal())
 	return rs

@@ -12,53 +12,6 @@ import (
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
-// EX-1: "N" is N pods, "N%" is N percent of spec.replicas rounded down,
-// both capped at spec.replicas; anything else is an error.
-func TestParsePartition(t *testing.T) {
-	for _, tc := range []struct {
-		v        string
-		replicas int32
-		want     int32
-		wantErr  bool
-	}{
-		{v: "5", replicas: 20, want: 5},
-		{v: "0", replicas: 20, want: 0},
-		{v: "20", replicas: 20, want: 20},
-		{v: "25", replicas: 20, want: 20},
-		{v: "007", replicas: 20, want: 7},
-		{v: "50%", replicas: 20, want: 10},
-		{v: "50%", replicas: 40, want: 20},
-		{v: "33%", replicas: 10, want: 3}, // 3.3 rounded down
-		{v: "99%", replicas: 10, want: 9},
-		{v: "0%", replicas: 10, want: 0},
-		{v: "100%", replicas: 10, want: 10},
-		{v: "250%", replicas: 10, want: 10},
-		{v: "99999999999999999999", replicas: 10, want: 10}, // overflows int64: more than any Deployment
-		{v: "99999999999999999999%", replicas: 10, want: 10},
-		{v: "5", replicas: 0, want: 0},
-		{v: "5", replicas: -3, want: 0},
-		{v: "", replicas: 10, wantErr: true},
-		{v: "%", replicas: 10, wantErr: true},
-		{v: "-1", replicas: 10, wantErr: true},
-		{v: "+1", replicas: 10, wantErr: true},
-		{v: " 5", replicas: 10, wantErr: true},
-		{v: "5 %", replicas: 10, wantErr: true},
-		{v: "2.5", replicas: 10, wantErr: true},
-		{v: "5%%", replicas: 10, wantErr: true},
-		{v: "five", replicas: 10, wantErr: true},
-	} {
-		got, err := ParsePartition(tc.v, tc.replicas)
-		switch {
-		case tc.wantErr && err == nil:
-			t.Errorf("ParsePartition(%q, %d) = %d, want an error", tc.v, tc.replicas, got)
-		case tc.wantErr && !strings.Contains(err.Error(), rolloutstate.RolloutPartitionAnnotation):
-			t.Errorf("ParsePartition(%q): error %q does not name the annotation", tc.v, err)
-		case !tc.wantErr && (err != nil || got != tc.want):
-			t.Errorf("ParsePartition(%q, %d) = %d, %v; want %d", tc.v, tc.replicas, got, err, tc.want)
-		}
-	}
-}
-
 // heldStatus returns the status of d held at limit: the new ReplicaSet
 // newRS at limit, old pods making up the rest, all available.
 func heldStatus(d *appsv1.Deployment, limit int32) appsv1.DeploymentStatus {
@@ -147,9 +100,9 @@ func TestPartitionScaling(t *testing.T) {
 // partitionFor returns d's partition, failing t on an invalid one.
 func partitionFor(t *testing.T, d *appsv1.Deployment) rolloutPartition {
 	t.Helper()
-	p, err := partitionOf(d)
-	if err != nil {
-		t.Fatalf("partitionOf: %v", err)
+	p := partitionOf(d)
+	if p.invalid != nil {
+		t.Fatalf("partitionOf: %v", p.invalid)
 	}
 	return p
 }

@@ -8,18 +8,12 @@ import (
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
-// PodReplacementPolicyAnnotation opts a Deployment into a pod-level surge
-// bound (EX-3, IM-7). With the value TerminationComplete, a rolling update
-// grows the new ReplicaSet only while the live and terminating pods of all
-// the Deployment's ReplicaSets stay within spec.replicas + maxSurge: the
-// behaviour KEP-3973 describes for podReplacementPolicy: TerminationComplete,
-// which apps/v1 does not have in Kubernetes 1.36. Any other value, or none,
-// keeps upstream's behaviour (the bound holds for ReplicaSet specs only).
-const PodReplacementPolicyAnnotation = "kubedeploy.io/pod-replacement-policy"
-
-// TerminationComplete is the PodReplacementPolicyAnnotation value that
-// waits for terminating pods to be gone (KEP-3973's name).
-const TerminationComplete = "TerminationComplete"
+// PodReplacementPolicyAnnotation and TerminationComplete are EX-3's key
+// and value (rolloutstate's).
+const (
+	PodReplacementPolicyAnnotation = rolloutstate.PodReplacementPolicyAnnotation
+	TerminationComplete            = rolloutstate.PodReplacementTerminationComplete
+)
 
 // waitsForTermination reports whether d is a rolling Deployment opted into
 // TerminationComplete (EX-3).

@@ -59,8 +59,8 @@ func (sc *syncContext) scaleReplicaSet(ctx context.Context, rs *appsv1.ReplicaSe
 }
 
 // syncReplicaSetScale sets rs to size replicas and refreshes its desired/max
-// annotations and, in the same write, its kubedeploy.io/scale-down-spread
-// (EX-4, setScaleDownSpread), writing (patchReplicaSet, with the extra tests) only if one of
+// annotations and, in the same write, its kubedeploy.io/ policy annotations
+// (EX-0, setPolicyAnnotations), writing (patchReplicaSet, with the extra tests) only if one of
 // them differs (RU-15 with force=true). A size change emits a Normal
 // ScalingReplicaSet event "Scaled up|down replica set <rs> from <old> to
 // <new>". It reports whether it wrote and returns the API error.
@@ -73,7 +73,7 @@ func (sc *syncContext) syncReplicaSetScale(ctx context.Context, rs *appsv1.Repli
 	rsCopy := rs.DeepCopy()
 	rsCopy.Spec.Replicas = &size
 	setReplicasAnnotations(rsCopy, desired, maxReplicas)
-	setScaleDownSpread(sc.d, rsCopy)
+	setPolicyAnnotations(sc.d, rsCopy)
 	if _, err := sc.patchReplicaSet(ctx, rs, rsCopy, tests...); err != nil {
 		return false, err
 	}

@@ -64,10 +64,12 @@ func lastRevision(rss []*appsv1.ReplicaSet) int64 {
 // copyDeploymentAnnotations copies every Deployment annotation outside the
 // OM-8 skip list whose value is absent or different on rs, and reports
 // whether rs changed. It never removes ReplicaSet annotations (RV-2a, RV-4).
+// kubedeploy.io/ annotations are not copied with the others: they are the
+// Deployment's, not a revision's (EX-0, setPolicyAnnotations).
 func copyDeploymentAnnotations(d *appsv1.Deployment, rs *appsv1.ReplicaSet) bool {
 	changed := false
 	for k, v := range d.Annotations {
-		if skippedAnnotations[k] {
+		if skippedAnnotations[k] || rolloutstate.IsKubedeployAnnotation(k) {
 			continue
 		}
 		if cur, ok := rs.Annotations[k]; ok && cur == v {
@@ -82,41 +84,32 @@ func copyDeploymentAnnotations(d *appsv1.Deployment, rs *appsv1.ReplicaSet) bool
 	return changed
 }
 
-// setScaleDownSpread makes rs's kubedeploy.io/scale-down-spread annotation
-// d's: set, changed, or removed when d has none (EX-4). Every ReplicaSet
-// scale write carries it, so that the ReplicaSet controller, which reads it
-// from the ReplicaSet it shrinks, follows the Deployment's current value
-// on old ReplicaSets too (copyDeploymentAnnotations reaches only the new one,
-// and never removes). It reports whether rs changed.
-func setScaleDownSpread(d *appsv1.Deployment, rs *appsv1.ReplicaSet) bool {
-	want, set := d.Annotations[rolloutstate.ScaleDownSpreadAnnotation]
-	have, had := rs.Annotations[rolloutstate.ScaleDownSpreadAnnotation]
-	switch {
-	case set == had && want == have:
-		return false
-	case !set:
-		delete(rs.Annotations, rolloutstate.ScaleDownSpreadAnnotation)
-	default:
-		if rs.Annotations == nil {
-			rs.Annotations = map[string]string{}
-		}
-		rs.Annotations[rolloutstate.ScaleDownSpreadAnnotation] = want
-	}
-	return true
+// setPolicyAnnotations makes rs's kubedeploy.io/ annotations what EX-0
+// wants: d's current policy annotations (EX-1..EX-4), nothing else of
+// kubedeploy's (rolloutstate.SetPolicyAnnotations). Every ReplicaSet of d
+// carries them (syncPolicyAnnotations), so that the ReplicaSet controller
+// reads EX-4's value from the ReplicaSet it shrinks, and so that `kubectl
+// rollout undo`, which replaces d's annotations with a ReplicaSet's, leaves
+// d's policy as it is. It reports whether rs changed.
+func setPolicyAnnotations(d *appsv1.Deployment, rs *appsv1.ReplicaSet) bool {
+	var changed bool
+	rs.Annotations, changed = rolloutstate.SetPolicyAnnotations(d, rs.Annotations)
+	return changed
 }
 
 // rollbackAnnotations returns the Deployment annotations after rolling back to
 // rs: the Deployment's own skip-listed annotations plus every non-skip-listed
-// annotation of rs (RB-6).
+// annotation of rs (RB-6), except that the kubedeploy.io/ ones stay the
+// Deployment's, whatever rs carries (EX-0).
 func rollbackAnnotations(d *appsv1.Deployment, rs *appsv1.ReplicaSet) map[string]string {
 	out := map[string]string{}
 	for k, v := range d.Annotations {
-		if skippedAnnotations[k] {
+		if skippedAnnotations[k] || rolloutstate.IsKubedeployAnnotation(k) {
 			out[k] = v
 		}
 	}
 	for k, v := range rs.Annotations {
-		if !skippedAnnotations[k] {
+		if !skippedAnnotations[k] && !rolloutstate.IsKubedeployAnnotation(k) {
 			out[k] = v
 		}
 	}

@@ -1,6 +1,7 @@
 package deployment
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -156,7 +157,8 @@ func TestReplicasAnnotationOM3(t *testing.T) {
 }
 
 // TestScaleDownSpreadRidesOnScaleWrites: the Deployment's kubedeploy.io/scale-down-spread reaches a
-// ReplicaSet with the write that scales it, and its removal too (EX-4); a Deployment without it writes none.
+// ReplicaSet with the write that scales it, and its removal too (EX-4, EX-0); a Deployment without it writes
+// none.
 func TestScaleDownSpreadRidesOnScaleWrites(t *testing.T) {
 	const zone = "topology.kubernetes.io/zone"
 	for _, tc := range []struct {
@@ -194,9 +196,84 @@ func TestScaleDownSpreadRidesOnScaleWrites(t *testing.T) {
 			if v != tc.wantOnRS || ok != (tc.wantOnRS != "") {
 				t.Errorf("ReplicaSet's %s = %q (present %v), want %q", rolloutstate.ScaleDownSpreadAnnotation, v, ok, tc.wantOnRS)
 			}
-			if wrote := setScaleDownSpread(d, newRS(d, "x", "nginx:1.14.2", 9, 0, annotations)); wrote != tc.wantWrite {
-				t.Errorf("setScaleDownSpread reported a change %v, want %v", wrote, tc.wantWrite)
+			if wrote := setPolicyAnnotations(d, newRS(d, "x", "nginx:1.14.2", 9, 0, annotations)); wrote != tc.wantWrite {
+				t.Errorf("setPolicyAnnotations reported a change %v, want %v", wrote, tc.wantWrite)
 			}
 		})
+	}
+}
+
+// EX-0: kubedeploy.io/ annotations are the Deployment's. Every ReplicaSet carries the Deployment's current
+// policy annotations and no other kubedeploy.io/ key: a history ReplicaSet at 0 that carries a policy the
+// Deployment no longer has, and bookkeeping an older kubedeploy copied there, is cleaned by one patch; a new
+// ReplicaSet is created with the policy and without the bookkeeping; a second sync writes nothing.
+func TestPolicyAnnotationsAreTheDeployments(t *testing.T) {
+	surge, unavailable := pct25()
+	d := newDeployment(4, surge, unavailable)
+	d.Annotations = map[string]string{
+		rolloutstate.RevisionAnnotation:                   "2",
+		rolloutstate.RollbackOnProgressDeadlineAnnotation: "true",
+		rolloutstate.CompleteRevisionAnnotation:           "2",
+		"team":                                            "web",
+	}
+	stale := map[string]string{
+		rolloutstate.RevisionAnnotation:                   "1",
+		rolloutstate.RolloutPartitionAnnotation:           "banana",
+		rolloutstate.RollbackOnProgressDeadlineAnnotation: "false",
+		rolloutstate.CompleteRevisionAnnotation:           "1",
+		rolloutstate.FailedRevisionAnnotation:             "3",
+		"team":                                            "old",
+	}
+	history := withStatus(newRS(d, "nginx-a", "nginx:0", 0, 0, stale), 0, 0)
+	d.Spec.Template = podTemplate("nginx:2")
+	f := newFixture(t, d, history)
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{rolloutstate.RollbackOnProgressDeadlineAnnotation: "true"}
+	for _, rs := range f.replicaSets() {
+		got := map[string]string{}
+		for k, v := range rs.Annotations {
+			if rolloutstate.IsKubedeployAnnotation(k) {
+				got[k] = v
+			}
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("ReplicaSet %s carries kubedeploy.io/ annotations %v, want %v", rs.Name, got, want)
+		}
+		if rs.Name == "nginx-a" && rs.Annotations["team"] != "old" {
+			t.Errorf("history ReplicaSet's own annotation team=%q changed, want old (RV-4)", rs.Annotations["team"])
+		}
+	}
+	f.observe()
+	f.Client.ClearActions()
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range f.Client.Actions() {
+		if a.GetVerb() == "patch" && a.GetResource().Resource == "replicasets" {
+			t.Errorf("second sync patched a ReplicaSet again: %v", a)
+		}
+	}
+}
+
+// EX-0 with RB-6: a rollback through the annotation takes the target's template and annotations but keeps the
+// Deployment's kubedeploy.io/ ones, whatever the target carries.
+func TestRollbackKeepsThePolicy(t *testing.T) {
+	d := newDeployment(4, intstr.FromInt32(1), intstr.FromInt32(0))
+	d.Annotations = map[string]string{
+		rolloutstate.RolloutPartitionAnnotation: "2",
+		rolloutstate.RevisionAnnotation:         "3",
+		"team":                                  "web",
+	}
+	target := newRS(d, "nginx-a", "nginx:1", 0, 0, map[string]string{
+		rolloutstate.RolloutPartitionAnnotation:           "banana",
+		rolloutstate.RollbackOnProgressDeadlineAnnotation: "true",
+		"team": "old",
+	})
+	got := rollbackAnnotations(d, target)
+	want := map[string]string{rolloutstate.RolloutPartitionAnnotation: "2", rolloutstate.RevisionAnnotation: "3", "team": "old"}
+	if !maps.Equal(got, want) {
+		t.Errorf("annotations after the rollback %v, want %v", got, want)
 	}
 }

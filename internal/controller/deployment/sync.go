@@ -64,10 +64,10 @@ func (c *Controller) syncDeployment(ctx context.Context, key cache.ObjectName) (
 	if err != nil {
 		return runner.Result{}, fmt.Errorf("Deployment %s has an invalid spec.strategy.rollingUpdate: %w", key, err)
 	}
-	partition, err := partitionOf(d)
-	if err != nil {
+	partition := partitionOf(d)
+	if partition.invalid != nil {
 		// Once per sync, here where it is read; the recorder aggregates repeats.
-		c.recorder.Eventf(d, v1.EventTypeWarning, InvalidRolloutPartition, "%v; holding the rollout where it is, as a partition of 0 would", err)
+		c.recorder.Eventf(d, v1.EventTypeWarning, InvalidRolloutPartition, "%v; %s", partition.invalid, partition.invalid.Effect)
 	}
 	sc := &syncContext{c: c, key: key, logger: logger, now: c.clock.Now(), d: d, f: f, partition: partition, rsList: rsList, podsByRS: podsByRS}
 	res, err := sc.run(ctx)
@@ -90,6 +90,9 @@ func (sc *syncContext) run(ctx context.Context) (runner.Result, error) {
 		return runner.Result{}, err
 	}
 	if err := sc.resolveReplicaSets(ctx); err != nil {
+		return runner.Result{}, err
+	}
+	if err := sc.syncPolicyAnnotations(ctx); err != nil { // EX-0
 		return runner.Result{}, err
 	}
 	if sc.d.Spec.Paused {

@@ -106,54 +106,11 @@ const (
 	// RolloutPartitioned is the Progressing=True reason while a rollout is held at its partition (EX-1); the
 	// progress deadline does not run meanwhile.
 	RolloutPartitioned = "RolloutPartitioned"
+	// InvalidRolloutPartition is the Progressing=False reason while a RolloutPartitionAnnotation value that
+	// does not parse holds a rollout where it is (EX-1); the progress deadline does not run meanwhile. It is
+	// also the reason of the Warning event the Deployment controller emits about the value.
+	InvalidRolloutPartition = "InvalidRolloutPartition"
 )
-
-// Phase is where a rollout stands, as `kubectl rollout status` judges it, with kubedeploy's extensions.
-type Phase string
-
-// The phases of a rollout.
-const (
-	// PhaseProgressing: the controller has not observed the current generation, or the rollout is under way
-	// (including a failed one the controller is about to roll back, EX-2).
-	PhaseProgressing Phase = "Progressing"
-	// PhaseComplete: every replica updated and available, no old one left (ST-9).
-	PhaseComplete Phase = "Complete"
-	// PhaseHeld: held at its partition (EX-1).
-	PhaseHeld Phase = "Held"
-	// PhaseFailed: Progressing=False with ProgressDeadlineExceeded (ST-13), not to be rolled back.
-	PhaseFailed Phase = "Failed"
-	// PhaseRolledBack: an automatic rollback (EX-2) completed; the failed revision is AutoRolledBackFrom's.
-	PhaseRolledBack Phase = "RolledBack"
-)
-
-// PhaseOf returns where d's rollout stands, from its stored status and rss, d's ReplicaSets (any order):
-// PhaseProgressing until the controller observed the current generation; PhaseFailed on
-// ProgressDeadlineExceeded unless AutoRollbackPending (then PhaseProgressing: the rollback's rollout follows);
-// PhaseHeld at a partition; PhaseComplete (ST-9), or PhaseRolledBack when the completed rollout is an
-// automatic rollback's.
-func PhaseOf(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) Phase {
-	if d.Status.ObservedGeneration < d.Generation {
-		return PhaseProgressing
-	}
-	if c := condition(&d.Status, appsv1.DeploymentProgressing); c != nil {
-		switch c.Reason {
-		case ProgressDeadlineExceeded:
-			if AutoRollbackPending(d, rss) {
-				return PhaseProgressing
-			}
-			return PhaseFailed
-		case RolloutPartitioned:
-			return PhaseHeld
-		}
-	}
-	if Complete(d, &d.Status) {
-		if _, ok := AutoRolledBackFrom(d); ok {
-			return PhaseRolledBack
-		}
-		return PhaseComplete
-	}
-	return PhaseProgressing
-}
 
 // HasProgressDeadline reports whether d's progressDeadlineSeconds is set and not math.MaxInt32, which means no
 // deadline (ST-13).
@@ -183,10 +140,12 @@ type AutoRollback struct {
 }
 
 // PlanAutoRollback decides EX-2 for d (opted in, its stored status failed for the current generation) given
-// its old ReplicaSets: roll back to the old ReplicaSet whose revision, or revision history, holds the last
-// complete revision (CompleteRevisionAnnotation), unless the failed revision is the rollout of an automatic
-// rollback (the revision after FailedRevisionAnnotation) or there is no such ReplicaSet. It is pure.
-func PlanAutoRollback(d *appsv1.Deployment, oldRSs []*appsv1.ReplicaSet) AutoRollback {
+// its new ReplicaSet newRS (nil: none) and its old ones: roll back to the old ReplicaSet whose revision, or
+// revision history, holds the last complete revision (CompleteRevisionAnnotation), unless the failed revision
+// is the rollout of an automatic rollback (the revision after FailedRevisionAnnotation), no complete revision
+// is recorded, or its ReplicaSet is newRS itself (renumbered by a rollback, RV-2) or gone. Skipped names the
+// revision it means in each case. It is pure.
+func PlanAutoRollback(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, oldRSs []*appsv1.ReplicaSet) AutoRollback {
 	failed, _ := strconv.ParseInt(d.Annotations[RevisionAnnotation], 10, 64)
 	p := AutoRollback{Failed: failed}
 	if prev, err := strconv.ParseInt(d.Annotations[FailedRevisionAnnotation], 10, 64); err == nil && failed == prev+1 {
@@ -194,19 +153,28 @@ func PlanAutoRollback(d *appsv1.Deployment, oldRSs []*appsv1.ReplicaSet) AutoRol
 		return p
 	}
 	complete := d.Annotations[CompleteRevisionAnnotation]
-	if complete == "" || complete == d.Annotations[RevisionAnnotation] {
-		p.Skipped = "no earlier revision of it completed"
+	if complete == "" {
+		p.Skipped = fmt.Sprintf("no complete revision is recorded in %s (a manual rollback clears it)", CompleteRevisionAnnotation)
+		return p
+	}
+	if newRS != nil && holdsRevision(newRS, complete) || complete == d.Annotations[RevisionAnnotation] {
+		p.Skipped = fmt.Sprintf("revision %s, the last that completed, is the one that failed (now revision %d); there is no earlier complete revision to return to", complete, failed)
 		return p
 	}
 	for _, rs := range oldRSs {
-		if rs.Annotations[RevisionAnnotation] == complete ||
-			slices.Contains(strings.Split(rs.Annotations[RevisionHistoryAnnotation], ","), complete) {
+		if holdsRevision(rs, complete) {
 			p.Target = rs
 			return p
 		}
 	}
 	p.Skipped = fmt.Sprintf("the ReplicaSet of revision %s, the last that completed, no longer exists", complete)
 	return p
+}
+
+// holdsRevision reports whether rs's revision, or its revision history, is rev (OM-1, OM-2).
+func holdsRevision(rs *appsv1.ReplicaSet, rev string) bool {
+	return rs.Annotations[RevisionAnnotation] == rev ||
+		slices.Contains(strings.Split(rs.Annotations[RevisionHistoryAnnotation], ","), rev)
 }
 
 // AutoRollbackPending reports whether the controller is about to roll d back under EX-2: d is opted in, not
@@ -218,7 +186,8 @@ func AutoRollbackPending(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) bool {
 		d.Status.ObservedGeneration < d.Generation || !DeadlineExceeded(&d.Status) {
 		return false
 	}
-	return PlanAutoRollback(d, OldReplicaSets(rss, NewReplicaSet(d, rss))).Target != nil
+	newRS := NewReplicaSet(d, rss)
+	return PlanAutoRollback(d, newRS, OldReplicaSets(rss, newRS)).Target != nil
 }
 
 // AutoRolledBackFrom returns the revision an automatic rollback (EX-2) left when d's current revision is that

@@ -1,0 +1,136 @@
+package rolloutstate
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+)
+
+// Phase is where a rollout stands, as `kubectl rollout status` judges it, with kubedeploy's extensions.
+type Phase string
+
+// The phases of a rollout.
+const (
+	// PhaseProgressing: the controller has not observed the current generation, or the rollout is under way
+	// (including a paused one, and a failed one the controller is about to roll back, EX-2).
+	PhaseProgressing Phase = "Progressing"
+	// PhaseComplete: every replica updated and available, no old one left (ST-9).
+	PhaseComplete Phase = "Complete"
+	// PhaseHeld: held at its partition (EX-1, HeldAtPartition), whether or not the pods kept on the old
+	// template are available.
+	PhaseHeld Phase = "Held"
+	// PhaseInvalid: held where it is by a kubedeploy.io/rollout-partition value that does not parse (EX-1); it
+	// moves again only once the value is fixed or removed.
+	PhaseInvalid Phase = "Invalid"
+	// PhaseFailed: Progressing=False with ProgressDeadlineExceeded (ST-13), not to be rolled back.
+	PhaseFailed Phase = "Failed"
+	// PhaseRolledBack: an automatic rollback (EX-2) completed; the failed revision is AutoRolledBackFrom's.
+	PhaseRolledBack Phase = "RolledBack"
+)
+
+// Verdict is where a Deployment's rollout stands, decided once for the Deployment controller's conditions,
+// `rollout plan`, `rollout watch`, observe mode and the rollout metrics, so that all of them say the same of
+// the same objects.
+type Verdict struct {
+	Phase Phase
+	// Summary is the verdict in one line for people, e.g. "held by kubedeploy.io/rollout-partition: 15 of 20
+	// pods updated; 5 pods kept on the old template are unavailable".
+	Summary string
+	// Updated is status.updatedReplicas and Replicas spec.replicas, in pods.
+	Updated, Replicas int32
+	// KeptBackUnavailable is, for PhaseHeld, how many pods kept on the old template are unavailable.
+	KeptBackUnavailable int32
+	// Invalid is, for PhaseInvalid, the partition value's error.
+	Invalid *PolicyError
+}
+
+// VerdictOf returns where d's rollout stands from its stored status and rss, d's ReplicaSets (any order), in
+// this order: PhaseProgressing until the controller observed the current generation; PhaseComplete (ST-9),
+// or PhaseRolledBack when the completed rollout is an automatic rollback's (EX-2); PhaseInvalid while an
+// invalid partition holds it (EX-1: there are old pods to keep and the new ReplicaSet is below
+// spec.replicas); PhaseHeld at its partition (HeldAtPartition, from the counts, so with or
+// without a progress deadline); PhaseFailed on ProgressDeadlineExceeded unless AutoRollbackPending (then
+// PhaseProgressing: the rollback's rollout follows); else PhaseProgressing.
+func VerdictOf(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) Verdict {
+	st := &d.Status
+	v := Verdict{Updated: st.UpdatedReplicas, Replicas: Replicas(d)}
+	counts := fmt.Sprintf("%d of %d pods updated", v.Updated, v.Replicas)
+	if st.ObservedGeneration < d.Generation {
+		return v.with(PhaseProgressing, fmt.Sprintf("waiting for the controller to observe generation %d", d.Generation))
+	}
+	if Complete(d, st) {
+		if failed, ok := AutoRolledBackFrom(d); ok {
+			return v.with(PhaseRolledBack, fmt.Sprintf("rolled back automatically from revision %d, which exceeded its progress deadline", failed))
+		}
+		return v.with(PhaseComplete, fmt.Sprintf("complete: %d of %d pods updated and available", v.Updated, v.Replicas))
+	}
+	p, invalid := PartitionOf(d)
+	newRS := NewReplicaSet(d, rss)
+	limit := p.Limit(newRS, rss)
+	if invalid != nil && limit < v.Replicas {
+		v.Invalid = invalid
+		return v.with(PhaseInvalid, InvalidPartitionMessage(invalid, v.Updated, v.Replicas))
+	}
+	if HeldAtPartition(d, st, newRS, limit) {
+		v.KeptBackUnavailable = KeptBackUnavailable(d, st)
+		return v.with(PhaseHeld, HeldSummary(v.Updated, v.Replicas, v.KeptBackUnavailable))
+	}
+	if DeadlineExceeded(st) {
+		if AutoRollbackPending(d, rss) {
+			return v.with(PhaseProgressing, "exceeded its progress deadline; rolling back automatically ("+RollbackOnProgressDeadlineAnnotation+")")
+		}
+		return v.with(PhaseFailed, fmt.Sprintf("exceeded its progress deadline%s: %s", progressDeadline(d), counts))
+	}
+	if d.Spec.Paused {
+		return v.with(PhaseProgressing, "paused: "+counts)
+	}
+	return v.with(PhaseProgressing, fmt.Sprintf("progressing: %s, %d available", counts, st.AvailableReplicas))
+}
+
+func (v Verdict) with(p Phase, summary string) Verdict {
+	v.Phase, v.Summary = p, summary
+	return v
+}
+
+// PhaseOf returns VerdictOf(d, rss).Phase.
+func PhaseOf(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) Phase {
+	return VerdictOf(d, rss).Phase
+}
+
+// HeldSummary is the one-line verdict of a rollout held at its partition (EX-1) with updated of replicas pods
+// updated and keptBackUnavailable of the pods kept on the old template unavailable.
+func HeldSummary(updated, replicas, keptBackUnavailable int32) string {
+	return fmt.Sprintf("held by %s: %d of %d pods updated", RolloutPartitionAnnotation, updated, replicas) + keptBack(keptBackUnavailable)
+}
+
+// HeldMessage is the message of the Progressing condition with reason RolloutPartitioned (EX-1): subject
+// (`ReplicaSet "web-5d4f"`) and HeldSummary's counts.
+func HeldMessage(subject string, updated, replicas, keptBackUnavailable int32) string {
+	return fmt.Sprintf("%s has %d of %d pods updated, held by %s", subject, updated, replicas, RolloutPartitionAnnotation) +
+		keptBack(keptBackUnavailable) + "."
+}
+
+// keptBack is "; N pods kept on the old template are unavailable", or "" for none.
+func keptBack(n int32) string {
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return "; 1 pod kept on the old template is unavailable"
+	}
+	return fmt.Sprintf("; %d pods kept on the old template are unavailable", n)
+}
+
+// InvalidPartitionMessage is both the one-line verdict and the message of the Progressing condition with
+// reason InvalidRolloutPartition (EX-1): the value, what it wants, and where the rollout holds.
+func InvalidPartitionMessage(err *PolicyError, updated, replicas int32) string {
+	return fmt.Sprintf("stuck on an invalid value: %v; %s: %d of %d pods updated", err, err.Effect, updated, replicas)
+}
+
+// progressDeadline returns " of <progressDeadlineSeconds>s", or "" when d has no deadline.
+func progressDeadline(d *appsv1.Deployment) string {
+	if !HasProgressDeadline(d) {
+		return ""
+	}
+	return fmt.Sprintf(" of %ds", *d.Spec.ProgressDeadlineSeconds)
+}

@@ -1,0 +1,132 @@
+package rolloutstate
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// verdictFixture is a RollingUpdate Deployment of 4 replicas at revision 2 (template web:2), its new
+// ReplicaSet "new" and the ReplicaSet "old" of revision 1 (web:1), with sizes and availability set by the case.
+type verdictFixture struct {
+	d        *appsv1.Deployment
+	new, old *appsv1.ReplicaSet
+}
+
+func newVerdictFixture(newSize, newAvailable, oldSize, oldAvailable int32) verdictFixture {
+	replicas, deadline := int32(4), int32(60)
+	one := intstr.FromInt32(1)
+	tmpl := func(image string) v1.PodTemplateSpec {
+		return v1.PodTemplateSpec{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "web", Image: image}}}}
+	}
+	rs := func(name, rev, image string, size, available int32) *appsv1.ReplicaSet {
+		return &appsv1.ReplicaSet{
+			ObjectMeta: metav1.ObjectMeta{Name: name, UID: k8stypes.UID("uid-" + name), Annotations: map[string]string{RevisionAnnotation: rev}},
+			Spec:       appsv1.ReplicaSetSpec{Replicas: &size, Template: tmpl(image)},
+			Status:     appsv1.ReplicaSetStatus{Replicas: size, AvailableReplicas: available, ReadyReplicas: available},
+		}
+	}
+	f := verdictFixture{new: rs("new", "2", "web:2", newSize, newAvailable), old: rs("old", "1", "web:1", oldSize, oldAvailable)}
+	f.d = &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Generation: 2, Annotations: map[string]string{RevisionAnnotation: "2"}},
+		Spec: appsv1.DeploymentSpec{Replicas: &replicas, ProgressDeadlineSeconds: &deadline, Template: tmpl("web:2"),
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &one, MaxUnavailable: &one}}},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: newSize + oldSize, UpdatedReplicas: newSize,
+			AvailableReplicas: newAvailable + oldAvailable, ReadyReplicas: newAvailable + oldAvailable},
+	}
+	return f
+}
+
+func (f verdictFixture) rss() []*appsv1.ReplicaSet { return []*appsv1.ReplicaSet{f.old, f.new} }
+
+func (f verdictFixture) progressing(status v1.ConditionStatus, reason string) verdictFixture {
+	f.d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: status, Reason: reason}}
+	return f
+}
+
+func (f verdictFixture) annotate(kv ...string) verdictFixture {
+	for i := 0; i < len(kv); i += 2 {
+		f.d.Annotations[kv[i]] = kv[i+1]
+	}
+	return f
+}
+
+// TestVerdictOf (ST-9, ST-13, EX-1, EX-2): where a rollout stands, decided once from the stored objects, with
+// the one-line summary every view prints. Held is judged from the counts, so it holds with or without a
+// progress deadline, and whether or not the pods kept on the old template are available.
+func TestVerdictOf(t *testing.T) {
+	noDeadline := func(f verdictFixture) verdictFixture {
+		f.d.Spec.ProgressDeadlineSeconds = new(int32(math.MaxInt32))
+		return f
+	}
+	for _, tc := range []struct {
+		name        string
+		f           verdictFixture
+		want        Phase
+		wantSummary string
+	}{
+		{"complete", newVerdictFixture(4, 4, 0, 0), PhaseComplete, "complete: 4 of 4 pods updated and available"},
+		{"generation not observed", func() verdictFixture { f := newVerdictFixture(4, 4, 0, 0); f.d.Generation = 3; return f }(),
+			PhaseProgressing, "waiting for the controller to observe generation 3"},
+		{"under way", newVerdictFixture(2, 1, 3, 3).progressing(v1.ConditionTrue, "ReplicaSetUpdated"), PhaseProgressing,
+			"progressing: 2 of 4 pods updated, 4 available"},
+		{"held at its partition", newVerdictFixture(2, 2, 2, 2).annotate(RolloutPartitionAnnotation, "2"), PhaseHeld,
+			"held by kubedeploy.io/rollout-partition: 2 of 4 pods updated"},
+		{"held without a progress deadline", noDeadline(newVerdictFixture(2, 2, 2, 2).annotate(RolloutPartitionAnnotation, "50%")), PhaseHeld,
+			"held by kubedeploy.io/rollout-partition: 2 of 4 pods updated"},
+		{"held with unavailable pods kept back", newVerdictFixture(2, 2, 2, 0).annotate(RolloutPartitionAnnotation, "2"), PhaseHeld,
+			"held by kubedeploy.io/rollout-partition: 2 of 4 pods updated; 2 pods kept on the old template are unavailable"},
+		{"not held while new pods are unavailable", newVerdictFixture(2, 1, 2, 2).annotate(RolloutPartitionAnnotation, "2"), PhaseProgressing, ""},
+		{"invalid partition holds it", newVerdictFixture(1, 1, 3, 3).annotate(RolloutPartitionAnnotation, "banana"), PhaseInvalid,
+			`stuck on an invalid value: kubedeploy.io/rollout-partition "banana": want a whole number of pods ("5") or a percentage of spec.replicas ("25%"); the rollout holds where it is: 1 of 4 pods updated`},
+		{"invalid partition on a complete rollout", newVerdictFixture(4, 4, 0, 0).annotate(RolloutPartitionAnnotation, "banana"), PhaseComplete, ""},
+		{"invalid partition on a first rollout holds nothing", func() verdictFixture {
+			f := newVerdictFixture(2, 2, 0, 0).annotate(RolloutPartitionAnnotation, "banana")
+			return f
+		}(), PhaseProgressing, ""},
+		{"deadline exceeded", newVerdictFixture(2, 0, 3, 3).progressing(v1.ConditionFalse, ProgressDeadlineExceeded), PhaseFailed,
+			"exceeded its progress deadline of 60s: 2 of 4 pods updated"},
+		{"deadline exceeded, rollback due", newVerdictFixture(2, 0, 3, 3).progressing(v1.ConditionFalse, ProgressDeadlineExceeded).
+			annotate(RollbackOnProgressDeadlineAnnotation, "true", CompleteRevisionAnnotation, "1"), PhaseProgressing, ""},
+		{"deadline exceeded, opted in, nothing completed before", newVerdictFixture(2, 0, 3, 3).progressing(v1.ConditionFalse, ProgressDeadlineExceeded).
+			annotate(RollbackOnProgressDeadlineAnnotation, "true"), PhaseFailed, ""},
+		{"automatic rollback complete", newVerdictFixture(4, 4, 0, 0).annotate(FailedRevisionAnnotation, "1"), PhaseRolledBack,
+			"rolled back automatically from revision 1, which exceeded its progress deadline"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := VerdictOf(tc.f.d, tc.f.rss())
+			if got.Phase != tc.want || (tc.wantSummary != "" && got.Summary != tc.wantSummary) {
+				t.Errorf("VerdictOf = %s %q, want %s %q", got.Phase, got.Summary, tc.want, tc.wantSummary)
+			}
+			if p := PhaseOf(tc.f.d, tc.f.rss()); p != got.Phase {
+				t.Errorf("PhaseOf = %s, VerdictOf says %s", p, got.Phase)
+			}
+		})
+	}
+}
+
+// EX-2 names the revision it means: the last complete revision may be the ReplicaSet being rolled out now,
+// renumbered by a rollback (RV-2), rather than gone.
+func TestPlanAutoRollbackNamesTheRevision(t *testing.T) {
+	f := newVerdictFixture(2, 0, 3, 3).progressing(v1.ConditionFalse, ProgressDeadlineExceeded).
+		annotate(RollbackOnProgressDeadlineAnnotation, "true", CompleteRevisionAnnotation, "4")
+	f.d.Annotations[RevisionAnnotation] = "6"
+	f.new.Annotations[RevisionAnnotation] = "6"
+	f.new.Annotations[RevisionHistoryAnnotation] = "2,4"
+	p := PlanAutoRollback(f.d, f.new, []*appsv1.ReplicaSet{f.old})
+	if p.Target != nil || !strings.Contains(p.Skipped, "revision 4, the last that completed, is the one that failed (now revision 6)") {
+		t.Errorf("plan: target %v, skipped %q", p.Target, p.Skipped)
+	}
+	f.old.Annotations[RevisionHistoryAnnotation] = "4"
+	f.new.Annotations[RevisionHistoryAnnotation] = "2"
+	if p := PlanAutoRollback(f.d, f.new, []*appsv1.ReplicaSet{f.old}); p.Target != f.old {
+		t.Errorf("plan: target %v, skipped %q; want the old ReplicaSet, whose history holds 4", p.Target, p.Skipped)
+	}
+}
