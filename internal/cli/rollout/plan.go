@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 
+	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/viewmodel"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/simulator"
 )
 
@@ -120,13 +122,26 @@ func (o *planOptions) run(ctx context.Context, c *clusterFlags, args []string, o
 	if err != nil {
 		return err
 	}
+	for _, e := range rolloutstate.PolicyErrors(next) {
+		fmt.Fprintf(errOut, "Warning: %v; %s.\n", e, e.Effect)
+	}
 	if o.output == "json" {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(plan)
+		err = enc.Encode(plan)
+	} else {
+		err = printPlan(out, next, plan)
 	}
-	return printPlan(out, next, plan)
+	if err == nil && plan.Verdict == rolloutstate.PhaseInvalid {
+		return fmt.Errorf("deployment/%s %w", plan.Deployment, ErrInvalidPolicy)
+	}
+	return err
 }
+
+// ErrInvalidPolicy is wrapped by the error of `rollout plan` and `rollout
+// watch` when a kubedeploy.io/ policy value that does not parse holds the
+// rollout (rolloutstate.PhaseInvalid); what is wrong was printed before it.
+var ErrInvalidPolicy = viewmodel.ErrInvalidPolicy
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 

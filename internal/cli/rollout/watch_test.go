@@ -73,27 +73,23 @@ func rolloutObjects(progressing appsv1.DeploymentCondition) []runtime.Object {
 			}}},
 		})
 	}
-	objs = append(objs, &v1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Name: "web.1", Namespace: "ns", UID: "e1"},
-		InvolvedObject: v1.ObjectReference{Kind: "Deployment", Name: "web", Namespace: "ns"},
-		Type:           v1.EventTypeNormal, Reason: "ScalingReplicaSet", Message: "Scaled up replica set web-new from 0 to 2",
-		LastTimestamp: metav1.Now(), Count: 1,
-	})
-	// The earlier rollout's event is not this one's.
-	objs = append(objs, &v1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Name: "web.00", Namespace: "ns", UID: "e00"},
-		InvolvedObject: v1.ObjectReference{Kind: "Deployment", Name: "web", Namespace: "ns"},
-		Type:           v1.EventTypeNormal, Reason: "ScalingReplicaSet", Message: "Scaled up replica set web-old from 0 to 4",
-		LastTimestamp: metav1.NewTime(time.Now().Add(-time.Hour)), Count: 1,
-	})
-	// An event of an earlier Deployment of the same name is not this one's.
-	objs = append(objs, &v1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Name: "web.0", Namespace: "ns", UID: "e0"},
-		InvolvedObject: v1.ObjectReference{Kind: "Deployment", Name: "web", Namespace: "ns", UID: "earlier-d-uid"},
-		Type:           v1.EventTypeNormal, Reason: "ScalingReplicaSet", Message: "Scaled up replica set web-earlier from 0 to 9",
-		LastTimestamp: metav1.Now(), Count: 1,
-	})
-	return objs
+	return append(objs,
+		rolloutEvent("web.1", "", "Scaled up replica set web-new from 0 to 2", 0),
+		// The earlier rollout's event is not this one's (issue 33).
+		rolloutEvent("web.00", "", "Scaled up replica set web-old from 0 to 4", time.Hour),
+		// An event of an earlier Deployment of the same name is not this one's.
+		rolloutEvent("web.0", "earlier-d-uid", "Scaled up replica set web-earlier from 0 to 9", 0))
+}
+
+// rolloutEvent is a ScalingReplicaSet event of Deployment ns/web (of any
+// with that name when uid is "") that happened age ago.
+func rolloutEvent(name string, uid types.UID, msg string, age time.Duration) *v1.Event {
+	return &v1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("e-" + name)},
+		InvolvedObject: v1.ObjectReference{Kind: "Deployment", Name: "web", Namespace: "ns", UID: uid},
+		Type:           v1.EventTypeNormal, Reason: "ScalingReplicaSet", Message: msg,
+		LastTimestamp: metav1.NewTime(time.Now().Add(-age)), Count: 1,
+	}
 }
 
 var (
@@ -172,18 +168,25 @@ func TestWatchCompleteAndTimeout(t *testing.T) {
 }
 
 // A rollout held by its partition (EX-1) is a state it stays in: watch ends
-// there, exit 0, with the condition's message.
+// there, exit 0, with the verdict (rolloutstate.HeldSummary).
 func TestWatchEndsHeldAtPartition(t *testing.T) {
 	objs := rolloutObjects(progressingCondition)
 	d := objs[0].(*appsv1.Deployment)
 	msg := `ReplicaSet "web-new" has 1 of 4 pods updated, held by kubedeploy.io/rollout-partition.`
+	d.Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
+	d.Annotations = map[string]string{rolloutstate.RolloutPartitionAnnotation: "1"}
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 4, UpdatedReplicas: 1, AvailableReplicas: 4,
 		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: v1.ConditionTrue, Reason: rolloutstate.RolloutPartitioned, Message: msg}}}
+	newRS := objs[1].(*appsv1.ReplicaSet)
+	newRS.Spec.Replicas = ptr.To[int32](1)
+	newRS.Status = appsv1.ReplicaSetStatus{Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	var out bytes.Buffer
-	if err := watchRollout(context.Background(), fake.NewClientset(objs...), "ns", "web", &watchOptions{}, &out, &out); err != nil {
+	if err := watchRollout(ctx, fake.NewClientset(objs...), "ns", "web", &watchOptions{}, &out, &out); err != nil {
 		t.Fatalf("held: %v\n%s", err, out.String())
 	}
-	if want := `deployment "web" rollout held: ` + msg + "\n"; !strings.HasSuffix(out.String(), want) {
+	if want := `deployment "web" rollout held by kubedeploy.io/rollout-partition: 1 of 4 pods updated` + "\n"; !strings.HasSuffix(out.String(), want) {
 		t.Errorf("held output, want it to end with %q:\n%s", want, out.String())
 	}
 }

@@ -57,7 +57,7 @@ func EventLine(e v1.Event) string {
 }
 
 // Lines is the model as plain lines, without a time stamp: the summary with
-// the conditions, a line per ReplicaSet, the spread (EX-4), a why-line per group (with the
+// the conditions, the verdict (rolloutstate.Verdict's Summary), a line per ReplicaSet, the spread (EX-4), a why-line per group (with the
 // first pod's message when messages is set) and a line per event.
 func (m *Model) Lines(messages bool) string {
 	if !messages {
@@ -83,6 +83,7 @@ func (m *Model) lines(message func(string) string) string {
 	for _, c := range m.Deployment.Status.Conditions {
 		fmt.Fprintf(&b, "; %s=%s %s", c.Type, c.Status, c.Reason)
 	}
+	fmt.Fprintf(&b, "\n  rollout %s", m.Verdict.Summary)
 	for _, rs := range m.ReplicaSets {
 		kind := "old"
 		if rs.New {

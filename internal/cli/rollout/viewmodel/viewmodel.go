@@ -33,6 +33,10 @@ const MaxPodNames = 10
 // progress deadline (ST-13), rolled back automatically or not (EX-2).
 var ErrDeadline = errors.New("exceeded its progress deadline")
 
+// ErrInvalidPolicy is wrapped by Outcome's error while a kubedeploy.io/ policy
+// value that does not parse holds the rollout (rolloutstate.PhaseInvalid).
+var ErrInvalidPolicy = errors.New("is stuck on an invalid kubedeploy.io/ value")
+
 // Input is what the view is computed from: the objects as a cache holds them.
 type Input struct {
 	Deployment *appsv1.Deployment
@@ -61,8 +65,11 @@ type Model struct {
 	Deployment *appsv1.Deployment
 	// Replicas is spec.replicas with its default (pods).
 	Replicas int32
-	// Phase is where the rollout stands (rolloutstate.PhaseOf).
+	// Phase is where the rollout stands (rolloutstate.VerdictOf).
 	Phase rolloutstate.Phase
+	// Verdict is rolloutstate.VerdictOf's whole verdict: Phase and the
+	// one-line Summary every view prints.
+	Verdict rolloutstate.Verdict
 	// ReplicaSets are the rows to draw: the new ReplicaSet first (when there
 	// is one), then every old one that still has pods or a size, by name.
 	ReplicaSets []ReplicaSet
@@ -98,7 +105,8 @@ type ReplicaSet struct {
 func Build(in Input, now time.Time) *Model {
 	d := in.Deployment
 	owned := rolloutstate.ControlledBy(in.ReplicaSets, d.UID)
-	m := &Model{Deployment: d, Replicas: rolloutstate.Replicas(d), Phase: rolloutstate.PhaseOf(d, owned)}
+	verdict := rolloutstate.VerdictOf(d, owned)
+	m := &Model{Deployment: d, Replicas: rolloutstate.Replicas(d), Phase: verdict.Phase, Verdict: verdict}
 	newRS := rolloutstate.NewReplicaSet(d, owned)
 	if newRS != nil {
 		m.ReplicaSets = append(m.ReplicaSets, m.row(newRS, true))
@@ -177,12 +185,16 @@ func EventTime(e v1.Event) time.Time {
 // Outcome is how a watch of this rollout ends: done with nil when it is
 // complete or held at its partition (EX-1); done with an error wrapping
 // ErrDeadline when it failed (ST-13) or was rolled back automatically
-// (EX-2, naming the failed revision); not done while it progresses.
+// (EX-2, naming the failed revision); done with an error wrapping
+// ErrInvalidPolicy, naming the annotation, its value and what it wants,
+// while an invalid partition holds it (EX-1); not done while it progresses.
 func (m *Model) Outcome() (done bool, err error) {
 	d := m.Deployment
 	switch m.Phase {
 	case rolloutstate.PhaseComplete, rolloutstate.PhaseHeld:
 		return true, nil
+	case rolloutstate.PhaseInvalid:
+		return true, fmt.Errorf("deployment %s/%s %w: %v; %s", d.Namespace, d.Name, ErrInvalidPolicy, m.Verdict.Invalid, m.Verdict.Invalid.Effect)
 	case rolloutstate.PhaseFailed:
 		return true, fmt.Errorf("deployment %s/%s %w", d.Namespace, d.Name, ErrDeadline)
 	case rolloutstate.PhaseRolledBack:
@@ -198,11 +210,7 @@ func (m *Model) Outcome() (done bool, err error) {
 // partition (EX-1).
 func (m *Model) Ended() string {
 	if m.Phase == rolloutstate.PhaseHeld {
-		for _, c := range m.Deployment.Status.Conditions {
-			if c.Type == appsv1.DeploymentProgressing {
-				return fmt.Sprintf("deployment %q rollout held: %s", m.Deployment.Name, c.Message)
-			}
-		}
+		return fmt.Sprintf("deployment %q rollout %s", m.Deployment.Name, m.Verdict.Summary)
 	}
 	return fmt.Sprintf("deployment %q successfully rolled out", m.Deployment.Name)
 }

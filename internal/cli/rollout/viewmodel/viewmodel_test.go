@@ -153,7 +153,24 @@ func cases() map[string]Input {
 		appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: v1.ConditionTrue, Reason: rolloutstate.RolloutPartitioned,
 			Message: `ReplicaSet "web-new" has 1 of 4 pods updated, held by kubedeploy.io/rollout-partition.`})
 	d.Spec.Paused = true
+	d.Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
+	d.Annotations[rolloutstate.RolloutPartitionAnnotation] = "1"
 	out["held"] = Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{replicaSet(d, "web-new", "2", "nginx:2", 1, 1), replicaSet(d, "web-old", "1", "nginx:1", 3, 3)}}
+
+	// Held at its partition with the pods kept on the old template unavailable (EX-1): still held.
+	d = deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 4, UpdatedReplicas: 3, AvailableReplicas: 3},
+		appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: v1.ConditionTrue, Reason: rolloutstate.RolloutPartitioned,
+			Message: `ReplicaSet "web-new" has 3 of 4 pods updated, held by kubedeploy.io/rollout-partition; 1 pod kept on the old template is unavailable.`})
+	d.Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
+	d.Annotations[rolloutstate.RolloutPartitionAnnotation] = "3"
+	out["held-kept-back"] = Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{replicaSet(d, "web-new", "2", "nginx:2", 3, 3), replicaSet(d, "web-old", "1", "nginx:broken", 1, 0)}}
+
+	// Stuck on an invalid partition value (EX-1): the watch ends with ErrInvalidPolicy.
+	d = deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 4, UpdatedReplicas: 0, AvailableReplicas: 4},
+		appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: v1.ConditionFalse, Reason: rolloutstate.InvalidRolloutPartition})
+	d.Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
+	d.Annotations[rolloutstate.RolloutPartitionAnnotation] = "banana"
+	out["invalid"] = Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{replicaSet(d, "web-new", "2", "nginx:2", 0, 0), replicaSet(d, "web-old", "1", "nginx:1", 4, 4)}}
 
 	// Rolled back automatically (EX-2): revision 2 failed, 3 is complete.
 	d = deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 4, UpdatedReplicas: 4, AvailableReplicas: 4}, available, complete)
