@@ -23,22 +23,37 @@ func created(rs *appsv1.ReplicaSet, at time.Time, history string) *appsv1.Replic
 	return rs
 }
 
+// rolloutStartCase is a case of TestRolloutStart: RolloutStart(d, rss) is
+// want, exactly or not.
+type rolloutStartCase struct {
+	name  string
+	d     *appsv1.Deployment
+	rss   []*appsv1.ReplicaSet
+	want  time.Time
+	exact bool
+}
+
 // What the objects say about when the rollout began: exactly for a
 // ReplicaSet created for it, a lower bound for a reused one.
 func TestRolloutStart(t *testing.T) {
+	for _, tc := range rolloutStartCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			got, exact := RolloutStart(tc.d, tc.rss)
+			if !got.Equal(tc.want) || exact != tc.exact {
+				t.Errorf("RolloutStart = %v, exact %v; want %v, exact %v", got, exact, tc.want, tc.exact)
+			}
+		})
+	}
+}
+
+func rolloutStartCases() []rolloutStartCase {
 	d := deployment("nginx:2", appsv1.DeploymentStatus{}, progressing)
 	rolledBack := d.DeepCopy()
 	rolledBack.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "3", rolloutstate.FailedRevisionAnnotation: "2"}
 	rolledBack.Spec.Template = template("nginx:1")
 	stranger := created(replicaSet(d, "other", "7", "nginx:2", 1, 1), now, "")
 	stranger.OwnerReferences = controllerRef("Deployment", "other", "other-uid")
-	for _, tc := range []struct {
-		name  string
-		d     *appsv1.Deployment
-		rss   []*appsv1.ReplicaSet
-		want  time.Time
-		exact bool
-	}{{
+	return []rolloutStartCase{{
 		name: "a new ReplicaSet created for the rollout: its creation",
 		d:    d,
 		rss: []*appsv1.ReplicaSet{
@@ -80,14 +95,7 @@ func TestRolloutStart(t *testing.T) {
 	}, {
 		name: "no ReplicaSet at all: the zero time",
 		d:    d,
-	}} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, exact := RolloutStart(tc.d, tc.rss)
-			if !got.Equal(tc.want) || exact != tc.exact {
-				t.Errorf("RolloutStart = %v, exact %v; want %v, exact %v", got, exact, tc.want, tc.exact)
-			}
-		})
-	}
+	}}
 }
 
 // A watch that saw another ReplicaSet be new knows when a reused one became
