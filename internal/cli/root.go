@@ -44,7 +44,7 @@ process; "kubedeploy kubectl" is kubectl, pointed at it.`,
 func newRolloutCommand() *cobra.Command {
 	cmd := rollout.NewCommand(rollout.Options{DefaultKubeconfig: filepath.Join(defaultDataDir(), "kubeconfig")})
 	var dataDir string
-	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", "", "data dir of the `kubedeploy up` whose cluster to read (default $"+dataDirEnv+", else ~/.kubedeploy); before KUBECONFIG, after --kubeconfig")
+	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", "", "the `DIR` given to kubedeploy up, whose cluster to read (default $"+dataDirEnv+", else ~/.kubedeploy); before KUBECONFIG, after --kubeconfig")
 	cmd.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
 		if c == cmd {
 			return nil // `rollout` alone prints its help
