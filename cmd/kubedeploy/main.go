@@ -33,6 +33,6 @@ func main() {
 	}
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "kubedeploy: %s\n", cliargs.OneLine(err))
-		os.Exit(1)
+		os.Exit(cliargs.ExitCode(err))
 	}
 }

@@ -111,6 +111,12 @@ func (o *planOptions) run(ctx context.Context, c *clusterFlags, args []string, o
 	if err != nil {
 		return err
 	}
+	// The verdict on the cluster's objects as they are, before the change (rolloutstate.VerdictOf, as the
+	// controller's conditions and `rollout watch` say it); with -f the Deployment read is already changed.
+	var current rolloutstate.Verdict
+	if !o.local && len(o.files) == 0 {
+		current = rolloutstate.VerdictOf(from.Deployment, from.ReplicaSets)
+	}
 	next := from.Deployment
 	if err := setImages(next, o.images); err != nil {
 		return err
@@ -130,7 +136,7 @@ func (o *planOptions) run(ctx context.Context, c *clusterFlags, args []string, o
 		enc.SetIndent("", "  ")
 		err = enc.Encode(plan)
 	} else {
-		err = printPlan(out, next, plan)
+		err = printPlan(out, next, plan, current)
 	}
 	if err == nil && plan.Verdict == rolloutstate.PhaseInvalid {
 		return fmt.Errorf("deployment/%s %w", plan.Deployment, ErrInvalidPolicy)
@@ -145,14 +151,18 @@ var ErrInvalidPolicy = viewmodel.ErrInvalidPolicy
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// printPlan writes the plan as a table: a header, one row per step and a
-// summary line.
-func printPlan(out io.Writer, next *appsv1.Deployment, p *simulator.Plan) error {
+// printPlan writes the plan as a table: a header, the rollout's verdict now
+// when there is one and it is not complete ("Now: held by …"), one row per
+// step and a summary line.
+func printPlan(out io.Writer, next *appsv1.Deployment, p *simulator.Plan, now rolloutstate.Verdict) error {
 	strategy := string(p.Strategy)
 	if ru := next.Spec.Strategy.RollingUpdate; p.Strategy == appsv1.RollingUpdateDeploymentStrategyType && ru != nil {
 		strategy += fmt.Sprintf(" (maxSurge %s, maxUnavailable %s)", ru.MaxSurge.String(), ru.MaxUnavailable.String())
 	}
 	fmt.Fprintf(out, "deployment/%s: %d replicas, %s\n", p.Deployment, p.Replicas, strategy)
+	if now.Phase != "" && now.Phase != rolloutstate.PhaseComplete {
+		fmt.Fprintf(out, "Now: %s\n", now.Summary)
+	}
 	if p.Paused {
 		fmt.Fprintf(out, "It is paused: nothing happens until `kubectl rollout resume deployment/%s`; then:\n", p.Deployment)
 	}

@@ -35,7 +35,25 @@ var ErrDeadline = errors.New("exceeded its progress deadline")
 
 // ErrInvalidPolicy is wrapped by Outcome's error while a kubedeploy.io/ policy
 // value that does not parse holds the rollout (rolloutstate.PhaseInvalid).
-var ErrInvalidPolicy = errors.New("is stuck on an invalid kubedeploy.io/ value")
+// `kubedeploy rollout watch` and `rollout plan` exit with its ExitCode,
+// InvalidPolicyExitCode, so that a pipeline can tell a typo from a failed
+// rollout (exit 1).
+var ErrInvalidPolicy error = exitError{"is stuck on an invalid kubedeploy.io/ value", InvalidPolicyExitCode}
+
+// InvalidPolicyExitCode is the exit code of `rollout watch` and `rollout plan`
+// while an invalid kubedeploy.io/ value holds the rollout.
+const InvalidPolicyExitCode = 3
+
+// exitError is an error that names the process exit code it ends with.
+type exitError struct {
+	msg  string
+	code int
+}
+
+func (e exitError) Error() string { return e.msg }
+
+// ExitCode is the exit code of a command that ends with e.
+func (e exitError) ExitCode() int { return e.code }
 
 // Input is what the view is computed from: the objects as a cache holds them.
 type Input struct {
