@@ -150,6 +150,12 @@ func printOnce(out io.Writer, r manager.OnceReport, namespace string) {
 			fmt.Fprintf(out, "  %s\n", u)
 		}
 	}
+	if len(r.Rollouts) > 0 {
+		fmt.Fprintln(out, "\nRollouts not complete (the verdict kubedeploy's conditions, rollout plan and rollout watch give):")
+		for _, v := range r.Rollouts {
+			fmt.Fprintf(out, "  %s\n", v)
+		}
+	}
 }
 
 func runObserve(ctx context.Context, o *observeOptions) error {

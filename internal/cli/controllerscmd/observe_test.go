@@ -10,8 +10,8 @@ import (
 	"github.com/kubedeploy/kubedeploy/internal/shadow"
 )
 
-// observe --once's report says what it covered, lists each divergent Deployment's writes and the Deployments it
-// could not check; a clean report says so in its first line.
+// observe --once's report says what it covered, lists each divergent Deployment's writes, the Deployments it
+// could not check and the verdict of every rollout not complete; a clean report says so in its first line.
 func TestPrintOnce(t *testing.T) {
 	var b strings.Builder
 	printOnce(&b, manager.OnceReport{
@@ -19,7 +19,9 @@ func TestPrintOnce(t *testing.T) {
 		Divergent: []shadow.Report{{Deployment: cache.ObjectName{Namespace: "shop", Name: "web"}, Settled: true, Divergences: []shadow.Divergence{
 			{Kind: shadow.KindScale, Object: "ReplicaSet shop/web-1", Field: "spec.replicas", Live: "4", Kubedeploy: "2", Count: 1},
 		}}},
-		Unsettled: []string{"shop/api: the rollout is in progress"},
+		Unsettled: []string{"shop/api: the rollout is progressing: 2 of 4 pods updated, 3 available"},
+		Rollouts: []string{"shop/api: progressing: 2 of 4 pods updated, 3 available",
+			"shop/canary: held by kubedeploy.io/rollout-partition: 2 of 4 pods updated"},
 	}, "shop")
 	want := `Shadow check of namespace shop: 3 Deployments, 2 settled, 1 would get writes from kubedeploy.
 
@@ -28,7 +30,11 @@ If you switched to kubedeploy now, these are the writes it would make:
     scale: ReplicaSet shop/web-1 spec.replicas: live 4, kubedeploy 2
 
 Not settled (rollouts in progress), so not checked:
-  shop/api: the rollout is in progress
+  shop/api: the rollout is progressing: 2 of 4 pods updated, 3 available
+
+Rollouts not complete (the verdict kubedeploy's conditions, rollout plan and rollout watch give):
+  shop/api: progressing: 2 of 4 pods updated, 3 available
+  shop/canary: held by kubedeploy.io/rollout-partition: 2 of 4 pods updated
 `
 	if b.String() != want {
 		t.Errorf("report:\n%s\nwant:\n%s", b.String(), want)
