@@ -60,8 +60,11 @@ ends, writes a picture of it (PNG or SVG, by the file's extension): every Replic
 and the Deployment's available replicas over time, the surge and availability bounds, and
 the events.
 
-It exits 0 when the rollout is complete and 1 when the Deployment reports
-ProgressDeadlineExceeded or --timeout passes, like "kubectl rollout status".`,
+It exits 0 when the rollout is complete or held by its kubedeploy.io/rollout-partition,
+1 when the Deployment reports ProgressDeadlineExceeded (or was rolled back automatically)
+or --timeout passes, like "kubectl rollout status", and 3 while a kubedeploy.io/ value that
+does not parse holds the rollout (the line before says which annotation, its value and
+what it wants).`,
 		Example: `  kubedeploy rollout watch deploy/nginx-deployment
   kubedeploy kubectl set image deploy/nginx-deployment nginx-deployment=nginx:1.9.3 && \
     kubedeploy rollout watch deploy/nginx-deployment --timeline rollout.png
