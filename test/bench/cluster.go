@@ -60,7 +60,7 @@ type cluster struct {
 
 // benchKubeControllers are the kube-controller-manager controllers of the cluster the sides are measured on: the
 // generic ones `up` ran before issue 22 made it a whole cluster. Pods, ReplicaSets and Deployments then wake no
-// controller besides the garbage collector, and the figures stay comparable with the README's.
+// controller besides the garbage collector, and the figures stay comparable with docs/performance.md's.
 const benchKubeControllers = "garbage-collector-controller,namespace-controller,serviceaccount-controller," +
 	"serviceaccount-token-controller,root-ca-certificate-publisher-controller,pod-garbage-collector-controller," +
 	"clusterrole-aggregation-controller,statefulset-controller"

@@ -5,7 +5,7 @@
 // It builds three binaries (kubedeploy, kubedeploy-controllers and the test-only upstreamkcm, which is
 // kube-controller-manager from the k8s.io/kubernetes version kubedeploy embeds), starts one
 // `kubedeploy up --controllers=` cluster (its kube-controller-manager trimmed to benchKubeControllers, the generic
-// controllers `up` ran before issue 22, so the cluster does the same work as when the README's figures were
+// controllers `up` ran before issue 22, so the cluster does the same work as when docs/performance.md's figures were
 // measured), and then, for each repetition and each client rate limit ("default":
 // 20 requests/s, burst 30, both sides' default; "lifted": 5000/10000), runs each side's controllers as their own
 // child process, one side at a time (the order alternates between repetitions), through the same phases on an
