@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/viewmodel"
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/watcher"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // The terminal view's styles (lipgloss picks the colours the terminal has).
@@ -83,7 +84,7 @@ func (t tuiModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return t, nil
 }
 
-// View draws the summary, the conditions, a bar per ReplicaSet, the
+// View draws the summary, the conditions, the verdict (rolloutstate.Verdict), a bar per ReplicaSet, the
 // why-groups and the events, and offers q while the rollout goes on.
 func (t tuiModel) View() string {
 	m := t.m
@@ -102,7 +103,12 @@ func (t tuiModel) View() string {
 		b.WriteString(strings.Join(conds, "  "))
 		b.WriteByte('\n')
 	}
-	b.WriteByte('\n')
+	verdictStyle := goodStyle
+	if m.Phase == rolloutstate.PhaseFailed || m.Phase == rolloutstate.PhaseInvalid {
+		verdictStyle = badStyle
+	}
+	b.WriteString(verdictStyle.Render("rollout " + m.Verdict.Summary))
+	b.WriteString("\n\n")
 	nameWidth := 0
 	for _, rs := range m.ReplicaSets {
 		nameWidth = max(nameWidth, len(rs.Name))
