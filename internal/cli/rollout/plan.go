@@ -155,14 +155,7 @@ func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Se
 // when there is one and it is not complete ("Now: held by …"), one row per
 // step and a summary line.
 func printPlan(out io.Writer, next *appsv1.Deployment, p *simulator.Plan, now rolloutstate.Verdict) error {
-	strategy := string(p.Strategy)
-	if ru := next.Spec.Strategy.RollingUpdate; p.Strategy == appsv1.RollingUpdateDeploymentStrategyType && ru != nil {
-		strategy += fmt.Sprintf(" (maxSurge %s, maxUnavailable %s)", ru.MaxSurge.String(), ru.MaxUnavailable.String())
-	}
-	fmt.Fprintf(out, "deployment/%s: %d replicas, %s\n", p.Deployment, p.Replicas, strategy)
-	if now.Phase != "" && now.Phase != rolloutstate.PhaseComplete {
-		fmt.Fprintf(out, "Now: %s\n", now.Summary)
-	}
+	printHeader(out, next, p, now)
 	if p.Paused {
 		fmt.Fprintf(out, "It is paused: nothing happens until `kubectl rollout resume deployment/%s`; then:\n", p.Deployment)
 	}
@@ -216,6 +209,19 @@ func printPlan(out io.Writer, next *appsv1.Deployment, p *simulator.Plan, now ro
 		fmt.Fprintf(out, "SPREAD: live pods per %s after each step (kubedeploy.io/scale-down-spread); new pods go where the pods their spread constraint counts are fewest.\n", p.SpreadKey)
 	}
 	return nil
+}
+
+// printHeader prints the plan's first line (the Deployment, its replicas and strategy) and "Now: <verdict>"
+// for a verdict that is known and not complete (rolloutstate.VerdictOf).
+func printHeader(out io.Writer, next *appsv1.Deployment, p *simulator.Plan, now rolloutstate.Verdict) {
+	strategy := string(p.Strategy)
+	if ru := next.Spec.Strategy.RollingUpdate; p.Strategy == appsv1.RollingUpdateDeploymentStrategyType && ru != nil {
+		strategy += fmt.Sprintf(" (maxSurge %s, maxUnavailable %s)", ru.MaxSurge.String(), ru.MaxUnavailable.String())
+	}
+	fmt.Fprintf(out, "deployment/%s: %d replicas, %s\n", p.Deployment, p.Replicas, strategy)
+	if now.Phase != "" && now.Phase != rolloutstate.PhaseComplete {
+		fmt.Fprintf(out, "Now: %s\n", now.Summary)
+	}
 }
 
 // spreadCell is one step's pods per domain in doms' order, "3/3/2"; a domain the step does not list is 0.

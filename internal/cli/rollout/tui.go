@@ -84,10 +84,9 @@ func (t tuiModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return t, nil
 }
 
-// View draws the summary, the conditions, the verdict (rolloutstate.Verdict), a bar per ReplicaSet, the
-// why-groups and the events, and offers q while the rollout goes on.
-func (t tuiModel) View() string {
-	m := t.m
+// headerView is the view's head: the summary, the conditions (red when not healthy) and the verdict
+// (rolloutstate.Verdict; red when failed or stuck on an invalid value), then a blank line.
+func headerView(m *viewmodel.Model) string {
 	var b strings.Builder
 	b.WriteString(titleStyle.Render(m.Summary()))
 	b.WriteByte('\n')
@@ -109,6 +108,15 @@ func (t tuiModel) View() string {
 	}
 	b.WriteString(verdictStyle.Render("rollout " + m.Verdict.Summary))
 	b.WriteString("\n\n")
+	return b.String()
+}
+
+// View draws the summary, the conditions, the verdict (rolloutstate.Verdict), a bar per ReplicaSet, the
+// why-groups and the events, and offers q while the rollout goes on.
+func (t tuiModel) View() string {
+	m := t.m
+	var b strings.Builder
+	b.WriteString(headerView(m))
 	nameWidth := 0
 	for _, rs := range m.ReplicaSets {
 		nameWidth = max(nameWidth, len(rs.Name))
