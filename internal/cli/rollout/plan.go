@@ -160,11 +160,7 @@ func printPlan(out io.Writer, next *appsv1.Deployment, p *simulator.Plan, now ro
 		fmt.Fprintf(out, "It is paused: nothing happens until `kubectl rollout resume deployment/%s`; then:\n", p.Deployment)
 	}
 	if len(p.Steps) == 0 {
-		if p.Complete {
-			fmt.Fprintln(out, "No rollout: the Deployment is complete and the change does not alter its pod template or size.")
-			return nil
-		}
-		fmt.Fprintf(out, "No step: %s\n", p.Stopped)
+		printNoStep(out, p, now)
 		return nil
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -209,6 +205,19 @@ func printPlan(out io.Writer, next *appsv1.Deployment, p *simulator.Plan, now ro
 		fmt.Fprintf(out, "SPREAD: live pods per %s after each step (kubedeploy.io/scale-down-spread); new pods go where the pods their spread constraint counts are fewest.\n", p.SpreadKey)
 	}
 	return nil
+}
+
+// printNoStep says why a plan has no step: complete, held where the Now line says (the simulated end may
+// assume differently of pods that are not ready, so it is not repeated), or why the simulation stopped.
+func printNoStep(out io.Writer, p *simulator.Plan, now rolloutstate.Verdict) {
+	switch {
+	case p.Complete:
+		fmt.Fprintln(out, "No rollout: the Deployment is complete and the change does not alter its pod template or size.")
+	case now.Phase != "" && now.Phase == p.Verdict:
+		fmt.Fprintln(out, "No step: the controllers take none from here.")
+	default:
+		fmt.Fprintf(out, "No step: %s\n", p.Stopped)
+	}
 }
 
 // printHeader prints the plan's first line (the Deployment, its replicas and strategy) and "Now: <verdict>"
