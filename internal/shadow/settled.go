@@ -87,11 +87,13 @@ func replicaSetSettled(rs *appsv1.ReplicaSet, pods []*v1.Pod, now time.Time) str
 			continue
 		}
 		active++
-		if since, ok := readySince(p); ok {
+		if _, ok := rolloutstate.PodReadySince(p); ok {
 			ready++
-			if minReady == 0 || !since.Add(minReady).After(now) {
-				available++
-			}
+		}
+		// The ReplicaSet controller's own rule (RS-15): this re-sums status as a deliberate cross-check of
+		// what the live controller wrote, with the same rule, not a second one.
+		if rolloutstate.PodAvailable(p, minReady, now) {
+			available++
 		}
 	}
 	spec := rolloutstate.ReplicaSetReplicas(rs)
@@ -103,12 +105,3 @@ func replicaSetSettled(rs *appsv1.ReplicaSet, pods []*v1.Pod, now time.Time) str
 	return ""
 }
 
-// readySince returns when pod turned Ready, if it is.
-func readySince(p *v1.Pod) (time.Time, bool) {
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodReady {
-			return c.LastTransitionTime.Time, c.Status == v1.ConditionTrue
-		}
-	}
-	return time.Time{}, false
-}

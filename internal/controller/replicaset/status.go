@@ -90,14 +90,10 @@ func minReady(rs *appsv1.ReplicaSet) time.Duration {
 	return time.Duration(rs.Spec.MinReadySeconds) * time.Second
 }
 
-// isAvailable reports whether a ready pod has been Ready for minReady (RS-15):
-// always when minReady is 0; never when its transition time is unknown.
+// isAvailable reports whether a pod is available (RS-15): rolloutstate.PodAvailable, the one rule shadow
+// counts with too.
 func isAvailable(pod *v1.Pod, minReady time.Duration, now time.Time) bool {
-	if minReady == 0 {
-		return true
-	}
-	t := podReadyTime(pod)
-	return !t.IsZero() && !t.Add(minReady).After(now)
+	return rolloutstate.PodAvailable(pod, minReady, now)
 }
 
 func replicaFailureIndex(conds []appsv1.ReplicaSetCondition) int {

@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubedeploy/kubedeploy/internal/testing/controllertest"
 )
 
 func statusRS(replicas int32, minReady int32, conds ...appsv1.ReplicaSetCondition) *appsv1.ReplicaSet {
@@ -146,6 +148,20 @@ func TestNextAvailableCheck(t *testing.T) {
 			got, ok := nextAvailableCheck(tc.rs, tc.pods, status, testNow)
 			if got != tc.want || ok != tc.wantOK {
 				t.Errorf("nextAvailableCheck = %v, %v; want %v, %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
+
+// RS-15 on the shared vectors (controllertest.AvailabilityCases): the status counts a pod available exactly when
+// the rule says; observe mode's shadow check runs the same vectors (TestSettledCountsAvailabilityAsTheController).
+func TestAvailabilityVectors(t *testing.T) {
+	for _, tc := range controllertest.AvailabilityCases {
+		t.Run(tc.Name, func(t *testing.T) {
+			rs := statusRS(1, int32(tc.MinReady/time.Second))
+			got := calculateStatus(rs, []*v1.Pod{tc.Pod("a", testNow)}, nil, nil, testNow).AvailableReplicas
+			if want := map[bool]int32{true: 1, false: 0}[tc.Available]; got != want {
+				t.Errorf("availableReplicas %d, want %d", got, want)
 			}
 		})
 	}

@@ -10,6 +10,7 @@ package rolloutstate
 import (
 	"math"
 	"slices"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
@@ -199,4 +200,27 @@ func OldReplicaSets(rss []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) []*appsv
 		return 0
 	})
 	return out
+}
+
+// PodReadySince returns when pod last turned Ready and true when it is Ready (its PodReady condition True);
+// the time is zero when the condition carries none.
+func PodReadySince(pod *v1.Pod) (time.Time, bool) {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.LastTransitionTime.Time, c.Status == v1.ConditionTrue
+		}
+	}
+	return time.Time{}, false
+}
+
+// PodAvailable reports whether pod counts as available at now with minReady (spec.minReadySeconds as a
+// duration): Ready, and Ready for at least minReady; with minReady 0 Ready is enough, and with minReady > 0 a
+// pod whose Ready transition time is unknown is not available (RS-15, upstream's podutil.IsPodAvailable). The
+// ReplicaSet controller's status and observe mode's shadow check both count with it.
+func PodAvailable(pod *v1.Pod, minReady time.Duration, now time.Time) bool {
+	since, ready := PodReadySince(pod)
+	if !ready {
+		return false
+	}
+	return minReady == 0 || (!since.IsZero() && !since.Add(minReady).After(now))
 }

@@ -2,7 +2,9 @@
 // ReplicaSet, in the words kubectl shows (ImagePullBackOff, CrashLoopBackOff,
 // Unschedulable, ...), and groups a rollout's pods by that reason: the
 // "why stuck" of `kubedeploy rollout watch` (issue 11). It reads only pod
-// fields; it imports no kubedeploy package.
+// fields; the one kubedeploy package it imports is rolloutstate, for the
+// availability rule (rolloutstate.PodAvailable) the ReplicaSet controller
+// counts with.
 package unavailable
 
 import (
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // The reasons Of returns besides those the kubelet and the scheduler write
@@ -82,11 +86,9 @@ func Of(pod *v1.Pod, minReadySeconds int32, now time.Time) (reason, message stri
 		}
 		return NotReady, msg, true
 	}
-	if minReadySeconds > 0 {
+	if !rolloutstate.PodAvailable(pod, time.Duration(minReadySeconds)*time.Second, now) {
 		readyFor := now.Sub(ready.LastTransitionTime.Time)
-		if ready.LastTransitionTime.IsZero() || readyFor < time.Duration(minReadySeconds)*time.Second {
-			return MinReadySeconds, fmt.Sprintf("Ready for %s of minReadySeconds %ds", readyFor.Round(time.Second), minReadySeconds), true
-		}
+		return MinReadySeconds, fmt.Sprintf("Ready for %s of minReadySeconds %ds", readyFor.Round(time.Second), minReadySeconds), true
 	}
 	return "", "", false
 }
