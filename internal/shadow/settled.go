@@ -104,4 +104,3 @@ func replicaSetSettled(rs *appsv1.ReplicaSet, pods []*v1.Pod, now time.Time) str
 	}
 	return ""
 }
-
