@@ -170,10 +170,8 @@ func mayStartOrEnd(old, cur *appsv1.Deployment) bool {
 
 // progressing is d's Progressing condition's status and reason, "" without one.
 func progressing(d *appsv1.Deployment) string {
-	for _, c := range d.Status.Conditions {
-		if c.Type == appsv1.DeploymentProgressing {
-			return string(c.Status) + "/" + c.Reason
-		}
+	if c := rolloutstate.Condition(&d.Status, appsv1.DeploymentProgressing); c != nil {
+		return string(c.Status) + "/" + c.Reason
 	}
 	return ""
 }

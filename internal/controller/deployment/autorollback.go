@@ -31,7 +31,7 @@ func recordCompleteRevision(d *appsv1.Deployment, status *appsv1.DeploymentStatu
 	if !rolloutstate.RollsBackOnDeadline(d) {
 		return false
 	}
-	c := getCondition(status, appsv1.DeploymentProgressing)
+	c := rolloutstate.Condition(status, appsv1.DeploymentProgressing)
 	rev := d.Annotations[rolloutstate.RevisionAnnotation]
 	if c == nil || c.Reason != rolloutstate.NewReplicaSetAvailable || status.ObservedGeneration < d.Generation || rev == "" ||
 		d.Annotations[rolloutstate.CompleteRevisionAnnotation] == rev {

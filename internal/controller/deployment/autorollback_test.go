@@ -80,7 +80,7 @@ func TestAutoRollback(t *testing.T) {
 	if _, ok := got.Annotations["team"]; ok {
 		t.Errorf("annotation team kept: kubectl rollout undo replaces the Deployment's annotations with the ReplicaSet's")
 	}
-	c := getCondition(&got.Status, appsv1.DeploymentProgressing)
+	c := rolloutstate.Condition(&got.Status, appsv1.DeploymentProgressing)
 	if c == nil || c.Status != v1.ConditionTrue || c.Reason != ReplicaSetUpdated || !strings.Contains(c.Message, "from revision 2") {
 		t.Errorf("Progressing after the rollback: %+v", c)
 	}

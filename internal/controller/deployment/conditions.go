@@ -6,6 +6,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // newCondition returns a Deployment condition whose lastUpdateTime and
@@ -22,22 +24,12 @@ func newCondition(t appsv1.DeploymentConditionType, status v1.ConditionStatus, r
 	}
 }
 
-// getCondition returns the condition of type t in status, or nil.
-func getCondition(status *appsv1.DeploymentStatus, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
-	for i := range status.Conditions {
-		if status.Conditions[i].Type == t {
-			return &status.Conditions[i]
-		}
-	}
-	return nil
-}
-
 // setCondition sets cond in status (ST-7): an existing condition of the same
 // type with the same status and reason is left untouched; with the same
 // status but another reason it is replaced keeping its lastTransitionTime;
 // otherwise it is replaced as is. A replaced condition moves to the end.
 func setCondition(status *appsv1.DeploymentStatus, cond appsv1.DeploymentCondition) {
-	if cur := getCondition(status, cond.Type); cur != nil {
+	if cur := rolloutstate.Condition(status, cond.Type); cur != nil {
 		if cur.Status == cond.Status && cur.Reason == cond.Reason {
 			return
 		}

@@ -39,7 +39,7 @@ func TestSetConditionST7(t *testing.T) {
 	t.Run("different status: new timestamps", func(t *testing.T) {
 		s := start()
 		setCondition(&s, newCondition(appsv1.DeploymentProgressing, v1.ConditionFalse, rolloutstate.ProgressDeadlineExceeded, "x", t1))
-		if c := getCondition(&s, appsv1.DeploymentProgressing); !c.LastTransitionTime.Time.Equal(t1) {
+		if c := rolloutstate.Condition(&s, appsv1.DeploymentProgressing); !c.LastTransitionTime.Time.Equal(t1) {
 			t.Errorf("got %+v", c)
 		}
 	})

@@ -42,7 +42,7 @@ func (sc *syncContext) resolveReplicaSets(ctx context.Context) error {
 		return err
 	}
 	update := sc.setDeploymentRevision(sc.newRS.Annotations[rolloutstate.RevisionAnnotation])
-	if rolloutstate.HasProgressDeadline(sc.d) && getCondition(&sc.d.Status, appsv1.DeploymentProgressing) == nil {
+	if rolloutstate.HasProgressDeadline(sc.d) && rolloutstate.Condition(&sc.d.Status, appsv1.DeploymentProgressing) == nil {
 		msg := fmt.Sprintf("Found new replica set %q", sc.newRS.Name)
 		setCondition(&sc.d.Status, newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, FoundNewReplicaSet, msg, sc.now))
 		update = true

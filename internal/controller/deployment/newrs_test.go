@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // TestSyncCreateErrorRV12 and IM-1: failed writes are returned.
@@ -19,7 +21,7 @@ func TestSyncCreateErrorRV12(t *testing.T) {
 	if _, err := f.sync(); err == nil {
 		t.Fatal("expected the create error")
 	}
-	p := getCondition(&f.deployment().Status, appsv1.DeploymentProgressing)
+	p := rolloutstate.Condition(&f.deployment().Status, appsv1.DeploymentProgressing)
 	if p == nil || p.Reason != ReplicaSetCreateError || p.Status != v1.ConditionFalse {
 		t.Errorf("Progressing = %+v", p)
 	}

@@ -38,7 +38,7 @@ func TestPartitionCondition(t *testing.T) {
 	p := partitionFor(t, d)
 
 	status := rolloutStatus(d, f, p, []*appsv1.ReplicaSet{old, cur}, cur, now)
-	c := getCondition(&status, appsv1.DeploymentProgressing)
+	c := rolloutstate.Condition(&status, appsv1.DeploymentProgressing)
 	want := `ReplicaSet "nginx-b" has 5 of 20 pods updated, held by kubedeploy.io/rollout-partition.`
 	if c == nil || c.Status != v1.ConditionTrue || c.Reason != rolloutstate.RolloutPartitioned || c.Message != want {
 		t.Fatalf("held: Progressing %+v, want True %s %q", c, rolloutstate.RolloutPartitioned, want)
@@ -50,15 +50,15 @@ func TestPartitionCondition(t *testing.T) {
 	if after := stuckRequeueAfter(d, &status, now.Add(time.Hour)); after != 0 {
 		t.Errorf("held: deadline requeue after %v, want none", after)
 	}
-	if again := rolloutStatus(d, f, p, []*appsv1.ReplicaSet{old, cur}, cur, now.Add(time.Hour)); getCondition(&again, appsv1.DeploymentProgressing).Reason != rolloutstate.RolloutPartitioned {
-		t.Errorf("held an hour later: %+v", getCondition(&again, appsv1.DeploymentProgressing))
+	if again := rolloutStatus(d, f, p, []*appsv1.ReplicaSet{old, cur}, cur, now.Add(time.Hour)); rolloutstate.Condition(&again, appsv1.DeploymentProgressing).Reason != rolloutstate.RolloutPartitioned {
+		t.Errorf("held an hour later: %+v", rolloutstate.Condition(&again, appsv1.DeploymentProgressing))
 	}
 
 	released := d.DeepCopy()
 	delete(released.Annotations, rolloutstate.RolloutPartitionAnnotation)
 	later := now.Add(2 * time.Hour)
 	status = rolloutStatus(released, f, partitionFor(t, released), []*appsv1.ReplicaSet{old, cur}, cur, later)
-	c = getCondition(&status, appsv1.DeploymentProgressing)
+	c = rolloutstate.Condition(&status, appsv1.DeploymentProgressing)
 	if c == nil || c.Reason != ReplicaSetUpdated || !c.LastUpdateTime.Time.Equal(later) {
 		t.Fatalf("released: Progressing %+v, want ReplicaSetUpdated updated at %v", c, later)
 	}

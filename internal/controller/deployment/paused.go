@@ -16,7 +16,7 @@ func (sc *syncContext) checkPausedConditions(ctx context.Context) error {
 	if !rolloutstate.HasProgressDeadline(sc.d) {
 		return nil
 	}
-	cond := getCondition(&sc.d.Status, appsv1.DeploymentProgressing)
+	cond := rolloutstate.Condition(&sc.d.Status, appsv1.DeploymentProgressing)
 	if cond != nil && cond.Reason == rolloutstate.ProgressDeadlineExceeded {
 		return nil
 	}

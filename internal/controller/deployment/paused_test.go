@@ -25,7 +25,7 @@ func TestSyncPausedSD6(t *testing.T) {
 	if w := f.Writes(); w["create replicasets"] != 0 || w["update deployments/status"] == 0 {
 		t.Errorf("writes %v", w)
 	}
-	p := getCondition(&f.deployment().Status, appsv1.DeploymentProgressing)
+	p := rolloutstate.Condition(&f.deployment().Status, appsv1.DeploymentProgressing)
 	if p == nil || p.Reason != DeploymentPaused || p.Status != v1.ConditionUnknown || p.Message != pausedMessage {
 		t.Errorf("Progressing = %+v", p)
 	}
@@ -53,7 +53,7 @@ func TestSyncResumedSD6(t *testing.T) {
 	var reasons []string
 	for _, a := range f.Client.Actions() {
 		if u, ok := a.(core.UpdateAction); ok && a.GetSubresource() == "status" {
-			if c := getCondition(&u.GetObject().(*appsv1.Deployment).Status, appsv1.DeploymentProgressing); c != nil {
+			if c := rolloutstate.Condition(&u.GetObject().(*appsv1.Deployment).Status, appsv1.DeploymentProgressing); c != nil {
 				reasons = append(reasons, c.Reason)
 			}
 		}

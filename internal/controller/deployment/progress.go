@@ -21,7 +21,7 @@ func rolloutStatus(d *appsv1.Deployment, f rolloutstate.Fenceposts, p rolloutPar
 	if !rolloutstate.HasProgressDeadline(d) {
 		removeCondition(&status, appsv1.DeploymentProgressing)
 	}
-	cur := getCondition(&d.Status, appsv1.DeploymentProgressing)
+	cur := rolloutstate.Condition(&d.Status, appsv1.DeploymentProgressing)
 	settled := status.Replicas == status.UpdatedReplicas && cur != nil && cur.Reason == rolloutstate.NewReplicaSetAvailable
 	if rolloutstate.HasProgressDeadline(d) && !settled {
 		setProgressingCondition(d, &status, newRS, p.hold(d, &status, newRS, allRSs), cur, now)
@@ -116,7 +116,7 @@ func stuckRequeueAfter(d *appsv1.Deployment, newStatus *appsv1.DeploymentStatus,
 	if !rolloutstate.HasProgressDeadline(d) {
 		return 0
 	}
-	cur := getCondition(&d.Status, appsv1.DeploymentProgressing)
+	cur := rolloutstate.Condition(&d.Status, appsv1.DeploymentProgressing)
 	if cur == nil || cur.Reason == rolloutstate.ProgressDeadlineExceeded || heldReason(cur.Reason) || rolloutstate.Complete(d, newStatus) {
 		return 0 // held by a partition: no deadline (EX-1)
 	}

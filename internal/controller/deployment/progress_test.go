@@ -24,7 +24,7 @@ func TestSyncRequeueStuckST16(t *testing.T) {
 		t.Fatalf("sync: %v", err)
 	}
 	f.observe()
-	p := getCondition(&f.deployment().Status, appsv1.DeploymentProgressing)
+	p := rolloutstate.Condition(&f.deployment().Status, appsv1.DeploymentProgressing)
 	if p == nil || p.Status != v1.ConditionTrue {
 		t.Fatalf("Progressing after first sync = %+v", p)
 	}

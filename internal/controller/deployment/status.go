@@ -77,7 +77,7 @@ func deploymentTimedOut(d *appsv1.Deployment, newStatus *appsv1.DeploymentStatus
 	if !rolloutstate.HasProgressDeadline(d) {
 		return false
 	}
-	cond := getCondition(newStatus, appsv1.DeploymentProgressing)
+	cond := rolloutstate.Condition(newStatus, appsv1.DeploymentProgressing)
 	if cond == nil {
 		return false
 	}

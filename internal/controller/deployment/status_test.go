@@ -25,15 +25,15 @@ func TestCalculateStatusST1toST4(t *testing.T) {
 		s.AvailableReplicas != 8 || s.UnavailableReplicas != 3 || *s.CollisionCount != 2 || *s.TerminatingReplicas != 0 {
 		t.Errorf("status = %+v", s)
 	}
-	if getCondition(&s, "Custom") == nil {
+	if rolloutstate.Condition(&s, "Custom") == nil {
 		t.Error("ST-4/ST-20: custom condition dropped")
 	}
-	if a := getCondition(&s, appsv1.DeploymentAvailable); a.Reason != MinimumReplicasAvailable || a.Message != minimumAvailableMessage {
+	if a := rolloutstate.Condition(&s, appsv1.DeploymentAvailable); a.Reason != MinimumReplicasAvailable || a.Message != minimumAvailableMessage {
 		t.Errorf("Available = %+v (8 >= 10-2)", a)
 	}
 	nrs.Status.AvailableReplicas = 1
 	s = calculateStatus(d, fencepostsFor(d), []*appsv1.ReplicaSet{old, nrs}, nrs, baseTime)
-	if a := getCondition(&s, appsv1.DeploymentAvailable); a.Status != v1.ConditionFalse || a.Reason != MinimumReplicasUnavailable {
+	if a := rolloutstate.Condition(&s, appsv1.DeploymentAvailable); a.Status != v1.ConditionFalse || a.Reason != MinimumReplicasUnavailable {
 		t.Errorf("Available = %+v (7 < 8)", a)
 	}
 	t.Run("ST-3 nil terminating", func(t *testing.T) {
@@ -118,13 +118,13 @@ func TestProgressPredicatesST9toST16(t *testing.T) {
 		rs := withStatus(newRS(d2, "b", "nginx:1.14.2", 3, 0, nil), 1, 1)
 		d2.Status.Replicas, d2.Status.UpdatedReplicas, d2.Status.ReadyReplicas, d2.Status.AvailableReplicas = 1, 1, 1, 1
 		s := rolloutStatus(d2, fencepostsFor(d2), partitionFor(t, d2), []*appsv1.ReplicaSet{rs}, rs, now)
-		c := getCondition(&s, appsv1.DeploymentProgressing)
+		c := rolloutstate.Condition(&s, appsv1.DeploymentProgressing)
 		if c.Reason != rolloutstate.ProgressDeadlineExceeded || c.Status != v1.ConditionFalse || c.Message != `ReplicaSet "b" has timed out progressing.` {
 			t.Errorf("got %+v", c)
 		}
 		rs.Status.AvailableReplicas, rs.Status.ReadyReplicas = 2, 2
 		s = rolloutStatus(d2, fencepostsFor(d2), partitionFor(t, d2), []*appsv1.ReplicaSet{rs}, rs, now)
-		if c := getCondition(&s, appsv1.DeploymentProgressing); c.Reason != ReplicaSetUpdated || !c.LastUpdateTime.Time.Equal(now) {
+		if c := rolloutstate.Condition(&s, appsv1.DeploymentProgressing); c.Reason != ReplicaSetUpdated || !c.LastUpdateTime.Time.Equal(now) {
 			t.Errorf("got %+v", c)
 		}
 	})

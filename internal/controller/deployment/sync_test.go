@@ -85,11 +85,11 @@ func TestSyncNewDeployment(t *testing.T) {
 	if got.Annotations[rolloutstate.RevisionAnnotation] != "1" {
 		t.Errorf("deployment revision = %q", got.Annotations[rolloutstate.RevisionAnnotation])
 	}
-	p := getCondition(&got.Status, appsv1.DeploymentProgressing)
+	p := rolloutstate.Condition(&got.Status, appsv1.DeploymentProgressing)
 	if p == nil || p.Reason != NewReplicaSetCreated || p.Message != `Created new replica set "nginx-`+hash+`"` || p.Status != v1.ConditionTrue {
 		t.Errorf("Progressing = %+v", p)
 	}
-	a := getCondition(&got.Status, appsv1.DeploymentAvailable)
+	a := rolloutstate.Condition(&got.Status, appsv1.DeploymentAvailable)
 	if a == nil || a.Reason != MinimumReplicasUnavailable || got.Status.ObservedGeneration != 1 {
 		t.Errorf("Available = %+v, observedGeneration %d", a, got.Status.ObservedGeneration)
 	}
@@ -190,7 +190,7 @@ func TestSyncScalingEventOneActiveRS(t *testing.T) {
 		t.Errorf("events = %q", ev)
 	}
 	// The status sync is plain (ST-5): Progressing is carried over unchanged.
-	if p := getCondition(&f.deployment().Status, appsv1.DeploymentProgressing); p == nil || *p != progressing {
+	if p := rolloutstate.Condition(&f.deployment().Status, appsv1.DeploymentProgressing); p == nil || *p != progressing {
 		t.Errorf("Progressing = %+v, want %+v", p, progressing)
 	}
 }

@@ -121,7 +121,7 @@ func HasProgressDeadline(d *appsv1.Deployment) bool {
 
 // DeadlineExceeded reports whether status holds Progressing=False with reason ProgressDeadlineExceeded (ST-13).
 func DeadlineExceeded(status *appsv1.DeploymentStatus) bool {
-	c := condition(status, appsv1.DeploymentProgressing)
+	c := Condition(status, appsv1.DeploymentProgressing)
 	return c != nil && c.Status == v1.ConditionFalse && c.Reason == ProgressDeadlineExceeded
 }
 
@@ -201,8 +201,9 @@ func AutoRolledBackFrom(d *appsv1.Deployment) (failed int64, ok bool) {
 	return failed, err == nil && cur == failed+1
 }
 
-// condition returns status's condition of type t, or nil.
-func condition(status *appsv1.DeploymentStatus, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
+// Condition returns a pointer to status's condition of type t (into status.Conditions), or nil: the one lookup
+// of a Deployment condition the controllers, the CLI and the metrics share.
+func Condition(status *appsv1.DeploymentStatus, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
 	for i := range status.Conditions {
 		if status.Conditions[i].Type == t {
 			return &status.Conditions[i]
