@@ -44,6 +44,9 @@ type Rollout struct {
 
 	rsUID    types.UID
 	rsCreate time.Time
+	// older are the UIDs of the Deployment's other ReplicaSets when the rollout started: one of them becoming
+	// the new one is a rollback even when created in the same second (creationTimestamps have whole seconds).
+	older map[types.UID]bool
 	// template is the ReplicaSet's pod template (the cache's, read-only).
 	template *v1.PodTemplateSpec
 	observed time.Time
@@ -93,7 +96,8 @@ func NewTracker() *Tracker {
 // those d does not control are left out) and pods (any pods; those of d's
 // ReplicaSets are read). It starts, advances or ends d's rollout:
 //   - a rollout in progress whose template d no longer has is replaced:
-//     rolled back when d's new ReplicaSet is older than the rollout's,
+//     rolled back when d's new ReplicaSet is older than the rollout's
+//     (created before it, or among d's ReplicaSets when it started),
 //     else superseded;
 //   - a ReplicaSet that becomes d's new one starts a rollout, from its
 //     creation when it was created since the last observation, else (an
@@ -121,7 +125,7 @@ func (t *Tracker) Observe(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods [
 	defer func() { st.lastSeen = now }()
 	if r := st.rollout; r != nil && !rolloutstate.TemplatesEqualIgnoringHash(r.template, &d.Spec.Template) {
 		outcome := Superseded
-		if newRS != nil && newRS.CreationTimestamp.Time.Before(r.rsCreate) {
+		if newRS != nil && (r.older[newRS.UID] || newRS.CreationTimestamp.Time.Before(r.rsCreate)) {
 			outcome = RolledBack
 		}
 		t.end(st, outcome, now)
@@ -132,7 +136,7 @@ func (t *Tracker) Observe(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods [
 			t.end(st, Superseded, now) // another ReplicaSet of the same template
 		}
 		if seen || inProgress(phase) {
-			st.rollout = newRollout(d, newRS, startOf(newRS, seen, st.lastSeen, now))
+			st.rollout = newRollout(d, newRS, owned, startOf(newRS, seen, st.lastSeen, now))
 		}
 	}
 	r := st.rollout
@@ -168,12 +172,19 @@ func startOf(newRS *appsv1.ReplicaSet, seen bool, lastSeen, now time.Time) time.
 	return now
 }
 
-func newRollout(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, start time.Time) *Rollout {
+// newRollout is newRS's rollout from start; owned are d's ReplicaSets then.
+func newRollout(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, owned []*appsv1.ReplicaSet, start time.Time) *Rollout {
+	older := map[types.UID]bool{}
+	for _, rs := range owned {
+		if rs.UID != newRS.UID {
+			older[rs.UID] = true
+		}
+	}
 	return &Rollout{
 		Namespace: d.Namespace, Deployment: d.Name, ReplicaSet: newRS.Name,
 		Revision: newRS.Annotations[rolloutstate.RevisionAnnotation],
 		Start:    start, Waited: map[WaitingOn]time.Duration{}, WaitSince: start, observed: start,
-		rsUID: newRS.UID, rsCreate: newRS.CreationTimestamp.Time, template: &newRS.Spec.Template,
+		rsUID: newRS.UID, rsCreate: newRS.CreationTimestamp.Time, template: &newRS.Spec.Template, older: older,
 	}
 }
 

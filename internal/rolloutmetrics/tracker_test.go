@@ -286,6 +286,28 @@ func TestRolloutFails(t *testing.T) {
 	}
 }
 
+// A rollback to a ReplicaSet created in the same second as the rollout's own (a fast first rollout, then a
+// broken image; creationTimestamps have whole seconds) is still a rollback: that ReplicaSet was the
+// Deployment's before the rollout started. CI saw it counted superseded (TestOneVerdictEverywhere/rolled-back).
+func TestRollbackWithinTheSameSecond(t *testing.T) {
+	var ended []Ended
+	tr := newTracker(&ended)
+	c := newCluster("nginx:1")
+	c.rs("nginx:1", "1", at(0))
+	c.progressing(rolloutstate.NewReplicaSetAvailable)
+	tr.Observe(c.d, c.rss, c.pods, at(0.2))
+	c.d.Spec.Template = template("nginx:broken")
+	c.rs("nginx:broken", "2", at(0))
+	c.progressing("ReplicaSetUpdated")
+	c.d.Status.UpdatedReplicas = 0
+	tr.Observe(c.d, c.rss, c.pods, at(0.5))
+	c.d.Spec.Template = template("nginx:1")
+	tr.Observe(c.d, c.rss, c.pods, at(9))
+	if len(ended) != 1 || ended[0].ReplicaSet != "web-2" || ended[0].Outcome != RolledBack {
+		t.Fatalf("ended %+v, want web-2 rolled back", ended)
+	}
+}
+
 // A Deployment created while the tracker watches whose first rollout is
 // complete by the time its ReplicaSet is seen (a cache behind, a fast
 // rollout) still counts that rollout, from the ReplicaSet's creation; a
