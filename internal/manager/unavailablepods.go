@@ -7,7 +7,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -15,7 +14,7 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/unavailable"
 )
 
@@ -127,7 +126,7 @@ func countUnavailable(pods []*v1.Pod, replicaSets appslisters.ReplicaSetLister, 
 		key := ownerKey{pod.Namespace, ref.Name, ref.UID}
 		owner, seen := owners[key]
 		if !seen {
-			owner = deploymentOwnerOf(ref, replicaSets.ReplicaSets(pod.Namespace))
+			owner = deploymentOwnerOf(pod, replicaSets.ReplicaSets(pod.Namespace))
 			owners[key] = owner
 		}
 		if owner == nil {
@@ -148,17 +147,10 @@ type deploymentOwner struct {
 
 // deploymentOwnerOf returns the Deployment name and minReadySeconds of the ReplicaSet ref names, or nil when
 // ref is not a ReplicaSet in replicaSets or that ReplicaSet is not controlled by a Deployment.
-func deploymentOwnerOf(ref *metav1.OwnerReference, replicaSets appslisters.ReplicaSetNamespaceLister) *deploymentOwner {
-	rs, ok := ownership.Resolve(ref, "ReplicaSet", replicaSets.Get)
+func deploymentOwnerOf(pod *v1.Pod, replicaSets appslisters.ReplicaSetNamespaceLister) *deploymentOwner {
+	rs, name, ok := rolloutstate.DeploymentOfPod(pod, replicaSets.Get)
 	if !ok {
 		return nil
 	}
-	d := metav1.GetControllerOfNoCopy(rs)
-	if d == nil || d.Kind != "Deployment" {
-		return nil
-	}
-	if gv, err := schema.ParseGroupVersion(d.APIVersion); err != nil || gv.Group != "apps" {
-		return nil
-	}
-	return &deploymentOwner{deployment: d.Name, minReadySeconds: rs.Spec.MinReadySeconds}
+	return &deploymentOwner{deployment: name, minReadySeconds: rs.Spec.MinReadySeconds}
 }

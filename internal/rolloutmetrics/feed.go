@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
+	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
 // DefaultInterval is how often a Feeder shows the Tracker the Deployments
@@ -110,13 +112,10 @@ func NewFeeder(tracker *Tracker, src Sources, clk clock.WithTicker, interval tim
 	return f, nil
 }
 
-// unwrap returns obj's metadata, a tombstone's too.
+// unwrap returns obj's metadata, a tombstone's too (runner.ObjectFrom). Handlers may run before Run has a
+// logger, so an object of another type is dropped without a log line.
 func unwrap(obj any) (metav1.Object, bool) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	m, ok := obj.(metav1.Object)
-	return m, ok
+	return runner.ObjectFrom[metav1.Object](logr.Discard(), obj)
 }
 
 func (f *Feeder) note(namespace, name string) {
@@ -189,8 +188,8 @@ func (f *Feeder) replicaSetChanged(obj any) {
 	if !ok {
 		return
 	}
-	if ref := metav1.GetControllerOfNoCopy(rs); ref != nil && ref.Kind == "Deployment" {
-		f.note(rs.GetNamespace(), ref.Name)
+	if name, ok := rolloutstate.DeploymentOf(rs); ok {
+		f.note(rs.GetNamespace(), name)
 	}
 }
 
@@ -200,16 +199,8 @@ func (f *Feeder) podChanged(obj any) {
 	if !ok {
 		return
 	}
-	ref := metav1.GetControllerOfNoCopy(pod)
-	if ref == nil || ref.Kind != "ReplicaSet" {
-		return
-	}
-	rs, ok := ownership.Resolve(ref, "ReplicaSet", f.rsLister.ReplicaSets(pod.GetNamespace()).Get)
-	if !ok {
-		return
-	}
-	if dref := metav1.GetControllerOfNoCopy(rs); dref != nil && dref.Kind == "Deployment" {
-		f.note(rs.Namespace, dref.Name)
+	if _, name, ok := rolloutstate.DeploymentOfPod(pod, f.rsLister.ReplicaSets(pod.GetNamespace()).Get); ok {
+		f.note(pod.GetNamespace(), name)
 	}
 }
 

@@ -45,7 +45,7 @@ func CheckBounds(d *appsv1.Deployment, old, cur *appsv1.ReplicaSet, rss []*appsv
 	oldSize, size := rolloutstate.ReplicaSetReplicas(old), rolloutstate.ReplicaSetReplicas(cur)
 	if err != nil || d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || d.Spec.Paused ||
 		d.Status.ObservedGeneration < d.Generation || oldSize == size ||
-		cur.Annotations["deployment.kubernetes.io/desired-replicas"] != fmt.Sprint(f.Replicas) {
+		cur.Annotations[rolloutstate.DesiredReplicasAnnotation] != fmt.Sprint(f.Replicas) {
 		return nil
 	}
 	newRS := rolloutstate.NewReplicaSet(d, rss)

@@ -6,7 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
@@ -14,6 +16,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
+	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
 // DefaultQuiet is how long a Deployment's divergent state must stay unchanged (the same resourceVersions of
@@ -106,10 +110,7 @@ func (w *Watcher) deploymentChanged(obj any) {
 }
 
 func (w *Watcher) deploymentDeleted(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	if d, ok := obj.(metav1.Object); ok {
+	if d, ok := runner.ObjectFrom[metav1.Object](logr.Discard(), obj); ok {
 		key := cache.ObjectName{Namespace: d.GetNamespace(), Name: d.GetName()}
 		w.mu.Lock()
 		delete(w.pending, key)
@@ -120,23 +121,16 @@ func (w *Watcher) deploymentDeleted(obj any) {
 
 // ownedChanged queues the Deployment of a ReplicaSet, or of a pod's ReplicaSet.
 func (w *Watcher) ownedChanged(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	m, ok := obj.(metav1.Object)
+	m, ok := runner.ObjectFrom[metav1.Object](logr.Discard(), obj)
 	if !ok {
 		return
 	}
-	ref := metav1.GetControllerOfNoCopy(m)
-	if ref != nil && ref.Kind == "ReplicaSet" {
-		rs, ok := ownership.Resolve(ref, "ReplicaSet", w.rsLister.ReplicaSets(m.GetNamespace()).Get)
-		if !ok {
-			return
-		}
-		ref = metav1.GetControllerOfNoCopy(rs)
+	name, ok := rolloutstate.DeploymentOf(m)
+	if _, isPod := m.(*v1.Pod); isPod {
+		_, name, ok = rolloutstate.DeploymentOfPod(m, w.rsLister.ReplicaSets(m.GetNamespace()).Get)
 	}
-	if ref != nil && ref.Kind == "Deployment" {
-		w.queue.AddAfter(cache.ObjectName{Namespace: m.GetNamespace(), Name: ref.Name}, checkDelay)
+	if ok {
+		w.queue.AddAfter(cache.ObjectName{Namespace: m.GetNamespace(), Name: name}, checkDelay)
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
 
@@ -45,7 +45,7 @@ func TestTerminationCompleteSurvivesKill9(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed))
 
 	d := harness.NewDeployment("default", "web", 50, "nginx:1.9")
-	d.Annotations = map[string]string{deployment.PodReplacementPolicyAnnotation: deployment.TerminationComplete}
+	d.Annotations = map[string]string{rolloutstate.PodReplacementPolicyAnnotation: rolloutstate.PodReplacementTerminationComplete}
 	d.Spec.RevisionHistoryLimit = ptr.To(int32(terminationKills + 1)) // every ReplicaSet is kept, so a lost one shows
 	if _, err := client.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/manager"
 	"github.com/kubedeploy/kubedeploy/internal/testing/faultproxy"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
@@ -137,7 +137,7 @@ func TestLaggingWatchesDeployment(t *testing.T) {
 	ctx := harness.Context(t, 8*time.Minute)
 	proxy := startControllers(t)
 	d := harness.NewDeployment(ns, "web", 10, "nginx:1.9")
-	d.Annotations = map[string]string{deployment.PodReplacementPolicyAnnotation: deployment.TerminationComplete}
+	d.Annotations = map[string]string{rolloutstate.PodReplacementPolicyAnnotation: rolloutstate.PodReplacementTerminationComplete}
 	if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -38,11 +38,11 @@ func failedDeployment(annotations map[string]string) (*appsv1.Deployment, *appsv
 		Conditions: []appsv1.DeploymentCondition{newCondition(appsv1.DeploymentProgressing, v1.ConditionFalse, rolloutstate.ProgressDeadlineExceeded, "timed out", baseTime)},
 	}
 	old := withStatus(newRS(d, "nginx-a", "nginx:1", 15, 0, map[string]string{
-		rolloutstate.RevisionAnnotation: "1", DesiredReplicasAnnotation: "20", MaxReplicasAnnotation: "25",
+		rolloutstate.RevisionAnnotation: "1", rolloutstate.DesiredReplicasAnnotation: "20", rolloutstate.MaxReplicasAnnotation: "25",
 		"kubernetes.io/change-cause": "v1", rolloutstate.RolloutPartitionAnnotation: "5",
 	}), 15, 15)
 	cur := withStatus(newRS(d, "nginx-b", "nginx:2", 10, 1, map[string]string{
-		rolloutstate.RevisionAnnotation: "2", DesiredReplicasAnnotation: "20", MaxReplicasAnnotation: "25",
+		rolloutstate.RevisionAnnotation: "2", rolloutstate.DesiredReplicasAnnotation: "20", rolloutstate.MaxReplicasAnnotation: "25",
 	}), 10, 0)
 	return d, old, cur
 }

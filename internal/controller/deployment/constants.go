@@ -4,20 +4,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 )
 
-// Annotation keys (OM-3..OM-5, OM-7; OM-1 and OM-2 are rolloutstate's).
+// Limits.
 const (
-	// DesiredReplicasAnnotation is d.spec.replicas (replicas) when the
-	// controller last wrote the ReplicaSet's size (OM-3).
-	DesiredReplicasAnnotation = "deployment.kubernetes.io/desired-replicas"
-	// MaxReplicasAnnotation is d.spec.replicas + maxSurge (replicas) when the
-	// controller last wrote the ReplicaSet's size (OM-4).
-	MaxReplicasAnnotation = "deployment.kubernetes.io/max-replicas"
-	// RollbackToAnnotation asks for a rollback to a revision; 0 means the
-	// previous one (OM-5, section 6).
-	RollbackToAnnotation = appsv1.DeprecatedRollbackTo
-	// lastAppliedConfigAnnotation is kubectl's client-side apply record (OM-7).
-	lastAppliedConfigAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
-
 	// maxRevisionHistoryLength caps rolloutstate.RevisionHistoryAnnotation, in characters (RV-6).
 	maxRevisionHistoryLength = 2000
 )

@@ -275,8 +275,8 @@ func withStatus(rs *appsv1.ReplicaSet, replicas, available int32) *appsv1.Replic
 // sizeAnnotations returns desired/max (and optionally revision) annotations.
 func sizeAnnotations(desired, maxReplicas int32, rev int) map[string]string {
 	m := map[string]string{
-		DesiredReplicasAnnotation: strconv.Itoa(int(desired)),
-		MaxReplicasAnnotation:     strconv.Itoa(int(maxReplicas)),
+		rolloutstate.DesiredReplicasAnnotation: strconv.Itoa(int(desired)),
+		rolloutstate.MaxReplicasAnnotation:     strconv.Itoa(int(maxReplicas)),
 	}
 	if rev > 0 {
 		m[rolloutstate.RevisionAnnotation] = strconv.Itoa(rev)

@@ -567,7 +567,7 @@ func FuzzProportionalSizes(f *testing.F) {
 		}
 		active := activeReplicaSets(withNew(oldRSs, newOne))
 		for _, rs := range active {
-			m, ok := replicasAnnotation(rs, MaxReplicasAnnotation)
+			m, ok := replicasAnnotation(rs, rolloutstate.MaxReplicasAnnotation)
 			if !ok || m == 0 {
 				m = d.Status.Replicas
 			}
@@ -836,9 +836,9 @@ func badDeployment(replicas int32, strategy uint8, surge, unavailable string, se
 	}
 	switch {
 	case flags&8 != 0:
-		d.Annotations = map[string]string{RollbackToAnnotation: "0"}
+		d.Annotations = map[string]string{rolloutstate.RollbackToAnnotation: "0"}
 	case flags&16 != 0:
-		d.Annotations = map[string]string{RollbackToAnnotation: "abc", rolloutstate.RevisionAnnotation: "-1"}
+		d.Annotations = map[string]string{rolloutstate.RollbackToAnnotation: "abc", rolloutstate.RevisionAnnotation: "-1"}
 	}
 	if flags&32 != 0 {
 		d.Status.CollisionCount = ptr.To(int32(replicas))
@@ -912,9 +912,9 @@ func badReplicaSets(d *appsv1.Deployment, data []byte) []*appsv1.ReplicaSet {
 		annotations := []map[string]string{
 			nil,
 			sizeAnnotations(int32(ann), int32(ann)+1, int(ann%4)),
-			{DesiredReplicasAnnotation: "-1", MaxReplicasAnnotation: "abc", rolloutstate.RevisionAnnotation: "x"},
-			{DesiredReplicasAnnotation: "4294967295", MaxReplicasAnnotation: "0", rolloutstate.RevisionAnnotation: "9223372036854775807"},
-			{DesiredReplicasAnnotation: strconv.Itoa(int(ptr.Deref(d.Spec.Replicas, 1))), MaxReplicasAnnotation: "2147483647"},
+			{rolloutstate.DesiredReplicasAnnotation: "-1", rolloutstate.MaxReplicasAnnotation: "abc", rolloutstate.RevisionAnnotation: "x"},
+			{rolloutstate.DesiredReplicasAnnotation: "4294967295", rolloutstate.MaxReplicasAnnotation: "0", rolloutstate.RevisionAnnotation: "9223372036854775807"},
+			{rolloutstate.DesiredReplicasAnnotation: strconv.Itoa(int(ptr.Deref(d.Spec.Replicas, 1))), rolloutstate.MaxReplicasAnnotation: "2147483647"},
 		}
 		rs.Annotations = annotations[int(ann)%len(annotations)]
 		if age&8 != 0 {

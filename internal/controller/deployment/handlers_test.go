@@ -9,6 +9,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 var nginxKey = cache.ObjectName{Namespace: "ns", Name: "nginx"}
@@ -103,7 +105,7 @@ func TestPodDeleteHandlerEH7EH8(t *testing.T) {
 	})
 	t.Run("EX-3 TerminationComplete: every pod delete wakes the rolling deployment", func(t *testing.T) {
 		r := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
-		r.Annotations = map[string]string{PodReplacementPolicyAnnotation: TerminationComplete}
+		r.Annotations = map[string]string{rolloutstate.PodReplacementPolicyAnnotation: rolloutstate.PodReplacementTerminationComplete}
 		f := newFixture(t, r, rs, pod("p2"))
 		f.c.onPodDelete(klog.Background(), pod("p1"))
 		if got := f.enqueued(); len(got) != 1 || got[0] != nginxKey {

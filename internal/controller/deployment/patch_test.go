@@ -160,7 +160,7 @@ func applyJSONPatch(t *testing.T, doc string, patch []byte) (map[string]any, err
 func rollbackPatch(t *testing.T, orig *appsv1.Deployment, change func(d *appsv1.Deployment)) []byte {
 	t.Helper()
 	modified := orig.DeepCopy()
-	delete(modified.Annotations, RollbackToAnnotation)
+	delete(modified.Annotations, rolloutstate.RollbackToAnnotation)
 	if change != nil {
 		change(modified)
 	}
@@ -193,7 +193,7 @@ func TestDeploymentPatchKeepsUnknownFields(t *testing.T) {
 			t.Errorf("unknown fields lost by %s: %v", patch, spec)
 		}
 		annotations := got["metadata"].(map[string]any)["annotations"].(map[string]any)
-		if _, ok := annotations[RollbackToAnnotation]; ok || annotations["keep"] != "x" {
+		if _, ok := annotations[rolloutstate.RollbackToAnnotation]; ok || annotations["keep"] != "x" {
 			t.Errorf("annotations = %v", annotations)
 		}
 	})

@@ -82,7 +82,7 @@ func TestSyncPausedScalesAndCleansUp(t *testing.T) {
 	if w["create replicasets"] != 0 || w["patch replicasets"] != 1 || w["delete replicasets"] != 1 {
 		t.Errorf("writes %v, want 1 RS update, 1 RS delete, no create", w)
 	}
-	if got := f.rs("nginx-b"); *got.Spec.Replicas != 6 || got.Annotations[DesiredReplicasAnnotation] != "6" {
+	if got := f.rs("nginx-b"); *got.Spec.Replicas != 6 || got.Annotations[rolloutstate.DesiredReplicasAnnotation] != "6" {
 		t.Errorf("nginx-b = %d replicas, annotations %v", *got.Spec.Replicas, got.Annotations)
 	}
 	if names := f.replicaSets(); len(names) != 1 || names[0].Name != "nginx-b" {

@@ -60,10 +60,10 @@ func TestSyncRecreateScalingIM3(t *testing.T) {
 	if _, err := f.sync(); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.rs("nginx-b"); *got.Spec.Replicas != 5 || got.Annotations[DesiredReplicasAnnotation] != "5" {
+	if got := f.rs("nginx-b"); *got.Spec.Replicas != 5 || got.Annotations[rolloutstate.DesiredReplicasAnnotation] != "5" {
 		t.Errorf("new RS = %d %v", *got.Spec.Replicas, got.Annotations)
 	}
-	if got := f.rs("nginx-a"); *got.Spec.Replicas != 2 || got.Annotations[DesiredReplicasAnnotation] != "5" {
+	if got := f.rs("nginx-a"); *got.Spec.Replicas != 2 || got.Annotations[rolloutstate.DesiredReplicasAnnotation] != "5" {
 		t.Errorf("old RS = %d %v", *got.Spec.Replicas, got.Annotations)
 	}
 	f.observe()

@@ -8,17 +8,10 @@ import (
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
-// PodReplacementPolicyAnnotation and TerminationComplete are EX-3's key
-// and value (rolloutstate's).
-const (
-	PodReplacementPolicyAnnotation = rolloutstate.PodReplacementPolicyAnnotation
-	TerminationComplete            = rolloutstate.PodReplacementTerminationComplete
-)
-
 // waitsForTermination reports whether d is a rolling Deployment opted into
 // TerminationComplete (EX-3).
 func waitsForTermination(d *appsv1.Deployment) bool {
-	return isRollingUpdate(d) && d.Annotations[PodReplacementPolicyAnnotation] == TerminationComplete
+	return isRollingUpdate(d) && d.Annotations[rolloutstate.PodReplacementPolicyAnnotation] == rolloutstate.PodReplacementTerminationComplete
 }
 
 // podFootprint returns the most pods rs can hold before its controller has
@@ -72,7 +65,7 @@ func (sc *syncContext) newRSSizeWithinPods(size int32) int32 {
 	capped := clampInt32(min(int64(size), int64(current)+max(0, headroom)))
 	if capped < size {
 		sc.logger.V(2).Info("Waiting for terminating pods before scaling up the new replica set",
-			"policy", TerminationComplete, "wanted", size, "scalingTo", capped, "headroom", headroom)
+			"policy", rolloutstate.PodReplacementTerminationComplete, "wanted", size, "scalingTo", capped, "headroom", headroom)
 	}
 	return capped
 }

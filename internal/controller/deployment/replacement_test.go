@@ -85,7 +85,7 @@ func TestSyncTerminationCompleteWaitsForTerminatingPods(t *testing.T) {
 		d.Spec.Template = podTemplate("nginx:2")
 		d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "2"}
 		if policy != "" {
-			d.Annotations[PodReplacementPolicyAnnotation] = policy
+			d.Annotations[rolloutstate.PodReplacementPolicyAnnotation] = policy
 		}
 		b := "nginx-" + computeHash(&d.Spec.Template, nil)
 		oldA := withStatus(newRS(d, "nginx-a", "nginx:1", 7, 0, sizeAnnotations(10, 13, 1)), 7, 7)
@@ -98,7 +98,7 @@ func TestSyncTerminationCompleteWaitsForTerminatingPods(t *testing.T) {
 		return newFixture(t, objs...), b
 	}
 	t.Run("TerminationComplete waits", func(t *testing.T) {
-		f, b := setup(t, TerminationComplete)
+		f, b := setup(t, rolloutstate.PodReplacementTerminationComplete)
 		if _, err := f.sync(); err != nil {
 			t.Fatal(err)
 		}

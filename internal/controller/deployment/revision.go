@@ -13,12 +13,12 @@ import (
 // skippedAnnotations are never copied from a Deployment to a ReplicaSet and
 // are kept on the Deployment during a rollback (OM-8).
 var skippedAnnotations = map[string]bool{
-	lastAppliedConfigAnnotation:            true,
-	rolloutstate.RevisionAnnotation:        true,
-	rolloutstate.RevisionHistoryAnnotation: true,
-	DesiredReplicasAnnotation:              true,
-	MaxReplicasAnnotation:                  true,
-	RollbackToAnnotation:                   true,
+	rolloutstate.LastAppliedConfigAnnotation: true,
+	rolloutstate.RevisionAnnotation:          true,
+	rolloutstate.RevisionHistoryAnnotation:   true,
+	rolloutstate.DesiredReplicasAnnotation:   true,
+	rolloutstate.MaxReplicasAnnotation:       true,
+	rolloutstate.RollbackToAnnotation:        true,
 }
 
 // revision returns the ReplicaSet's revision (OM-1): 0 when the annotation is
@@ -183,8 +183,8 @@ func replicasAnnotation(rs *appsv1.ReplicaSet, key string) (value int32, ok bool
 // replicasAnnotationsNeedUpdate reports whether rs's desired/max annotations
 // differ (as "%d" strings) from desired and maxReplicas (RU-15).
 func replicasAnnotationsNeedUpdate(rs *appsv1.ReplicaSet, desired, maxReplicas int32) bool {
-	return rs.Annotations[DesiredReplicasAnnotation] != strconv.Itoa(int(desired)) ||
-		rs.Annotations[MaxReplicasAnnotation] != strconv.Itoa(int(maxReplicas))
+	return rs.Annotations[rolloutstate.DesiredReplicasAnnotation] != strconv.Itoa(int(desired)) ||
+		rs.Annotations[rolloutstate.MaxReplicasAnnotation] != strconv.Itoa(int(maxReplicas))
 }
 
 // setReplicasAnnotations sets rs's desired/max annotations (OM-3, OM-4).
@@ -192,14 +192,14 @@ func setReplicasAnnotations(rs *appsv1.ReplicaSet, desired, maxReplicas int32) {
 	if rs.Annotations == nil {
 		rs.Annotations = map[string]string{}
 	}
-	rs.Annotations[DesiredReplicasAnnotation] = strconv.Itoa(int(desired))
-	rs.Annotations[MaxReplicasAnnotation] = strconv.Itoa(int(maxReplicas))
+	rs.Annotations[rolloutstate.DesiredReplicasAnnotation] = strconv.Itoa(int(desired))
+	rs.Annotations[rolloutstate.MaxReplicasAnnotation] = strconv.Itoa(int(maxReplicas))
 }
 
-// rollbackTo returns the revision requested by RollbackToAnnotation and true,
+// rollbackTo returns the revision requested by rolloutstate.RollbackToAnnotation and true,
 // or false when the annotation is absent, empty or not an int64 (OM-5, RB-1).
 func rollbackTo(d *appsv1.Deployment) (int64, bool) {
-	s := d.Annotations[RollbackToAnnotation]
+	s := d.Annotations[rolloutstate.RollbackToAnnotation]
 	if s == "" {
 		return 0, false
 	}

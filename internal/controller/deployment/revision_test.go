@@ -66,8 +66,8 @@ func TestRevisions(t *testing.T) {
 func TestAnnotationCopyOM8(t *testing.T) {
 	d := newDeployment(1, intstr.FromInt32(1), intstr.FromInt32(0))
 	d.Annotations = map[string]string{
-		lastAppliedConfigAnnotation: "{}", rolloutstate.RevisionAnnotation: "9", rolloutstate.RevisionHistoryAnnotation: "1",
-		DesiredReplicasAnnotation: "5", MaxReplicasAnnotation: "6", RollbackToAnnotation: "0",
+		rolloutstate.LastAppliedConfigAnnotation: "{}", rolloutstate.RevisionAnnotation: "9", rolloutstate.RevisionHistoryAnnotation: "1",
+		rolloutstate.DesiredReplicasAnnotation: "5", rolloutstate.MaxReplicasAnnotation: "6", rolloutstate.RollbackToAnnotation: "0",
 		"kubernetes.io/change-cause": "v2", "custom": "x",
 	}
 	rs := newRS(d, "a", "x", 1, 0, map[string]string{"custom": "x", "rs-only": "keep", rolloutstate.RevisionAnnotation: "2"})
@@ -88,7 +88,7 @@ func TestAnnotationCopyOM8(t *testing.T) {
 	}
 	t.Run("RB-6 rollback annotations", func(t *testing.T) {
 		got := rollbackAnnotations(d, rs)
-		for _, k := range []string{lastAppliedConfigAnnotation, rolloutstate.RevisionAnnotation, RollbackToAnnotation} {
+		for _, k := range []string{rolloutstate.LastAppliedConfigAnnotation, rolloutstate.RevisionAnnotation, rolloutstate.RollbackToAnnotation} {
 			if got[k] != d.Annotations[k] {
 				t.Errorf("skip-listed %s = %q, want the deployment's %q", k, got[k], d.Annotations[k])
 			}
@@ -146,9 +146,9 @@ func TestReplicasAnnotationOM3(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rs := newRS(d, "a", "x", 1, 0, nil)
 			if tc.value != nil {
-				rs.Annotations = map[string]string{DesiredReplicasAnnotation: *tc.value}
+				rs.Annotations = map[string]string{rolloutstate.DesiredReplicasAnnotation: *tc.value}
 			}
-			got, ok := replicasAnnotation(rs, DesiredReplicasAnnotation)
+			got, ok := replicasAnnotation(rs, rolloutstate.DesiredReplicasAnnotation)
 			if got != tc.want || ok != tc.wantOK {
 				t.Errorf("got %d,%v want %d,%v", got, ok, tc.want, tc.wantOK)
 			}

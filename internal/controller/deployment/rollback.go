@@ -6,9 +6,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
-// rollback rolls d back to the revision in RollbackToAnnotation (section 6,
+// rollback rolls d back to the revision in rolloutstate.RollbackToAnnotation (section 6,
 // RB-2..RB-8): it ensures the new ReplicaSet exists, finds the target
 // ReplicaSet, copies its template and annotations into d and clears the
 // annotation, in one patch of d. It writes no status.
@@ -47,7 +49,7 @@ func (sc *syncContext) rollbackToReplicaSet(ctx context.Context, rs *appsv1.Repl
 	}
 	err := sc.patchDeploymentToTemplateOf(ctx, rs, func(d *appsv1.Deployment) {
 		d.Annotations = rollbackAnnotations(d, rs)
-		delete(d.Annotations, RollbackToAnnotation)
+		delete(d.Annotations, rolloutstate.RollbackToAnnotation)
 	})
 	if err != nil {
 		return fmt.Errorf("rolling back to revision %d: %w", target, err)
@@ -56,10 +58,10 @@ func (sc *syncContext) rollbackToReplicaSet(ctx context.Context, rs *appsv1.Repl
 	return nil
 }
 
-// clearRollbackTo removes RollbackToAnnotation from d with a patch (RB-3,
+// clearRollbackTo removes rolloutstate.RollbackToAnnotation from d with a patch (RB-3,
 // RB-4, RB-7), continuing from the returned object (IM-2).
 func (sc *syncContext) clearRollbackTo(ctx context.Context) error {
-	err := sc.patchDeployment(ctx, func(d *appsv1.Deployment) { delete(d.Annotations, RollbackToAnnotation) })
+	err := sc.patchDeployment(ctx, func(d *appsv1.Deployment) { delete(d.Annotations, rolloutstate.RollbackToAnnotation) })
 	if err != nil {
 		return fmt.Errorf("clearing rollback annotation: %w", err)
 	}

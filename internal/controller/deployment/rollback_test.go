@@ -13,7 +13,7 @@ import (
 // TestSyncRollback: RB-3/RB-5/RB-6 via the annotation with target 0.
 func TestSyncRollback(t *testing.T) {
 	d := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
-	d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "2", RollbackToAnnotation: "0", "note": "dropped"}
+	d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "2", rolloutstate.RollbackToAnnotation: "0", "note": "dropped"}
 	old := withStatus(newRS(d, "nginx-a", "nginx:1", 0, 0, map[string]string{rolloutstate.RevisionAnnotation: "1", "kubernetes.io/change-cause": "v1"}), 0, 0)
 	cur := withStatus(newRS(d, "nginx-b", "nginx:1.14.2", 3, 1, sizeAnnotations(3, 4, 2)), 3, 3)
 	f := newFixture(t, d, old, cur)
@@ -29,7 +29,7 @@ func TestSyncRollback(t *testing.T) {
 	if _, ok := got.Spec.Template.Labels[appsv1.DefaultDeploymentUniqueLabelKey]; ok {
 		t.Error("hash label copied into the deployment template")
 	}
-	if _, ok := got.Annotations[RollbackToAnnotation]; ok || got.Annotations["note"] != "" || got.Annotations["kubernetes.io/change-cause"] != "v1" || got.Annotations[rolloutstate.RevisionAnnotation] != "2" {
+	if _, ok := got.Annotations[rolloutstate.RollbackToAnnotation]; ok || got.Annotations["note"] != "" || got.Annotations["kubernetes.io/change-cause"] != "v1" || got.Annotations[rolloutstate.RevisionAnnotation] != "2" {
 		t.Errorf("annotations = %v", got.Annotations)
 	}
 	if ev := f.Events(); len(ev) != 1 || ev[0] != `Normal DeploymentRollback Rolled back deployment "nginx" to revision 1` {
@@ -64,7 +64,7 @@ func TestSyncRollbackBranches(t *testing.T) {
 			}
 			f.ExpectWrites(map[string]int{"patch deployments": 1})
 			got := f.deployment()
-			if _, ok := got.Annotations[RollbackToAnnotation]; ok {
+			if _, ok := got.Annotations[rolloutstate.RollbackToAnnotation]; ok {
 				t.Errorf("rollback annotation not cleared: %v", got.Annotations)
 			}
 			if img := got.Spec.Template.Spec.Containers[0].Image; img != tc.wantImage {
@@ -82,7 +82,7 @@ func TestSyncRollbackBranches(t *testing.T) {
 // nginx-a (nginx:1), asking to roll back to revision `to`.
 func rollbackFixture(t *testing.T, to string, withOld bool) *fixture {
 	d := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
-	d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "2", RollbackToAnnotation: to}
+	d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "2", rolloutstate.RollbackToAnnotation: to}
 	progressing := newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, rolloutstate.NewReplicaSetAvailable, "done", baseTime)
 	d.Status.Conditions = []appsv1.DeploymentCondition{progressing}
 	cur := withStatus(newRS(d, "nginx-b", "nginx:1.14.2", 3, 1, sizeAnnotations(3, 4, 2)), 3, 3)

@@ -14,7 +14,7 @@ import (
 // ReplicaSets without a parseable annotation are ignored.
 func isScalingEvent(d *appsv1.Deployment, allRSs []*appsv1.ReplicaSet) bool {
 	for _, rs := range activeReplicaSets(allRSs) {
-		if desired, ok := replicasAnnotation(rs, DesiredReplicasAnnotation); ok && desired != desiredReplicas(d) {
+		if desired, ok := replicasAnnotation(rs, rolloutstate.DesiredReplicasAnnotation); ok && desired != desiredReplicas(d) {
 			return true
 		}
 	}
@@ -51,7 +51,7 @@ func isSaturated(replicas int32, newRS *appsv1.ReplicaSet) bool {
 	if newRS == nil {
 		return false
 	}
-	desired, ok := replicasAnnotation(newRS, DesiredReplicasAnnotation)
+	desired, ok := replicasAnnotation(newRS, rolloutstate.DesiredReplicasAnnotation)
 	return ok && specReplicas(newRS) == replicas && desired == replicas && newRS.Status.AvailableReplicas == replicas
 }
 
@@ -68,7 +68,7 @@ func replicaSetFraction(f rolloutstate.Fenceposts, statusReplicas int32, rs *app
 		return -specReplicas(rs)
 	}
 	newMax := f.MaxTotal()
-	oldMax, ok := replicasAnnotation(rs, MaxReplicasAnnotation)
+	oldMax, ok := replicasAnnotation(rs, rolloutstate.MaxReplicasAnnotation)
 	if !ok || oldMax == 0 {
 		oldMax = statusReplicas
 		if oldMax == 0 {

@@ -41,7 +41,7 @@ func syncedOnce(t *testing.T) (*fixture, *int) {
 func TestSyncNewDeployment(t *testing.T) {
 	s, u := pct25()
 	d := newDeployment(3, s, u)
-	d.Annotations = map[string]string{"custom": "yes", lastAppliedConfigAnnotation: "{}"}
+	d.Annotations = map[string]string{"custom": "yes", rolloutstate.LastAppliedConfigAnnotation: "{}"}
 	f := newFixture(t, d)
 	conflicts := f.enforceOptimisticConcurrency()
 	if _, err := f.sync(); err != nil {
@@ -70,7 +70,7 @@ func TestSyncNewDeployment(t *testing.T) {
 	if *rs.Spec.Replicas != 3 {
 		t.Errorf("replicas = %d, want 3", *rs.Spec.Replicas)
 	}
-	wantAnn := map[string]string{rolloutstate.RevisionAnnotation: "1", DesiredReplicasAnnotation: "3", MaxReplicasAnnotation: "4", "custom": "yes"}
+	wantAnn := map[string]string{rolloutstate.RevisionAnnotation: "1", rolloutstate.DesiredReplicasAnnotation: "3", rolloutstate.MaxReplicasAnnotation: "4", "custom": "yes"}
 	if !reflect.DeepEqual(rs.Annotations, wantAnn) {
 		t.Errorf("annotations = %v, want %v", rs.Annotations, wantAnn)
 	}
@@ -183,7 +183,7 @@ func TestSyncScalingEventOneActiveRS(t *testing.T) {
 	}
 	f.ExpectWrites(map[string]int{"patch replicasets": 1, "update deployments/status": 1})
 	got := f.rs("nginx-a")
-	if *got.Spec.Replicas != 5 || got.Annotations[DesiredReplicasAnnotation] != "5" || got.Annotations[MaxReplicasAnnotation] != "7" {
+	if *got.Spec.Replicas != 5 || got.Annotations[rolloutstate.DesiredReplicasAnnotation] != "5" || got.Annotations[rolloutstate.MaxReplicasAnnotation] != "7" {
 		t.Errorf("RS = %d replicas, annotations %v", *got.Spec.Replicas, got.Annotations)
 	}
 	if ev := f.Events(); len(ev) != 1 || ev[0] != "Normal ScalingReplicaSet Scaled up replica set nginx-a from 3 to 5" {

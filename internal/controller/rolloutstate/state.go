@@ -12,13 +12,24 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// Annotations that say where a rollout stands, on a Deployment and its ReplicaSets (OM-1, OM-2, EX-1, EX-2, EX-4).
+// Annotations that say where a rollout stands, on a Deployment and its ReplicaSets (OM-1..OM-5, OM-7, EX-1, EX-2,
+// EX-4; EX-3's is PodReplacementPolicyAnnotation). Every Deployment and ReplicaSet annotation key kubedeploy reads or writes is here.
 const (
 	// RevisionAnnotation holds the decimal int64 rollout sequence number on a Deployment and on each of its
 	// ReplicaSets; missing means 0 (OM-1).
 	RevisionAnnotation = "deployment.kubernetes.io/revision"
 	// RevisionHistoryAnnotation is the comma-separated list of revisions a ReplicaSet held before (OM-2, RV-6).
 	RevisionHistoryAnnotation = "deployment.kubernetes.io/revision-history"
+	// DesiredReplicasAnnotation is the Deployment's spec.replicas (replicas) when the Deployment controller last
+	// wrote the ReplicaSet's size (OM-3).
+	DesiredReplicasAnnotation = "deployment.kubernetes.io/desired-replicas"
+	// MaxReplicasAnnotation is the Deployment's spec.replicas + maxSurge (replicas) when the Deployment
+	// controller last wrote the ReplicaSet's size (OM-4).
+	MaxReplicasAnnotation = "deployment.kubernetes.io/max-replicas"
+	// RollbackToAnnotation asks for a rollback to a revision; 0 means the previous one (OM-5, section 6).
+	RollbackToAnnotation = appsv1.DeprecatedRollbackTo
+	// LastAppliedConfigAnnotation is kubectl's client-side apply record, never copied to a ReplicaSet (OM-7).
+	LastAppliedConfigAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 	// RolloutPartitionAnnotation opts a RollingUpdate Deployment into a rollout partition (EX-1): its value, "N"
 	// or "N%" (of spec.replicas, rounded down), is the most pods a rollout puts on the new template. The rolling
 	// update proceeds as usual, within maxSurge and maxUnavailable, until the new ReplicaSet has that many

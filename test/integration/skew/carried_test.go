@@ -19,6 +19,7 @@ import (
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/manager"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
@@ -113,9 +114,9 @@ func TestTemplatesCarriedThroughNewerServer(t *testing.T) {
 	}
 
 	// Rollback by annotation to revision 1 (RB-5).
-	patch(ctx, t, ns, "carried", fmt.Sprintf(`{"metadata":{"annotations":{%q:"1"}}}`, deployment.RollbackToAnnotation))
+	patch(ctx, t, ns, "carried", fmt.Sprintf(`{"metadata":{"annotations":{%q:"1"}}}`, rolloutstate.RollbackToAnnotation))
 	waitFor(t, ns, "carried", "rolled back to nginx:1", func(d *appsv1.Deployment) bool {
-		_, pending := d.Annotations[deployment.RollbackToAnnotation]
+		_, pending := d.Annotations[rolloutstate.RollbackToAnnotation]
 		return !pending && image(d) == "nginx:1"
 	})
 	harness.WaitComplete(t, env.Client, ns, "carried", time.Minute)

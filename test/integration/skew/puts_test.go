@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubedeploy/kubedeploy/deploy"
-	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/manager"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
@@ -116,9 +115,9 @@ func TestNoDeploymentPUTs(t *testing.T) {
 	// A rolling update, then a rollback by annotation to revision 1.
 	harness.SetImage(ctx, t, env.Client, ns, "web", "web", "nginx:2")
 	harness.WaitComplete(t, env.Client, ns, "web", time.Minute)
-	patch(ctx, t, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:"1"}}}`, deployment.RollbackToAnnotation))
+	patch(ctx, t, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:"1"}}}`, rolloutstate.RollbackToAnnotation))
 	waitFor(t, ns, "web", "rolled back to nginx:1 by annotation", func(d *appsv1.Deployment) bool {
-		_, pending := d.Annotations[deployment.RollbackToAnnotation]
+		_, pending := d.Annotations[rolloutstate.RollbackToAnnotation]
 		return !pending && image(d) == "nginx:1"
 	})
 	harness.WaitComplete(t, env.Client, ns, "web", time.Minute)
