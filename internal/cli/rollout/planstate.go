@@ -156,11 +156,7 @@ func spreadNodes(ctx context.Context, client kubernetes.Interface, d *appsv1.Dep
 		fmt.Fprintf(errOut, "Not planning the spread across %s: listing nodes: %v\n", d.Annotations[rolloutstate.ScaleDownSpreadAnnotation], err)
 		return nil
 	}
-	out := make([]*v1.Node, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
-	}
-	return out
+	return rolloutstate.Items(list.Items)
 }
 
 // selectedPods lists the pods of d's selector in ns; the simulator keeps
@@ -175,11 +171,7 @@ func selectedPods(ctx context.Context, client kubernetes.Interface, ns string, d
 	if err != nil {
 		return nil, err
 	}
-	pods := make([]*v1.Pod, len(list.Items))
-	for i := range list.Items {
-		pods[i] = &list.Items[i]
-	}
-	return pods, nil
+	return rolloutstate.Items(list.Items), nil
 }
 
 // dryRunApply returns the manifest mf as the API server would store it in

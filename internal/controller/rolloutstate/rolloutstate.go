@@ -55,11 +55,15 @@ func ControlledBy[T metav1.Object](objs []T, uid types.UID) []T {
 
 // ControlledReplicaSets is ControlledBy for a list as the API returns it: pointers into list.Items.
 func ControlledReplicaSets(list *appsv1.ReplicaSetList, uid types.UID) []*appsv1.ReplicaSet {
-	var out []*appsv1.ReplicaSet
-	for i := range list.Items {
-		if ref := metav1.GetControllerOfNoCopy(&list.Items[i]); ref != nil && ref.UID == uid {
-			out = append(out, &list.Items[i])
-		}
+	return ControlledBy(Items(list.Items), uid)
+}
+
+// Items returns pointers to each of items, in order: a List's Items as the []*T that listers, indexers and
+// every function here take. The pointers alias items; nothing is copied.
+func Items[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
 	}
 	return out
 }

@@ -130,3 +130,20 @@ func names(rss []*appsv1.ReplicaSet) []string {
 	}
 	return out
 }
+
+// Items aliases a List's Items, in order: a write through a pointer is seen in the list.
+func TestItems(t *testing.T) {
+	list := []appsv1.ReplicaSet{{}, {}}
+	list[0].Name, list[1].Name = "a", "b"
+	got := Items(list)
+	if len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" {
+		t.Fatalf("Items = %v", got)
+	}
+	got[1].Name = "c"
+	if list[1].Name != "c" {
+		t.Errorf("Items copied the objects")
+	}
+	if len(Items[appsv1.ReplicaSet](nil)) != 0 {
+		t.Errorf("Items(nil) not empty")
+	}
+}
