@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/podcache"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // PodDeletionCostAnnotation is the pod annotation whose int32 value orders
@@ -197,25 +198,15 @@ func isPodActive(pod *v1.Pod) bool {
 	return pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed && pod.DeletionTimestamp == nil
 }
 
-// podReadyCondition returns pod's Ready condition, or nil.
-func podReadyCondition(pod *v1.Pod) *v1.PodCondition {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == v1.PodReady {
-			return &pod.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
 // isPodReady reports whether pod has PodReady=True.
 func isPodReady(pod *v1.Pod) bool {
-	c := podReadyCondition(pod)
+	c := rolloutstate.PodCondition(pod, v1.PodReady)
 	return c != nil && c.Status == v1.ConditionTrue
 }
 
 // podReadyTime returns when a ready pod became Ready (zero if unknown).
 func podReadyTime(pod *v1.Pod) time.Time {
-	if c := podReadyCondition(pod); c != nil && c.Status == v1.ConditionTrue {
+	if c := rolloutstate.PodCondition(pod, v1.PodReady); c != nil && c.Status == v1.ConditionTrue {
 		return c.LastTransitionTime.Time
 	}
 	return time.Time{}

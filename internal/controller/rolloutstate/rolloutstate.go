@@ -209,12 +209,22 @@ func OldReplicaSets(rss []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) []*appsv
 // PodReadySince returns when pod last turned Ready and true when it is Ready (its PodReady condition True);
 // the time is zero when the condition carries none.
 func PodReadySince(pod *v1.Pod) (time.Time, bool) {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == v1.PodReady {
-			return c.LastTransitionTime.Time, c.Status == v1.ConditionTrue
-		}
+	if c := PodCondition(pod, v1.PodReady); c != nil {
+		return c.LastTransitionTime.Time, c.Status == v1.ConditionTrue
 	}
 	return time.Time{}, false
+}
+
+// PodCondition returns pod's first condition of type t (a pointer into pod.Status.Conditions), nil when it has
+// none: the one lookup of a pod's Ready and PodScheduled conditions for the ReplicaSet controller's status and
+// ranking, availability and the unavailable-pod reasons.
+func PodCondition(pod *v1.Pod, t v1.PodConditionType) *v1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == t {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 // PodAvailable reports whether pod counts as available at now with minReady (spec.minReadySeconds as a

@@ -58,7 +58,7 @@ func Of(pod *v1.Pod, minReadySeconds int32, now time.Time) (reason, message stri
 	case v1.PodSucceeded:
 		return Succeeded, "the pod's containers exited", true
 	}
-	if c := condition(pod, v1.PodScheduled); c != nil && c.Status == v1.ConditionFalse {
+	if c := rolloutstate.PodCondition(pod, v1.PodScheduled); c != nil && c.Status == v1.ConditionFalse {
 		return orDefault(c.Reason, "Unschedulable"), c.Message, true
 	}
 	if pod.Spec.NodeName == "" {
@@ -74,7 +74,7 @@ func Of(pod *v1.Pod, minReadySeconds int32, now time.Time) (reason, message stri
 			}
 		}
 	}
-	ready := condition(pod, v1.PodReady)
+	ready := rolloutstate.PodCondition(pod, v1.PodReady)
 	if ready == nil || ready.Status != v1.ConditionTrue {
 		since := pod.CreationTimestamp.Time
 		if pod.Status.StartTime != nil {
@@ -134,15 +134,6 @@ func Groups(pods []*v1.Pod, minReadySeconds int32, now time.Time) []Group {
 		groups[i] = *g
 	}
 	return groups
-}
-
-func condition(pod *v1.Pod, t v1.PodConditionType) *v1.PodCondition {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == t {
-			return &pod.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 func containerMessage(container, msg string) string {
