@@ -212,20 +212,11 @@ func observe(ctx context.Context, cl *cluster, ns, phaseName string, p *process,
 		return result{}, err
 	}
 	defer stopScales()
-	before, err := scrapeRequests(ctx, cl.client)
+	before, err := readTraffic(ctx, cl, p)
 	if err != nil {
 		return result{}, err
 	}
-	ownBefore := cl.ownWrites.snapshot()
-	queuesBefore, err := scrapeQueues(ctx, cl.metrics, p.metricsURL())
-	if err != nil {
-		return result{}, err
-	}
-	cpuBefore, err := p.cpu()
-	if err != nil {
-		return result{}, err
-	}
-	clusterBefore, err := cpuOf(cl.cmd.Process.Pid)
+	cpuBefore, err := readCPU(cl, p)
 	if err != nil {
 		return result{}, err
 	}
@@ -240,20 +231,12 @@ func observe(ctx context.Context, cl *cluster, ns, phaseName string, p *process,
 		return result{}, err
 	}
 	took := time.Since(start)
-	cpuAfter, err := p.cpu()
-	if err != nil {
-		return result{}, err
-	}
-	clusterAfter, err := cpuOf(cl.cmd.Process.Pid)
+	cpuAfter, err := readCPU(cl, p)
 	if err != nil {
 		return result{}, err
 	}
 	peak := p.resetPeak()
-	after, err := scrapeRequests(ctx, cl.client)
-	if err != nil {
-		return result{}, err
-	}
-	queuesAfter, err := scrapeQueues(ctx, cl.metrics, p.metricsURL())
+	after, err := readTraffic(ctx, cl, p)
 	if err != nil {
 		return result{}, err
 	}
@@ -264,16 +247,54 @@ func observe(ctx context.Context, cl *cluster, ns, phaseName string, p *process,
 	}
 	return result{
 		Seconds:    took.Seconds(),
-		CPUSeconds: (cpuAfter - cpuBefore).Seconds(),
+		CPUSeconds: (cpuAfter.controllers - cpuBefore.controllers).Seconds(),
 		PeakRSSMB:  float64(peak) / 1024,
 		RSSMB:      float64(settled) / 1024,
-		traffic:    diffRequests(before, after, since(ownBefore, cl.ownWrites.snapshot())),
+		traffic:    diffRequests(before.requests, after.requests, since(before.ownWrites, after.ownWrites)),
 		ScaleDowns: down,
 		ScaleUps:   up,
 
-		ClusterCPUSeconds: (clusterAfter - clusterBefore).Seconds(),
-		Queues:            diffQueues(queuesBefore, queuesAfter),
+		ClusterCPUSeconds: (cpuAfter.cluster - cpuBefore.cluster).Seconds(),
+		Queues:            diffQueues(before.queues, after.queues),
 	}, nil
+}
+
+// trafficCounts are the API server's request counters, the bench's own writes and the controllers' workqueue
+// metrics at one moment of a phase.
+type trafficCounts struct {
+	requests  requestCounts
+	ownWrites map[string]int
+	queues    queueMetrics
+}
+
+// readTraffic scrapes the API server's and the controllers' /metrics (p) and snapshots the bench's own writes.
+func readTraffic(ctx context.Context, cl *cluster, p *process) (trafficCounts, error) {
+	requests, err := scrapeRequests(ctx, cl.client)
+	if err != nil {
+		return trafficCounts{}, err
+	}
+	own := cl.ownWrites.snapshot()
+	queues, err := scrapeQueues(ctx, cl.metrics, p.metricsURL())
+	if err != nil {
+		return trafficCounts{}, err
+	}
+	return trafficCounts{requests: requests, ownWrites: own, queues: queues}, nil
+}
+
+// cpuTimes are the CPU time (user + system) the controllers' process p and the cluster's process have used.
+type cpuTimes struct{ controllers, cluster time.Duration }
+
+// readCPU reads cpuTimes now.
+func readCPU(cl *cluster, p *process) (cpuTimes, error) {
+	controllers, err := p.cpu()
+	if err != nil {
+		return cpuTimes{}, err
+	}
+	cluster, err := cpuOf(cl.cmd.Process.Pid)
+	if err != nil {
+		return cpuTimes{}, err
+	}
+	return cpuTimes{controllers: controllers, cluster: cluster}, nil
 }
 
 // waitReplicas polls the Deployment every 100 ms until its rollout is complete at replicas: status for the
