@@ -31,6 +31,7 @@ import (
 	"github.com/kubedeploy/kubedeploy/internal/controller/podcache"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/replicaset"
+	"github.com/kubedeploy/kubedeploy/internal/serving"
 )
 
 // Controller names accepted in Config.Controllers (as kube-controller-manager's --controllers names them).
@@ -292,7 +293,7 @@ func Run(ctx context.Context, cfg Config) error {
 	go func() { defer close(probing); conn.run(probeCtx) }()
 	defer func() { stopProbing(); <-probing }()
 	var (
-		syncCheck informerSyncCheck
+		syncCheck serving.SyncCheck
 		watchdog  *leaderelection.HealthzAdaptor
 		runErr    error
 	)
@@ -329,19 +330,19 @@ func Run(ctx context.Context, cfg Config) error {
 // startServing serves health and metrics; see serve. The API server
 // connection check is a readiness check only: an outage must not get the
 // process restarted.
-func (c Config) startServing(ctx context.Context, watchdog *leaderelection.HealthzAdaptor, syncCheck *informerSyncCheck, conn *apiServerConnection) error {
+func (c Config) startServing(ctx context.Context, watchdog *leaderelection.HealthzAdaptor, syncCheck *serving.SyncCheck, conn *apiServerConnection) error {
 	live := []healthz.HealthChecker{healthz.PingHealthz}
 	if watchdog != nil {
 		live = append(live, watchdog)
 	}
 	if c.Serving.Plain {
-		return servePlain(ctx, c.Serving, healthAndMetrics(live, syncCheck, conn))
+		return serving.Plain(ctx, c.Serving, live, syncCheck, conn)
 	}
 	client, err := c.clientFor("auth-delegator")
 	if err != nil {
 		return err
 	}
-	return serve(ctx, c.Serving, client, live, syncCheck, conn)
+	return serving.Secure(ctx, c.Serving, client, live, syncCheck, conn)
 }
 
 // newAPIServerConnection returns the API server probe, through a client with
@@ -362,7 +363,7 @@ func (c Config) newAPIServerConnection() (*apiServerConnection, error) {
 // runs the workers and blocks until ctx is cancelled; then it waits for
 // in-flight syncs to finish and stops the event broadcasters. It returns an
 // error only when the controllers cannot be built.
-func runControllers(ctx context.Context, cfg Config, syncCheck *informerSyncCheck) error {
+func runControllers(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck) error {
 	logger := klog.FromContext(ctx)
 	infClient, infDynamic, infConfig, err := cfg.clientsFor("shared-informers", true)
 	if err != nil {
@@ -423,8 +424,8 @@ func runControllers(ctx context.Context, cfg Config, syncCheck *informerSyncChec
 	synced := func() bool {
 		return !slices.ContainsFunc(ctrls, func(c runnable) bool { return !c.HasSynced() })
 	}
-	syncCheck.set(synced)
-	defer syncCheck.set(nil)
+	syncCheck.Set(synced)
+	defer syncCheck.Set(nil)
 	factory.Start(ctx.Done())
 	logger.Info("Started controllers", "controllers", cfg.Controllers)
 	if cfg.Started != nil {

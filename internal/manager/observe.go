@@ -4,17 +4,15 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/podcache"
+	"github.com/kubedeploy/kubedeploy/internal/serving"
 	"github.com/kubedeploy/kubedeploy/internal/shadow"
 )
 
@@ -29,7 +27,7 @@ const ObserverName = "observer"
 // podcache.Transform), the rollout metrics and kubedeploy_deployment_unavailable_pods fed from them, and the
 // shadow check (internal/shadow), until ctx ends. It writes nothing to the API server: no Lease, no event, no
 // status; the shadow syncs' writes are recorded, never sent. syncCheck follows the caches.
-func runObserving(ctx context.Context, cfg Config, syncCheck *informerSyncCheck) error {
+func runObserving(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck) error {
 	logger := klog.FromContext(ctx)
 	factory, err := observerInformers(cfg, metav1.NamespaceAll)
 	if err != nil {
@@ -60,8 +58,8 @@ func runObserving(ctx context.Context, cfg Config, syncCheck *informerSyncCheck)
 		}
 		return true
 	}
-	syncCheck.set(synced)
-	defer syncCheck.set(nil)
+	syncCheck.Set(synced)
+	defer syncCheck.Set(nil)
 	factory.Start(ctx.Done())
 	logger.Info("Observing Deployments, ReplicaSets and pods; writing nothing")
 	go feeder.Run(ctx)
@@ -72,31 +70,6 @@ func runObserving(ctx context.Context, cfg Config, syncCheck *informerSyncCheck)
 	<-ctx.Done()
 	logger.Info("Stopped observing")
 	return nil
-}
-
-// servePlain serves mux over plain HTTP, with no authentication or authorization, on s's listener or
-// BindAddress:Port, and returns once it listens; it stops when ctx is done (in-flight requests get up to 5 s).
-// It returns an error if the port cannot be bound.
-func servePlain(ctx context.Context, s Serving, mux *http.ServeMux) error {
-	ln, err := s.listen()
-	if err != nil {
-		return fmt.Errorf("listening on the metrics port: %w", err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 32 * time.Second}
-	run(ctx, srv, func() error { return srv.Serve(ln) })
-	klog.FromContext(ctx).Info("Serving health and metrics over plain HTTP", "address", ln.Addr().String())
-	return nil
-}
-
-// healthAndMetrics is the mux of /healthz and /livez (live), /readyz (live and ready) and /metrics (the legacy
-// registry).
-func healthAndMetrics(live []healthz.HealthChecker, ready ...healthz.HealthChecker) *http.ServeMux {
-	m := http.NewServeMux()
-	healthz.InstallHandler(m, live...)
-	healthz.InstallLivezHandler(m, live...)
-	healthz.InstallReadyzHandler(m, append(append([]healthz.HealthChecker{}, live...), ready...)...)
-	m.Handle("/metrics", legacyregistry.Handler())
-	return m
 }
 
 // observerInformers returns observe mode's informer factory (namespace "" for all) with pods slimmed by

@@ -1,4 +1,4 @@
-package manager
+package serving
 
 import (
 	"context"
@@ -106,7 +106,7 @@ func TestDelegatedAuth(t *testing.T) {
 			t.Errorf("%s: GET %s = %d %q, want %d containing %q", tc.name, tc.path, rec.Code, rec.Body.String(), tc.wantCode, tc.wantBody)
 		}
 	}
-	// Reviews: tokens "bad" and "good" ×3 (the reviewer here is not behind serve's token cache) and SARs for anonymous, alice /metrics (once: the
+	// Reviews: tokens "bad" and "good" ×3 (the reviewer here is not behind Secure's token cache) and SARs for anonymous, alice /metrics (once: the
 	// second scrape is cached), alice pprof, mallory; none for the health path or system:masters.
 	if *tokenReviews != 4 {
 		t.Errorf("%d TokenReviews, want 4", *tokenReviews)

@@ -1,4 +1,4 @@
-package manager
+package serving
 
 import (
 	"context"
@@ -36,12 +36,12 @@ const (
 // unauthenticatedPaths may be read by anyone (kubelet probes), as kube-controller-manager's defaults.
 var unauthenticatedPaths = []string{"/healthz", "/readyz", "/livez"}
 
-// Serving configures the HTTPS endpoint serving /healthz, /livez, /readyz and
+// Config configures the HTTPS endpoint serving /healthz, /livez, /readyz and
 // /metrics, as kube-controller-manager's --secure-port and --bind-address.
 // Requests are authenticated (client certificates against the cluster's client
 // CA, bearer tokens with TokenReview) and authorized (SubjectAccessReview) by
 // the API server; the health paths are open to anyone.
-type Serving struct {
+type Config struct {
 	// BindAddress is the IP to listen on (default 127.0.0.1).
 	BindAddress string
 	// Port to listen on; 0 disables serving unless Listener is set.
@@ -58,10 +58,10 @@ type Serving struct {
 }
 
 // Enabled reports whether anything is to be served.
-func (s Serving) Enabled() bool { return s.Port > 0 || s.Listener != nil }
+func (s Config) Enabled() bool { return s.Port > 0 || s.Listener != nil }
 
 // Validate returns an error for a port outside 0..65535 or a BindAddress that is not an IP.
-func (s Serving) Validate() error {
+func (s Config) Validate() error {
 	if s.Port < 0 || s.Port > 65535 {
 		return fmt.Errorf("secure-port %d is not in 0..65535", s.Port)
 	}
@@ -74,23 +74,26 @@ func (s Serving) Validate() error {
 	return nil
 }
 
-// informerSyncCheck is the "informer-sync" readiness check: ok when no
-// controllers run (a standby), else only once their caches have synced.
-type informerSyncCheck struct {
+// SyncCheck is the "informer-sync" readiness check: ok when no controllers
+// run (a standby), else only once their caches have synced. The zero value
+// is ok; it is safe for concurrent use.
+type SyncCheck struct {
 	synced atomic.Pointer[func() bool]
 }
 
-func (c *informerSyncCheck) Name() string { return "informer-sync" }
+// Name returns the check's name, "informer-sync".
+func (c *SyncCheck) Name() string { return "informer-sync" }
 
-func (c *informerSyncCheck) Check(*http.Request) error {
+// Check returns an error while the function given to Set reports false, else nil.
+func (c *SyncCheck) Check(*http.Request) error {
 	if f := c.synced.Load(); f != nil && !(*f)() {
 		return errors.New("informer caches not synced yet")
 	}
 	return nil
 }
 
-// set makes the check follow synced; nil resets it to ok.
-func (c *informerSyncCheck) set(synced func() bool) {
+// Set makes the check follow synced; nil resets it to ok.
+func (c *SyncCheck) Set(synced func() bool) {
 	if synced == nil {
 		c.synced.Store(nil)
 		return
@@ -98,7 +101,7 @@ func (c *informerSyncCheck) set(synced func() bool) {
 	c.synced.Store(&synced)
 }
 
-// serve starts the HTTPS server and returns once it listens; it stops when ctx
+// Secure starts the HTTPS server and returns once it listens; it stops when ctx
 // is done (in-flight requests get up to 5 s). live checks back /healthz and
 // /livez; /readyz adds ready. It returns an error if the port cannot be bound
 // or no serving certificate can be made. A client CA that cannot be read yet
@@ -112,7 +115,7 @@ func (c *informerSyncCheck) set(synced func() bool) {
 // plugins, endpoints/filters) also link CEL, gRPC, OpenTelemetry and the etcd
 // client: 20 MB of code, and about 17 MB of resident memory, that a process
 // serving four paths never runs (issue 10).
-func serve(ctx context.Context, s Serving, client kubernetes.Interface, live []healthz.HealthChecker, ready ...healthz.HealthChecker) error {
+func Secure(ctx context.Context, s Config, client kubernetes.Interface, live []healthz.HealthChecker, ready ...healthz.HealthChecker) error {
 	logger := klog.FromContext(ctx)
 	ln, err := s.listen()
 	if err != nil {
@@ -138,7 +141,7 @@ func serve(ctx context.Context, s Serving, client kubernetes.Interface, live []h
 	}
 	go ca.Run(ctx, 1)
 
-	m := healthAndMetrics(live, ready...)
+	m := HealthAndMetrics(live, ready...)
 	if s.Profiling {
 		m.HandleFunc("/debug/pprof/", pprof.Index)
 		m.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -166,7 +169,7 @@ func serve(ctx context.Context, s Serving, client kubernetes.Interface, live []h
 }
 
 // listen returns s.Listener, else a listener on BindAddress (default 127.0.0.1) and Port.
-func (s Serving) listen() (net.Listener, error) {
+func (s Config) listen() (net.Listener, error) {
 	if s.Listener != nil {
 		return s.Listener, nil
 	}
