@@ -32,18 +32,13 @@ func Settled(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*v1.Pod, now
 			byRS[ref.UID] = append(byRS[ref.UID], p)
 		}
 	}
-	var sum appsv1.DeploymentStatus
 	for _, rs := range rss {
 		if why := replicaSetSettled(rs, byRS[rs.UID], now); why != "" {
 			return false, "ReplicaSet " + rs.Name + ": " + why
 		}
-		sum.Replicas += rs.Status.Replicas
-		sum.ReadyReplicas += rs.Status.ReadyReplicas
-		sum.AvailableReplicas += rs.Status.AvailableReplicas
 	}
-	if newRS := rolloutstate.NewReplicaSet(d, rss); newRS != nil {
-		sum.UpdatedReplicas = newRS.Status.Replicas
-	}
+	// The Deployment controller's own sums (ST-2), as a deliberate cross-check of what the live controller wrote.
+	sum := rolloutstate.ReplicaCounts(rss, rolloutstate.NewReplicaSet(d, rss))
 	st := d.Status
 	if st.Replicas != sum.Replicas || st.ReadyReplicas != sum.ReadyReplicas || st.AvailableReplicas != sum.AvailableReplicas || st.UpdatedReplicas != sum.UpdatedReplicas {
 		return false, fmt.Sprintf("status (replicas %d, ready %d, available %d, updated %d) is not its ReplicaSets' (%d, %d, %d, %d)",

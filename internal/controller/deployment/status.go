@@ -14,22 +14,10 @@ import (
 // and the existing conditions with Available set for now against
 // f.MinAvailable(). allRSs holds old and new ReplicaSets; newRS may be nil.
 func calculateStatus(d *appsv1.Deployment, f rolloutstate.Fenceposts, allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet, now time.Time) appsv1.DeploymentStatus {
-	status := appsv1.DeploymentStatus{
-		ObservedGeneration:  d.Generation,
-		CollisionCount:      d.Status.CollisionCount,
-		TerminatingReplicas: terminatingReplicas(allRSs),
-	}
-	for _, rs := range allRSs {
-		if rs == nil {
-			continue
-		}
-		status.Replicas += rs.Status.Replicas
-		status.ReadyReplicas += rs.Status.ReadyReplicas
-		status.AvailableReplicas += rs.Status.AvailableReplicas
-	}
-	if newRS != nil {
-		status.UpdatedReplicas = newRS.Status.Replicas
-	}
+	status := rolloutstate.ReplicaCounts(allRSs, newRS)
+	status.ObservedGeneration = d.Generation
+	status.CollisionCount = d.Status.CollisionCount
+	status.TerminatingReplicas = terminatingReplicas(allRSs)
 	status.UnavailableReplicas = max(0, sumSpecReplicas(allRSs)-status.AvailableReplicas)
 	for _, c := range d.Status.Conditions {
 		status.Conditions = append(status.Conditions, *c.DeepCopy())

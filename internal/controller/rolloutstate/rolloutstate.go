@@ -238,3 +238,23 @@ func PodAvailable(pod *v1.Pod, minReady time.Duration, now time.Time) bool {
 	}
 	return minReady == 0 || (!since.IsZero() && !since.Add(minReady).After(now))
 }
+
+// ReplicaCounts returns the counts a Deployment's status sums from its ReplicaSets (ST-2): replicas,
+// readyReplicas and availableReplicas summed over rss (old and new; nil entries skipped), updatedReplicas the
+// new ReplicaSet's status.replicas (0 when newRS is nil). Other fields are zero. The Deployment controller
+// writes them; the shadow check compares a settled Deployment's status with them.
+func ReplicaCounts(rss []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) appsv1.DeploymentStatus {
+	var st appsv1.DeploymentStatus
+	for _, rs := range rss {
+		if rs == nil {
+			continue
+		}
+		st.Replicas += rs.Status.Replicas
+		st.ReadyReplicas += rs.Status.ReadyReplicas
+		st.AvailableReplicas += rs.Status.AvailableReplicas
+	}
+	if newRS != nil {
+		st.UpdatedReplicas = newRS.Status.Replicas
+	}
+	return st
+}
