@@ -281,21 +281,9 @@ func parse(name, src string) *document {
 		l := d.lines[i]
 		if m := fenceRE.FindStringSubmatch(l); m != nil {
 			flush()
-			fence := m[1]
-			b := block{lang: m[2], line: i + 1}
-			var body []string
-			j := i + 1
-			for ; j < len(d.lines); j++ {
-				c := strings.TrimSpace(d.lines[j])
-				if strings.HasPrefix(c, fence[:1]) && strings.Trim(c, fence[:1]) == "" && len(c) >= len(fence) {
-					break
-				}
-				body = append(body, d.lines[j])
-			}
-			b.end = j + 1
-			b.body = strings.Join(body, "\n")
+			b := fencedBlock(d.lines, i, m[1], m[2])
 			d.blocks = append(d.blocks, b)
-			i = j
+			i = b.end - 1
 			continue
 		}
 		if strings.TrimSpace(l) == "<!-- timing -->" {
@@ -324,6 +312,24 @@ func parse(name, src string) *document {
 	}
 	flush()
 	return d
+}
+
+// fencedBlock reads the fenced block whose opening fence (fence, with info
+// string lang) is ls[i], up to its closing fence or the end of the document.
+func fencedBlock(ls []string, i int, fence, lang string) block {
+	b := block{lang: lang, line: i + 1}
+	var body []string
+	j := i + 1
+	for ; j < len(ls); j++ {
+		c := strings.TrimSpace(ls[j])
+		if strings.HasPrefix(c, fence[:1]) && strings.Trim(c, fence[:1]) == "" && len(c) >= len(fence) {
+			break
+		}
+		body = append(body, ls[j])
+	}
+	b.end = j + 1
+	b.body = strings.Join(body, "\n")
+	return b
 }
 
 func linksIn(text string, line int) []link {

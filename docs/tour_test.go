@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,27 +90,11 @@ func TestReadmeTour(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin, home, dataDir := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "data")
-	began := time.Now()
-	build := exec.CommandContext(ctx, goTool, "build", "-o", filepath.Join(bin, "kubedeploy"), "./cmd/kubedeploy")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/kubedeploy: %v\n%s", err, out)
-	}
-	t.Logf("built kubedeploy in %.1fs", time.Since(began).Seconds())
+	buildKubedeploy(ctx, t, goTool, root, bin)
 	statSources(root)
 
-	// The shell the user types the tour into: kubedeploy first on PATH, a
-	// HOME of its own (kubectl's cache, and no ~/.kubedeploy to fall back on:
-	// the commands find the cluster only through what up's hint exports), and
-	// none of the caller's KUBECONFIG or KUBEDEPLOY_ settings.
-	env := []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + home}
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if name != "PATH" && name != "HOME" && name != "KUBECONFIG" && !strings.HasPrefix(name, "KUBEDEPLOY_") {
-			env = append(env, kv)
-		}
-	}
-	began = time.Now()
+	env := tourShellEnv(bin, home)
+	began := time.Now()
 	banner := startTourUp(ctx, t, filepath.Join(bin, "kubedeploy"), root, env, dataDir)
 	t.Logf("up --data-dir %s ready in %.1fs", dataDir, time.Since(began).Seconds())
 	env = append(env, applyHints(t, banner, dataDir)...)
@@ -118,20 +103,57 @@ func TestReadmeTour(t *testing.T) {
 		if s.setUp {
 			continue // the test built kubedeploy and started up above
 		}
-		began = time.Now()
-		out, code, err := runTourBlock(ctx, bash, root, env, s.sh.body)
-		t.Logf("README.md:%d: exit %d after %.1fs", s.sh.line, code, time.Since(began).Seconds())
-		where := fmt.Sprintf("README.md:%d", s.sh.line)
-		switch {
-		case err != nil:
-			t.Fatalf("%s: ```sh block:\n%s\n%v; output:\n%s", where, s.sh.body, err, out)
-		case code != s.exits:
-			t.Fatalf("%s: ```sh block exited %d, the README says %d (<!-- exits N --> before the fence gives a non-zero one):\n%s\noutput:\n%s", where, code, s.exits, s.sh.body, out)
+		runTourStep(ctx, t, bash, root, env, dataDir, s)
+	}
+}
+
+// buildKubedeploy builds ./cmd/kubedeploy from root into bin/kubedeploy with
+// goTool, failing the test when the build fails, and logs how long it took.
+func buildKubedeploy(ctx context.Context, t *testing.T, goTool, root, bin string) {
+	t.Helper()
+	began := time.Now()
+	build := exec.CommandContext(ctx, goTool, "build", "-o", filepath.Join(bin, "kubedeploy"), "./cmd/kubedeploy")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/kubedeploy: %v\n%s", err, out)
+	}
+	t.Logf("built kubedeploy in %.1fs", time.Since(began).Seconds())
+}
+
+// tourShellEnv is the environment of the shell the user types the tour into:
+// kubedeploy (in bin) first on PATH, a HOME of its own (kubectl's cache, and
+// no ~/.kubedeploy to fall back on: the commands find the cluster only
+// through what up's hint exports), and none of the caller's KUBECONFIG or
+// KUBEDEPLOY_ settings.
+func tourShellEnv(bin, home string) []string {
+	env := []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + home}
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if name != "PATH" && name != "HOME" && name != "KUBECONFIG" && !strings.HasPrefix(name, "KUBEDEPLOY_") {
+			env = append(env, kv)
 		}
-		if s.text != nil {
-			if msg := compareOutput(*s.text, s.timing, out, dataDir); msg != "" {
-				t.Errorf("%s: this ```sh block's output differs from the README's:\n%s", where, msg)
-			}
+	}
+	return env
+}
+
+// runTourStep runs one ```sh block of the tour in root with env and fails the
+// test when it cannot run or exits other than as the README says, and
+// reports an error when its output differs from its ```text block.
+func runTourStep(ctx context.Context, t *testing.T, bash, root string, env []string, dataDir string, s tourStep) {
+	t.Helper()
+	began := time.Now()
+	out, code, err := runTourBlock(ctx, bash, root, env, s.sh.body)
+	t.Logf("README.md:%d: exit %d after %.1fs", s.sh.line, code, time.Since(began).Seconds())
+	where := fmt.Sprintf("README.md:%d", s.sh.line)
+	switch {
+	case err != nil:
+		t.Fatalf("%s: ```sh block:\n%s\n%v; output:\n%s", where, s.sh.body, err, out)
+	case code != s.exits:
+		t.Fatalf("%s: ```sh block exited %d, the README says %d (<!-- exits N --> before the fence gives a non-zero one):\n%s\noutput:\n%s", where, code, s.exits, s.sh.body, out)
+	}
+	if s.text != nil {
+		if msg := compareOutput(*s.text, s.timing, out, dataDir); msg != "" {
+			t.Errorf("%s: this ```sh block's output differs from the README's:\n%s", where, msg)
 		}
 	}
 }
@@ -259,15 +281,7 @@ func startTourUp(ctx context.Context, t *testing.T, kubedeploy, root string, env
 	done, ready := make(chan struct{}), make(chan struct{})
 	var waitErr error
 	go func() {
-		sc := bufio.NewScanner(stdout)
-		readyClosed := false
-		for sc.Scan() {
-			_, _ = out.Write([]byte(sc.Text() + "\n"))
-			if !readyClosed && strings.HasPrefix(sc.Text(), upReadyLine) {
-				close(ready)
-				readyClosed = true
-			}
-		}
+		copyUpOutput(stdout, out, ready)
 		waitErr = cmd.Wait()
 		close(done)
 	}()
@@ -303,6 +317,20 @@ func startTourUp(ctx context.Context, t *testing.T, kubedeploy, root string, env
 		t.Fatalf("kubedeploy up not ready within the test's %v; its output:\n%s", tourTimeout, out)
 	}
 	return ""
+}
+
+// copyUpOutput copies up's stdout to out line by line until it ends, closing
+// ready at the first line that starts with upReadyLine.
+func copyUpOutput(stdout io.Reader, out io.Writer, ready chan struct{}) {
+	sc := bufio.NewScanner(stdout)
+	readyClosed := false
+	for sc.Scan() {
+		_, _ = out.Write([]byte(sc.Text() + "\n"))
+		if !readyClosed && strings.HasPrefix(sc.Text(), upReadyLine) {
+			close(ready)
+			readyClosed = true
+		}
+	}
 }
 
 // applyHints reads the "try:" lines of up's ready message as the user the
