@@ -106,13 +106,26 @@ var (
 
 // cases are the rollouts the golden files show, by file name.
 func cases() map[string]Input {
-	out := map[string]Input{}
+	return map[string]Input{
+		"image-pull":     imagePullCase(),
+		"deadline":       deadlineCase(),
+		"complete":       completeCase(),
+		"held":           heldCase(),
+		"held-kept-back": heldKeptBackCase(),
+		"invalid":        invalidCase(),
+		"rolled-back":    rolledBackCase(),
+		"not-observed":   notObservedCase(),
+		"spread":         spreadCase(),
+		"spread-invalid": spreadInvalidCase(),
+	}
+}
 
-	// Mid-rollout: the new ReplicaSet's pods cannot pull their image; the
-	// events hold one of an earlier Deployment of the same name.
+// imagePullCase is mid-rollout: the new ReplicaSet's pods cannot pull their
+// image; the events hold one of an earlier Deployment of the same name.
+func imagePullCase() Input {
 	d := deployment("nginx:broken", appsv1.DeploymentStatus{Replicas: 5, UpdatedReplicas: 2, AvailableReplicas: 3}, available, progressing)
 	newRS, oldRS := replicaSet(d, "web-new", "2", "nginx:broken", 2, 0), replicaSet(d, "web-old", "1", "nginx:1", 3, 3)
-	out["image-pull"] = Input{
+	return Input{
 		Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{oldRS, newRS},
 		Pods: []*v1.Pod{
 			pod(newRS, "web-new-b", "ImagePullBackOff", `Back-off pulling image "nginx:broken"`),
@@ -126,12 +139,14 @@ func cases() map[string]Input {
 		},
 		MaxEvents: 3,
 	}
+}
 
-	// Past the deadline, with more stuck pods than the why-line names and
-	// one not Ready; a ReplicaSet of another owner is left out.
-	d = deployment("nginx:broken", appsv1.DeploymentStatus{Replicas: 16, UpdatedReplicas: 12, AvailableReplicas: 4}, deadline)
+// deadlineCase is past the deadline, with more stuck pods than the why-line
+// names and one not Ready; a ReplicaSet of another owner is left out.
+func deadlineCase() Input {
+	d := deployment("nginx:broken", appsv1.DeploymentStatus{Replicas: 16, UpdatedReplicas: 12, AvailableReplicas: 4}, deadline)
 	d.Spec.Replicas = ptr.To[int32](12)
-	newRS, oldRS = replicaSet(d, "web-new", "2", "nginx:broken", 12, 0), replicaSet(d, "web-old", "1", "nginx:1", 4, 4)
+	newRS, oldRS := replicaSet(d, "web-new", "2", "nginx:broken", 12, 0), replicaSet(d, "web-old", "1", "nginx:1", 4, 4)
 	stranger := replicaSet(d, "other", "1", "nginx:1", 3, 3)
 	stranger.OwnerReferences = controllerRef("Deployment", "other", "other-uid")
 	in := Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{newRS, oldRS, stranger}}
@@ -139,58 +154,76 @@ func cases() map[string]Input {
 		in.Pods = append(in.Pods, pod(newRS, fmt.Sprintf("web-new-%02d", i), "ErrImagePull", "not found"))
 	}
 	in.Pods = append(in.Pods, pod(newRS, "web-new-zz", unavailable.NotReady, ""))
-	out["deadline"] = in
+	return in
+}
 
-	// Complete: no why-lines even though a pod is not Ready (the view trusts
-	// the status), the old ReplicaSet at 0 is not drawn.
-	d = deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 4, UpdatedReplicas: 4, AvailableReplicas: 4}, available, complete)
-	newRS = replicaSet(d, "web-new", "2", "nginx:2", 4, 4)
-	out["complete"] = Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{newRS, replicaSet(d, "web-old", "1", "nginx:1", 0, 0)},
+// completeCase is complete: no why-lines even though a pod is not Ready (the
+// view trusts the status), the old ReplicaSet at 0 is not drawn.
+func completeCase() Input {
+	d := deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 4, UpdatedReplicas: 4, AvailableReplicas: 4}, available, complete)
+	newRS := replicaSet(d, "web-new", "2", "nginx:2", 4, 4)
+	return Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{newRS, replicaSet(d, "web-old", "1", "nginx:1", 0, 0)},
 		Pods: []*v1.Pod{pod(newRS, "web-new-a", unavailable.NotReady, "")}}
+}
 
-	// Held at its partition (EX-1), paused.
-	d = deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 4, UpdatedReplicas: 1, AvailableReplicas: 4},
+// heldCase is held at its partition (EX-1), paused.
+func heldCase() Input {
+	d := deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 4, UpdatedReplicas: 1, AvailableReplicas: 4},
 		appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: v1.ConditionTrue, Reason: rolloutstate.RolloutPartitioned,
 			Message: `ReplicaSet "web-new" has 1 of 4 pods updated, held by kubedeploy.io/rollout-partition.`})
 	d.Spec.Paused = true
 	d.Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
 	d.Annotations[rolloutstate.RolloutPartitionAnnotation] = "1"
-	out["held"] = Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{replicaSet(d, "web-new", "2", "nginx:2", 1, 1), replicaSet(d, "web-old", "1", "nginx:1", 3, 3)}}
+	return Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{replicaSet(d, "web-new", "2", "nginx:2", 1, 1), replicaSet(d, "web-old", "1", "nginx:1", 3, 3)}}
+}
 
-	// Held at its partition with the pods kept on the old template unavailable (EX-1): still held.
-	d = deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 4, UpdatedReplicas: 3, AvailableReplicas: 3},
+// heldKeptBackCase is held at its partition with the pods kept on the old
+// template unavailable (EX-1): still held.
+func heldKeptBackCase() Input {
+	d := deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 4, UpdatedReplicas: 3, AvailableReplicas: 3},
 		appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: v1.ConditionTrue, Reason: rolloutstate.RolloutPartitioned,
 			Message: `ReplicaSet "web-new" has 3 of 4 pods updated, held by kubedeploy.io/rollout-partition; 1 pod kept on the old template is unavailable.`})
 	d.Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
 	d.Annotations[rolloutstate.RolloutPartitionAnnotation] = "3"
-	out["held-kept-back"] = Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{replicaSet(d, "web-new", "2", "nginx:2", 3, 3), replicaSet(d, "web-old", "1", "nginx:broken", 1, 0)}}
+	return Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{replicaSet(d, "web-new", "2", "nginx:2", 3, 3), replicaSet(d, "web-old", "1", "nginx:broken", 1, 0)}}
+}
 
-	// Stuck on an invalid partition value (EX-1): the watch ends with ErrInvalidPolicy.
-	d = deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 4, UpdatedReplicas: 0, AvailableReplicas: 4},
+// invalidCase is stuck on an invalid partition value (EX-1): the watch ends
+// with ErrInvalidPolicy.
+func invalidCase() Input {
+	d := deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 4, UpdatedReplicas: 0, AvailableReplicas: 4},
 		appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: v1.ConditionFalse, Reason: rolloutstate.InvalidRolloutPartition})
 	d.Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
 	d.Annotations[rolloutstate.RolloutPartitionAnnotation] = "banana"
-	out["invalid"] = Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{replicaSet(d, "web-new", "2", "nginx:2", 0, 0), replicaSet(d, "web-old", "1", "nginx:1", 4, 4)}}
+	return Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{replicaSet(d, "web-new", "2", "nginx:2", 0, 0), replicaSet(d, "web-old", "1", "nginx:1", 4, 4)}}
+}
 
-	// Rolled back automatically (EX-2): revision 2 failed, 3 is complete.
-	d = deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 4, UpdatedReplicas: 4, AvailableReplicas: 4}, available, complete)
+// rolledBackCase is rolled back automatically (EX-2): revision 2 failed, 3 is
+// complete.
+func rolledBackCase() Input {
+	d := deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 4, UpdatedReplicas: 4, AvailableReplicas: 4}, available, complete)
 	d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "3", rolloutstate.FailedRevisionAnnotation: "2"}
-	out["rolled-back"] = Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{replicaSet(d, "web-old", "3", "nginx:2", 4, 4)}}
+	return Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{replicaSet(d, "web-old", "3", "nginx:2", 4, 4)}}
+}
 
-	// Not observed yet: no ReplicaSet matches the template; an old one is
-	// terminating its last pod (size 0, status 1).
-	d = deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 1, AvailableReplicas: 0})
+// notObservedCase is not observed yet: no ReplicaSet matches the template; an
+// old one is terminating its last pod (size 0, status 1).
+func notObservedCase() Input {
+	d := deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 1, AvailableReplicas: 0})
 	d.Generation = 3
-	oldRS = replicaSet(d, "web-old", "1", "nginx:1", 0, 0)
+	oldRS := replicaSet(d, "web-old", "1", "nginx:1", 0, 0)
 	oldRS.Status.Replicas = 1
-	out["not-observed"] = Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{oldRS}, MaxEvents: 3}
+	return Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{oldRS}, MaxEvents: 3}
+}
 
-	// Mid-rollout with kubedeploy.io/scale-down-spread (EX-4): the pods per zone of three nodes, one pod on a
-	// node without the zone label, one terminating and one unscheduled (neither counted).
-	d = deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 5, UpdatedReplicas: 2, AvailableReplicas: 4}, available, progressing)
+// spreadCase is mid-rollout with kubedeploy.io/scale-down-spread (EX-4): the
+// pods per zone of three nodes, one pod on a node without the zone label, one
+// terminating and one unscheduled (neither counted).
+func spreadCase() Input {
+	d := deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 5, UpdatedReplicas: 2, AvailableReplicas: 4}, available, progressing)
 	d.Annotations[rolloutstate.ScaleDownSpreadAnnotation] = "topology.kubernetes.io/zone"
-	newRS, oldRS = replicaSet(d, "web-new", "2", "nginx:2", 2, 1), replicaSet(d, "web-old", "1", "nginx:1", 3, 3)
-	in = Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{newRS, oldRS}}
+	newRS, oldRS := replicaSet(d, "web-new", "2", "nginx:2", 2, 1), replicaSet(d, "web-old", "1", "nginx:1", 3, 3)
+	in := Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{newRS, oldRS}}
 	for i, node := range []string{"node-a", "node-b", "node-c", "node-bare"} {
 		in.Nodes = append(in.Nodes, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{}}})
 		if node != "node-bare" {
@@ -211,13 +244,14 @@ func cases() map[string]Input {
 		}
 		in.Pods = append(in.Pods, pp)
 	}
-	out["spread"] = in
+	return in
+}
 
-	// The annotation names no label key: the view says so.
-	d = deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 4, UpdatedReplicas: 4, AvailableReplicas: 4}, available, complete)
+// spreadInvalidCase: the annotation names no label key: the view says so.
+func spreadInvalidCase() Input {
+	d := deployment("nginx:2", appsv1.DeploymentStatus{Replicas: 4, UpdatedReplicas: 4, AvailableReplicas: 4}, available, complete)
 	d.Annotations[rolloutstate.ScaleDownSpreadAnnotation] = "template"
-	out["spread-invalid"] = Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{replicaSet(d, "web-new", "2", "nginx:2", 4, 4)}, Nodes: []*v1.Node{}}
-	return out
+	return Input{Deployment: d, ReplicaSets: []*appsv1.ReplicaSet{replicaSet(d, "web-new", "2", "nginx:2", 4, 4)}, Nodes: []*v1.Node{}}
 }
 
 // render is what the golden file of a case holds.
