@@ -31,6 +31,7 @@ import (
 	"github.com/kubedeploy/kubedeploy/internal/controller/podcache"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/replicaset"
+	"github.com/kubedeploy/kubedeploy/internal/rolloutmetrics"
 	"github.com/kubedeploy/kubedeploy/internal/serving"
 )
 
@@ -409,12 +410,12 @@ func runControllers(ctx context.Context, cfg Config, syncCheck *serving.SyncChec
 	}
 	if slices.Contains(cfg.Controllers, DeploymentController) {
 		// kubedeploy_deployment_unavailable_pods (issue 11) reads the Deployment controller's caches.
-		stop := unavailablePods.use(sharedPodCaches(factory, logger))
+		stop := rolloutmetrics.UseUnavailablePods(factory, logger)
 		defer stop()
 		stopUnsupported := unsupportedFields.use(templates)
 		defer stopUnsupported()
 		// The rollout metrics (issue 25) follow the same caches.
-		feeder, stopRollouts, err := startRolloutMetrics(ctx, factory)
+		feeder, stopRollouts, err := rolloutmetrics.FeedFromInformers(ctx, factory)
 		if err != nil {
 			return err
 		}

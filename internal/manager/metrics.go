@@ -1,13 +1,8 @@
 package manager
 
 import (
-	"context"
-	"fmt"
 	"sync"
 	"time"
-
-	"k8s.io/client-go/informers"
-	"k8s.io/klog/v2"
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -50,33 +45,18 @@ func (syncObserver) SyncDone(controller string, d time.Duration, err error) {
 	syncDuration.WithLabelValues(controller, result).Observe(d.Seconds())
 }
 
-// registerMetrics registers the manager's own metrics in the legacy
-// registry, once per process: syncDuration, the
-// kubedeploy_deployment_unavailable_pods collector (unavailablePods) and the
-// rollout metrics (rolloutmetrics); the controller packages register theirs
-// when built. Controllers get syncObserver through their Config.
+// registerMetrics registers the metrics a manager's process serves in the
+// legacy registry, once per process: syncDuration, unsupportedFields and
+// serverVersionSkew (the manager's own), the rollout metrics and
+// kubedeploy_deployment_unavailable_pods (rolloutmetrics); the controller
+// packages register theirs when built. Controllers get syncObserver through
+// their Config.
 func registerMetrics() {
 	rolloutmetrics.Register()
+	rolloutmetrics.RegisterUnavailablePods()
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(syncDuration)
-		legacyregistry.CustomMustRegister(unavailablePods, unsupportedFields)
+		legacyregistry.CustomMustRegister(unsupportedFields)
 		legacyregistry.MustRegister(serverVersionSkew)
 	})
-}
-
-// startRolloutMetrics makes the process's rollout metrics (rolloutmetrics)
-// follow factory's Deployments, ReplicaSets and pods: call it before the
-// factory starts, run the feeder, and call stop when done. It returns the
-// informers' error when the feeder cannot be attached.
-func startRolloutMetrics(ctx context.Context, factory informers.SharedInformerFactory) (*rolloutmetrics.Feeder, func(), error) {
-	tracker := rolloutmetrics.NewTracker()
-	feeder, err := rolloutmetrics.NewFeeder(tracker, rolloutmetrics.Sources{
-		Deployments: factory.Apps().V1().Deployments(),
-		ReplicaSets: factory.Apps().V1().ReplicaSets(),
-		Pods:        factory.Core().V1().Pods(),
-	}, nil, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("rollout metrics: %w", err)
-	}
-	return feeder, rolloutmetrics.Use(tracker, klog.FromContext(ctx)), nil
 }

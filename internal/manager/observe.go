@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/podcache"
+	"github.com/kubedeploy/kubedeploy/internal/rolloutmetrics"
 	"github.com/kubedeploy/kubedeploy/internal/serving"
 	"github.com/kubedeploy/kubedeploy/internal/shadow"
 )
@@ -39,9 +40,9 @@ func runObserving(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck)
 		factory.Apps().V1().ReplicaSets().Informer().HasSynced,
 		factory.Core().V1().Pods().Informer().HasSynced,
 	}
-	stopUnavailable := unavailablePods.use(sharedPodCaches(factory, logger))
+	stopUnavailable := rolloutmetrics.UseUnavailablePods(factory, logger)
 	defer stopUnavailable()
-	feeder, stopRollouts, err := startRolloutMetrics(ctx, factory)
+	feeder, stopRollouts, err := rolloutmetrics.FeedFromInformers(ctx, factory)
 	if err != nil {
 		return err
 	}

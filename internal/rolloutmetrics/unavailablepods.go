@@ -1,17 +1,19 @@
-package manager
+package rolloutmetrics
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
+	apilabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
@@ -33,8 +35,25 @@ const unavailablePodsHelp = "Number of a Deployment's pods that are not availabl
 	"Terminating, ...); only reasons with at least one pod have a series."
 
 // unavailablePods is the process's kubedeploy_deployment_unavailable_pods collector, registered by
-// registerMetrics; runControllers points it at the shared informers while the Deployment controller runs.
-var unavailablePods = &unavailablePodsCollector{now: time.Now}
+// RegisterUnavailablePods; UseUnavailablePods points it at a set of shared informers (the Deployment
+// controller's, or observe mode's).
+var (
+	unavailablePods         = &unavailablePodsCollector{now: time.Now}
+	registerUnavailableOnce sync.Once
+)
+
+// RegisterUnavailablePods registers kubedeploy_deployment_unavailable_pods (issue 11) in the legacy registry,
+// once per process; it reports nothing until UseUnavailablePods gives it caches.
+func RegisterUnavailablePods() {
+	registerUnavailableOnce.Do(func() { legacyregistry.CustomMustRegister(unavailablePods) })
+}
+
+// UseUnavailablePods makes kubedeploy_deployment_unavailable_pods read factory's pod and ReplicaSet caches
+// (asking factory for those informers, so call it before the factory starts) from the next scrape on, until
+// stop is called or it is called again (a second controller set in the same process, as in tests).
+func UseUnavailablePods(factory informers.SharedInformerFactory, logger klog.Logger) (stop func()) {
+	return unavailablePods.use(sharedPodCaches(factory, logger))
+}
 
 // unavailablePodsCollector collects kubedeploy_deployment_unavailable_pods (issue 11) at scrape time from the
 // controllers' shared informer caches, so it costs no API request and no memory between scrapes. A scrape
@@ -67,8 +86,7 @@ func (c *unavailablePodsCollector) use(caches *podCaches) (stop func()) {
 	return func() { c.caches.CompareAndSwap(caches, nil) }
 }
 
-// sharedPodCaches returns the pod and ReplicaSet caches of factory, whose informers the Deployment controller
-// has already asked for.
+// sharedPodCaches returns the pod and ReplicaSet caches of factory.
 func sharedPodCaches(factory informers.SharedInformerFactory, logger klog.Logger) *podCaches {
 	pods, replicaSets := factory.Core().V1().Pods(), factory.Apps().V1().ReplicaSets()
 	return &podCaches{
@@ -90,7 +108,7 @@ func (c *unavailablePodsCollector) CollectWithStability(ch chan<- metrics.Metric
 	if caches == nil || !caches.synced() {
 		return
 	}
-	pods, err := caches.pods.List(labels.Everything())
+	pods, err := caches.pods.List(apilabels.Everything())
 	if err != nil {
 		caches.logger.Error(err, "Listing cached pods for kubedeploy_deployment_unavailable_pods")
 		return

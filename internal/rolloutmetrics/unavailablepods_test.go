@@ -1,4 +1,4 @@
-package manager
+package rolloutmetrics
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
+	apilabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -205,10 +205,10 @@ func TestUnavailablePodsNeedsSyncedCaches(t *testing.T) {
 	f.check()
 }
 
-// TestUnavailablePodsServedOnMetrics: registerMetrics puts the process's collector in the legacy registry that
-// /metrics serves, and what runControllers gives it is what /metrics shows.
+// TestUnavailablePodsServedOnMetrics: RegisterUnavailablePods puts the process's collector in the legacy registry
+// that /metrics serves, and what a controller set gives it is what /metrics shows.
 func TestUnavailablePodsServedOnMetrics(t *testing.T) {
-	registerMetrics()
+	RegisterUnavailablePods()
 	f := newUnavailableFixture(t)
 	web := f.replicaSet("default", "web-7c5d", deploymentRef("web"), 0)
 	f.pod(web, "web-1", imagePullBackOff)
@@ -226,7 +226,7 @@ func ptrTo[T any](v T) *T { return &v }
 
 // BenchmarkUnavailablePodsScrape: one scrape over 10,000 cached pods of 100 Deployments, a tenth of them stuck.
 //
-//	go test -run xxx -bench UnavailablePodsScrape ./internal/manager/
+//	go test -run xxx -bench UnavailablePodsScrape ./internal/rolloutmetrics/
 func BenchmarkUnavailablePodsScrape(b *testing.B) {
 	f := newUnavailableFixture(b)
 	for d := range 100 {
@@ -242,7 +242,7 @@ func BenchmarkUnavailablePodsScrape(b *testing.B) {
 	caches := f.collector.caches.Load()
 	b.ResetTimer()
 	for range b.N {
-		pods, err := caches.pods.List(labels.Everything())
+		pods, err := caches.pods.List(apilabels.Everything())
 		if err != nil {
 			b.Fatal(err)
 		}
