@@ -56,13 +56,19 @@ func wait(d time.Duration) step {
 	return func(_ *Tracker, clk *clocktesting.FakeClock, _ klog.Logger) { clk.Step(d) }
 }
 
-func TestTracker(t *testing.T) {
-	cases := []struct {
-		name          string
-		steps         []step
-		wantSatisfied bool
-		wantExpired   int
-	}{
+// trackerCase is a sequence of calls on a fresh Tracker and what it then
+// reports for rsKey.
+type trackerCase struct {
+	name          string
+	steps         []step
+	wantSatisfied bool
+	wantExpired   int
+}
+
+// trackerCountCases are TestTracker's cases about counting creations and
+// deletions (RS-8, RS-9, RS-10).
+func trackerCountCases() []trackerCase {
+	return []trackerCase{
 		{name: "RS-8 no record is satisfied", wantSatisfied: true},
 		{name: "RS-9 creations pending", steps: []step{expectCreations(2)}},
 		{
@@ -93,6 +99,13 @@ func TestTracker(t *testing.T) {
 			steps:         []step{expectDeletions("ns/a"), expectCreations(0)},
 			wantSatisfied: true,
 		},
+	}
+}
+
+// trackerTTLCases are TestTracker's cases about the record's timeout (RS-8)
+// and its deletion (RS-11).
+func trackerTTLCases() []trackerCase {
+	return []trackerCase{
 		{
 			name:  "RS-8 not yet expired at exactly the TTL",
 			steps: []step{expectCreations(1), wait(DefaultTimeout)},
@@ -119,6 +132,12 @@ func TestTracker(t *testing.T) {
 			wantSatisfied: true,
 		},
 	}
+}
+
+// TestTracker covers RS-8 to RS-11: each case's calls on a fresh Tracker,
+// then whether it is satisfied and how often OnExpired was called.
+func TestTracker(t *testing.T) {
+	cases := append(trackerCountCases(), trackerTTLCases()...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tr, clk, logger, expired := newTestTracker(t)

@@ -38,58 +38,70 @@ func pod(name, uid, rv string, deleting bool) *v1.Pod {
 	return p
 }
 
-// TestReadYourWritesCheck covers the verdicts of the IM-4 guard for writes
-// (resourceVersion) and deletes (UID), and the wait cap.
-func TestReadYourWritesCheck(t *testing.T) {
-	type write struct {
-		resource string
-		obj      metav1.Object
-		deleted  bool
-	}
-	cases := []struct {
-		name       string
-		writes     []write
-		pods, rss  fakeCache
-		elapsed    time.Duration
-		want       Freshness
-		wantRecord bool
-	}{
+// rywWrite is a write (or, deleted, a delete) a readYourWritesCase records
+// for key "ns/rs".
+type rywWrite struct {
+	resource string
+	obj      metav1.Object
+	deleted  bool
+}
+
+// readYourWritesCase is one case of TestReadYourWritesCheck: the writes
+// recorded, the caches, the time passed, and the verdict wanted.
+type readYourWritesCase struct {
+	name       string
+	writes     []rywWrite
+	pods, rss  fakeCache
+	elapsed    time.Duration
+	want       Freshness
+	wantRecord bool
+}
+
+// readYourWritesCases are TestReadYourWritesCheck's cases.
+func readYourWritesCases() []readYourWritesCase {
+	return []readYourWritesCase{
 		{name: "no writes", want: Fresh},
-		{name: "create observed", writes: []write{{resource: "pods", obj: pod("a", "1", "100", false)}},
+		{name: "create observed", writes: []rywWrite{{resource: "pods", obj: pod("a", "1", "100", false)}},
 			pods: fakeCache{observed: "100"}, want: Fresh},
-		{name: "create newer than the cache", writes: []write{{resource: "pods", obj: pod("a", "1", "100", false)}},
+		{name: "create newer than the cache", writes: []rywWrite{{resource: "pods", obj: pod("a", "1", "100", false)}},
 			pods: fakeCache{observed: "99"}, want: Behind, wantRecord: true},
-		{name: "resourceVersions compare numerically", writes: []write{{resource: "pods", obj: pod("a", "1", "1000", false)}},
+		{name: "resourceVersions compare numerically", writes: []rywWrite{{resource: "pods", obj: pod("a", "1", "1000", false)}},
 			pods: fakeCache{observed: "999"}, want: Behind, wantRecord: true},
-		{name: "the newest write counts", writes: []write{
+		{name: "the newest write counts", writes: []rywWrite{
 			{resource: "pods", obj: pod("a", "1", "120", false)}, {resource: "pods", obj: pod("b", "2", "110", false)}},
 			pods: fakeCache{observed: "115"}, want: Behind, wantRecord: true},
-		{name: "each resource against its own cache", writes: []write{
+		{name: "each resource against its own cache", writes: []rywWrite{
 			{resource: "pods", obj: pod("a", "1", "100", false)}, {resource: "replicasets", obj: pod("rs", "9", "105", false)}},
 			pods: fakeCache{observed: "200"}, rss: fakeCache{observed: "104"}, want: Behind, wantRecord: true},
-		{name: "unknown observed resourceVersion never blocks", writes: []write{{resource: "pods", obj: pod("a", "1", "100", false)}},
+		{name: "unknown observed resourceVersion never blocks", writes: []rywWrite{{resource: "pods", obj: pod("a", "1", "100", false)}},
 			want: Fresh},
-		{name: "empty written resourceVersion ignored", writes: []write{{resource: "pods", obj: pod("a", "1", "", false)}},
+		{name: "empty written resourceVersion ignored", writes: []rywWrite{{resource: "pods", obj: pod("a", "1", "", false)}},
 			pods: fakeCache{observed: "5"}, want: Fresh},
-		{name: "resource without a cache never blocks", writes: []write{{resource: "nodes", obj: pod("n", "1", "100", false)}},
+		{name: "resource without a cache never blocks", writes: []rywWrite{{resource: "nodes", obj: pod("n", "1", "100", false)}},
 			want: Fresh},
-		{name: "delete: object still live in the cache", writes: []write{{resource: "pods", obj: pod("a", "1", "100", false), deleted: true}},
+		{name: "delete: object still live in the cache", writes: []rywWrite{{resource: "pods", obj: pod("a", "1", "100", false), deleted: true}},
 			pods: fakeCache{observed: "300", objects: map[string]metav1.Object{"ns/a": pod("a", "1", "100", false)}},
 			want: Behind, wantRecord: true},
-		{name: "delete: cache shows the deletionTimestamp", writes: []write{{resource: "pods", obj: pod("a", "1", "100", false), deleted: true}},
+		{name: "delete: cache shows the deletionTimestamp", writes: []rywWrite{{resource: "pods", obj: pod("a", "1", "100", false), deleted: true}},
 			pods: fakeCache{objects: map[string]metav1.Object{"ns/a": pod("a", "1", "101", true)}}, want: Fresh},
-		{name: "delete: object gone from the cache", writes: []write{{resource: "pods", obj: pod("a", "1", "100", false), deleted: true}},
+		{name: "delete: object gone from the cache", writes: []rywWrite{{resource: "pods", obj: pod("a", "1", "100", false), deleted: true}},
 			want: Fresh},
-		{name: "delete: same name, other UID", writes: []write{{resource: "pods", obj: pod("a", "1", "100", false), deleted: true}},
+		{name: "delete: same name, other UID", writes: []rywWrite{{resource: "pods", obj: pod("a", "1", "100", false), deleted: true}},
 			pods: fakeCache{objects: map[string]metav1.Object{"ns/a": pod("a", "2", "150", false)}}, want: Fresh},
-		{name: "behind up to the cap", writes: []write{{resource: "pods", obj: pod("a", "1", "100", false)}},
+		{name: "behind up to the cap", writes: []rywWrite{{resource: "pods", obj: pod("a", "1", "100", false)}},
 			pods: fakeCache{observed: "99"}, elapsed: DefaultMaxCacheWait, want: Behind, wantRecord: true},
-		{name: "stale after the cap, and the record is kept", writes: []write{{resource: "pods", obj: pod("a", "1", "100", false)}},
+		{name: "stale after the cap, and the record is kept", writes: []rywWrite{{resource: "pods", obj: pod("a", "1", "100", false)}},
 			pods: fakeCache{observed: "99"}, elapsed: DefaultMaxCacheWait + time.Second, want: Stale, wantRecord: true},
-		{name: "a delete stays stale after the cap", writes: []write{{resource: "pods", obj: pod("a", "1", "100", false), deleted: true}},
+		{name: "a delete stays stale after the cap", writes: []rywWrite{{resource: "pods", obj: pod("a", "1", "100", false), deleted: true}},
 			pods:    fakeCache{objects: map[string]metav1.Object{"ns/a": pod("a", "1", "100", false)}},
 			elapsed: 10 * DefaultMaxCacheWait, want: Stale, wantRecord: true},
 	}
+}
+
+// TestReadYourWritesCheck covers the verdicts of the IM-4 guard for writes
+// (resourceVersion) and deletes (UID), and the wait cap.
+func TestReadYourWritesCheck(t *testing.T) {
+	cases := readYourWritesCases()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			logger, _ := ktesting.NewTestContext(t)
