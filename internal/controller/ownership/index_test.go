@@ -25,32 +25,7 @@ func TestSelectedByMatchesANamespaceScan(t *testing.T) {
 	if err := AddLabelIndex(inf, key); err != nil {
 		t.Fatalf("adding the index twice: %v", err)
 	}
-	for i := range 60 {
-		l := map[string]string{"app": fmt.Sprintf("app-%d", i%3)}
-		if i%4 != 0 { // a quarter of the pods carry no hash
-			l[key] = fmt.Sprintf("h%d", i%2)
-		}
-		if i%5 == 0 {
-			l["tier"] = "front"
-		}
-		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: []string{"a", "b"}[i%2], Name: fmt.Sprintf("p%d", i), Labels: l}}
-		if i%7 == 0 { // owned by someone else: still selected
-			pod.OwnerReferences = []metav1.OwnerReference{{UID: "other", Controller: new(true)}}
-		}
-		for _, ix := range []cache.Indexer{indexed, plain} {
-			if err := ix.Add(pod); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	names := func(pods []*v1.Pod) []string {
-		var out []string
-		for _, p := range pods {
-			out = append(out, p.Namespace+"/"+p.Name)
-		}
-		slices.Sort(out)
-		return out
-	}
+	addSelectionPods(t, key, indexed, plain)
 	for _, ls := range []*metav1.LabelSelector{
 		{MatchLabels: map[string]string{"app": "app-1", key: "h1"}},
 		{MatchLabels: map[string]string{key: "h0"}},
@@ -72,12 +47,48 @@ func TestSelectedByMatchesANamespaceScan(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !slices.Equal(names(got), names(want)) {
-					t.Errorf("%s, %s, selector %v: got %v, want %v", name, ns, labels.Selector(sel), names(got), names(want))
+				if !slices.Equal(podNames(got), podNames(want)) {
+					t.Errorf("%s, %s, selector %v: got %v, want %v", name, ns, labels.Selector(sel), podNames(got), podNames(want))
 				}
 			}
 		}
 	}
+}
+
+// addSelectionPods adds the same 60 pods to each of indexers: in namespaces
+// "a" and "b", of three apps, three quarters carrying a key (the hash) label
+// of two values, a fifth labelled tier=front, a seventh owned by another
+// controller.
+func addSelectionPods(t *testing.T, key string, indexers ...cache.Indexer) {
+	t.Helper()
+	for i := range 60 {
+		l := map[string]string{"app": fmt.Sprintf("app-%d", i%3)}
+		if i%4 != 0 { // a quarter of the pods carry no hash
+			l[key] = fmt.Sprintf("h%d", i%2)
+		}
+		if i%5 == 0 {
+			l["tier"] = "front"
+		}
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: []string{"a", "b"}[i%2], Name: fmt.Sprintf("p%d", i), Labels: l}}
+		if i%7 == 0 { // owned by someone else: still selected
+			pod.OwnerReferences = []metav1.OwnerReference{{UID: "other", Controller: new(true)}}
+		}
+		for _, ix := range indexers {
+			if err := ix.Add(pod); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// podNames returns the namespace/name of pods, sorted.
+func podNames(pods []*v1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Namespace+"/"+p.Name)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // fakeIndexInformer is the part of a SharedIndexInformer AddLabelIndex uses.

@@ -41,22 +41,26 @@ func pod(name string, lbl string, ctrlUID types.UID, mods ...func(*v1.Pod)) *v1.
 
 var notFound = apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "x")
 
-// TestClaim covers AD-1 (every branch), AD-3 (memoized CanAdopt) and AD-5.
-func TestClaim(t *testing.T) {
+// claimCase is one case of TestClaim: the owner's state, the objects
+// claimed, what the patches and CanAdopt return, and the outcome wanted.
+type claimCase struct {
+	name          string
+	ownerDeleting bool
+	objs          []*v1.Pod
+	patchErr      error
+	canAdoptErr   error
+	wantClaimed   []string
+	wantPatches   int
+	wantCanAdopt  int
+	wantErr       string
+}
+
+// claimCases are TestClaim's cases.
+func claimCases() []claimCase {
 	deleting := func(p *v1.Pod) { p.DeletionTimestamp = &metav1.Time{} }
 	otherNS := func(p *v1.Pod) { p.Namespace = "other" }
 	nonController := func(p *v1.Pod) { p.OwnerReferences = []metav1.OwnerReference{{Kind: "Node", Name: "n", UID: "n"}} }
-	cases := []struct {
-		name          string
-		ownerDeleting bool
-		objs          []*v1.Pod
-		patchErr      error
-		canAdoptErr   error
-		wantClaimed   []string
-		wantPatches   int
-		wantCanAdopt  int
-		wantErr       string
-	}{
+	return []claimCase{
 		{name: "other controller ignored", objs: []*v1.Pod{pod("a", "web", "other")}},
 		{name: "ours and matching claimed without a write", objs: []*v1.Pod{pod("a", "web", "owner-uid")}, wantClaimed: []string{"a"}},
 		{name: "ours and matching claimed while owner deleting", ownerDeleting: true, objs: []*v1.Pod{pod("a", "web", "owner-uid")}, wantClaimed: []string{"a"}},
@@ -82,7 +86,11 @@ func TestClaim(t *testing.T) {
 			canAdoptErr: notFound, wantCanAdopt: 1, wantErr: "can't adopt Pod ns/a",
 		},
 	}
-	for _, tc := range cases {
+}
+
+// TestClaim covers AD-1 (every branch), AD-3 (memoized CanAdopt) and AD-5.
+func TestClaim(t *testing.T) {
+	for _, tc := range claimCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			patches, canAdopts := 0, 0
