@@ -147,33 +147,51 @@ func checkSlim(t *testing.T, got, want *v1.Pod) {
 	}
 }
 
-// TestSlimPodsAreUnavailableForTheSameReason: unavailable.Of gives a slim pod the reason it gives the full pod
-// (issue 11's kubedeploy_deployment_unavailable_pods reads slim pods; `rollout watch` full ones).
-func TestSlimPodsAreUnavailableForTheSameReason(t *testing.T) {
-	now := time.Date(2026, 11, 23, 9, 5, 0, 0, time.UTC)
-	waiting := func(reason string) v1.ContainerState {
-		return v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: reason, Message: "the kubelet says why"}}
-	}
-	exited := func(code int32, reason string) v1.ContainerState {
-		return v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: "last words"}}
-	}
-	notReady := func(p *v1.Pod) { p.Status.Conditions[1].Status = v1.ConditionFalse }
-	unscheduled := func(p *v1.Pod, reason string) {
-		p.Spec.NodeName, p.Status.Phase = "", v1.PodPending
-		p.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: reason, Message: "0/3 nodes are available"}}
-		p.Status.ContainerStatuses, p.Status.InitContainerStatuses = nil, nil
-	}
-	withMigrate := func(p *v1.Pod, state v1.ContainerState) {
-		p.Spec.InitContainers = append(p.Spec.InitContainers, v1.Container{Name: "migrate"})
-		p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, v1.ContainerStatus{Name: "migrate", RestartCount: 4, State: state})
-		p.Status.ContainerStatuses[0].State = waiting("PodInitializing")
-	}
-	for _, tc := range []struct {
-		name            string
-		change          func(*v1.Pod)
-		minReadySeconds int32
-		want            string // "" for available
-	}{
+// reasonTime is the time TestSlimPodsAreUnavailableForTheSameReason judges
+// its pods at.
+var reasonTime = time.Date(2026, 11, 23, 9, 5, 0, 0, time.UTC)
+
+// waiting is a container state waiting with reason.
+func waiting(reason string) v1.ContainerState {
+	return v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: reason, Message: "the kubelet says why"}}
+}
+
+// exited is a container state terminated with code and reason.
+func exited(code int32, reason string) v1.ContainerState {
+	return v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: "last words"}}
+}
+
+// notReady turns an apiPod's Ready condition false.
+func notReady(p *v1.Pod) { p.Status.Conditions[1].Status = v1.ConditionFalse }
+
+// unscheduled makes p a pending pod that is not scheduled, for reason.
+func unscheduled(p *v1.Pod, reason string) {
+	p.Spec.NodeName, p.Status.Phase = "", v1.PodPending
+	p.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: reason, Message: "0/3 nodes are available"}}
+	p.Status.ContainerStatuses, p.Status.InitContainerStatuses = nil, nil
+}
+
+// withMigrate gives p a non-sidecar init container "migrate" in state, its
+// app container waiting for it.
+func withMigrate(p *v1.Pod, state v1.ContainerState) {
+	p.Spec.InitContainers = append(p.Spec.InitContainers, v1.Container{Name: "migrate"})
+	p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, v1.ContainerStatus{Name: "migrate", RestartCount: 4, State: state})
+	p.Status.ContainerStatuses[0].State = waiting("PodInitializing")
+}
+
+// reasonCase is a change to apiPod(5) and the reason unavailable.Of gives
+// the changed pod.
+type reasonCase struct {
+	name            string
+	change          func(*v1.Pod)
+	minReadySeconds int32
+	want            string // "" for available
+}
+
+// containerReasonCases are the cases where the pod is available or its
+// containers' states give the reason.
+func containerReasonCases() []reasonCase {
+	return []reasonCase{
 		{name: "available"},
 		{name: "available after minReadySeconds", minReadySeconds: 60},
 		{name: "ImagePullBackOff", want: "ImagePullBackOff", change: func(p *v1.Pod) {
@@ -198,6 +216,14 @@ func TestSlimPodsAreUnavailableForTheSameReason(t *testing.T) {
 			notReady(p)
 			p.Status.InitContainerStatuses[0].State = waiting("CrashLoopBackOff")
 		}},
+	}
+}
+
+// podReasonCases are the cases where the pod's scheduling, phase, deletion,
+// conditions or minReadySeconds give the reason.
+func podReasonCases() []reasonCase {
+	now := reasonTime
+	return []reasonCase{
 		{name: "Unschedulable", want: "Unschedulable", change: func(p *v1.Pod) { unscheduled(p, v1.PodReasonUnschedulable) }},
 		{name: "unschedulable with no reason", want: "Unschedulable", change: func(p *v1.Pod) { unscheduled(p, "") }},
 		{name: "SchedulingGated", want: "SchedulingGated", change: func(p *v1.Pod) { unscheduled(p, v1.PodReasonSchedulingGated) }},
@@ -220,7 +246,14 @@ func TestSlimPodsAreUnavailableForTheSameReason(t *testing.T) {
 		{name: "minReadySeconds with no ready time", want: unavailable.MinReadySeconds, minReadySeconds: 1, change: func(p *v1.Pod) {
 			p.Status.Conditions[1].LastTransitionTime = metav1.Time{}
 		}},
-	} {
+	}
+}
+
+// TestSlimPodsAreUnavailableForTheSameReason: unavailable.Of gives a slim pod the reason it gives the full pod
+// (issue 11's kubedeploy_deployment_unavailable_pods reads slim pods; `rollout watch` full ones).
+func TestSlimPodsAreUnavailableForTheSameReason(t *testing.T) {
+	now := reasonTime
+	for _, tc := range append(containerReasonCases(), podReasonCases()...) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := apiPod(5)
 			if tc.change != nil {
