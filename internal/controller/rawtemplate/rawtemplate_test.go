@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -226,6 +227,20 @@ func TestCreatesCarryStoredTemplate(t *testing.T) {
 		t.Fatalf("Template(created ReplicaSet) = %v, %v", rsTemplate, err)
 	}
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-abc-1", Namespace: "ns", Labels: labels}, Spec: rs.Spec.Template.Spec}
+	checkCreatePodCarries(ctx, t, client, pod, rsTemplate, wantTemplate)
+
+	back := WithoutLabel(rsTemplate, appsv1.DefaultDeploymentUniqueLabelKey)
+	wantBack, _, _ := unstructured.NestedMap(want.Object, "spec", "template")
+	if a, b := mustJSON(t, back), mustJSON(t, wantBack); a != b {
+		t.Errorf("WithoutLabel(ReplicaSet template) = %s, want the Deployment's as stored %s", a, b)
+	}
+}
+
+// checkCreatePodCarries creates pod "web-abc-1" with CreatePod from
+// rsTemplate and checks that the pod the API server holds has wantTemplate's
+// spec, unknown fields included, and the pod-template-hash label "abc".
+func checkCreatePodCarries(ctx context.Context, t *testing.T, client dynamic.Interface, pod *v1.Pod, rsTemplate, wantTemplate map[string]any) {
+	t.Helper()
 	if _, err := CreatePod(ctx, client, pod, rsTemplate); err != nil {
 		t.Fatal(err)
 	}
@@ -240,12 +255,6 @@ func TestCreatesCarryStoredTemplate(t *testing.T) {
 	}
 	if l := gotPod.GetLabels(); l[appsv1.DefaultDeploymentUniqueLabelKey] != "abc" {
 		t.Errorf("pod labels = %v", l)
-	}
-
-	back := WithoutLabel(rsTemplate, appsv1.DefaultDeploymentUniqueLabelKey)
-	wantBack, _, _ := unstructured.NestedMap(want.Object, "spec", "template")
-	if a, b := mustJSON(t, back), mustJSON(t, wantBack); a != b {
-		t.Errorf("WithoutLabel(ReplicaSet template) = %s, want the Deployment's as stored %s", a, b)
 	}
 }
 
