@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/apiclient"
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/podcache"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
@@ -478,7 +479,7 @@ func newController(ctx context.Context, cfg Config, name string, cc controllerCl
 	switch name {
 	case DeploymentController:
 		c, err := deployment.New(ctx, deployment.Config{
-			Client:       cc.client,
+			Client:       apiclient.New(cc.client),
 			Templates:    cc.templates,
 			Dynamic:      cc.dynamic,
 			Deployments:  factory.Apps().V1().Deployments(),
@@ -493,7 +494,7 @@ func newController(ctx context.Context, cfg Config, name string, cc controllerCl
 		return c, cfg.ConcurrentDeploymentSyncs, err
 	case ReplicaSetController:
 		rsCfg := replicaset.Config{
-			Client:              cc.client,
+			Client:              apiclient.New(cc.client),
 			Templates:           cc.templates,
 			Dynamic:             cc.dynamic,
 			ReplicaSets:         factory.Apps().V1().ReplicaSets(),

@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/apiclient"
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
 	"github.com/kubedeploy/kubedeploy/internal/controller/replicaset"
@@ -65,11 +66,11 @@ func NewChecker(restConfig *rest.Config, src Sources, clk clock.WithTicker) (*Ch
 		return nil, fmt.Errorf("shadow: %w", err)
 	}
 	deployments, errD := deployment.NewSyncer(deployment.Config{
-		Client: client, Recorder: discardEvents{}, Clock: clk,
+		Client: apiclient.New(client), Recorder: discardEvents{}, Clock: clk,
 		Deployments: src.Deployments, ReplicaSets: src.ReplicaSets, Pods: src.Pods,
 	})
 	replicaSets, errRS := replicaset.NewSyncer(replicaset.Config{
-		Client: client, Recorder: discardEvents{}, Clock: clk, ReplicaSets: src.ReplicaSets, Pods: src.Pods,
+		Client: apiclient.New(client), Recorder: discardEvents{}, Clock: clk, ReplicaSets: src.ReplicaSets, Pods: src.Pods,
 	})
 	if err := errors.Join(errD, errRS); err != nil {
 		return nil, fmt.Errorf("shadow: %w", err)

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/apiclient"
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/replicaset"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
@@ -173,11 +174,11 @@ func (s *simulation) newSyncers() error {
 	recorder := &record.FakeRecorder{} // no channel: events are dropped
 	informers := s.factory.Apps().V1()
 	deployments, errDeployment := deployment.NewSyncer(deployment.Config{
-		Client: s.client, Recorder: recorder, Clock: s.clock,
+		Client: apiclient.New(s.client), Recorder: recorder, Clock: s.clock,
 		Deployments: informers.Deployments(), ReplicaSets: informers.ReplicaSets(), Pods: s.factory.Core().V1().Pods(),
 	})
 	rsConfig := replicaset.Config{
-		Client: s.client, Recorder: recorder, Clock: s.clock,
+		Client: apiclient.New(s.client), Recorder: recorder, Clock: s.clock,
 		ReplicaSets: informers.ReplicaSets(), Pods: s.factory.Core().V1().Pods(),
 	}
 	if s.placement != nil {

@@ -9,7 +9,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -35,8 +34,8 @@ const (
 // is required.
 type Config struct {
 	// Client writes ReplicaSets and Deployments and does the uncached
-	// Deployment read before adoption (AD-3).
-	Client kubernetes.Interface
+	// reads (IM-4, AD-3): apiclient.New over the manager's clientset.
+	Client Client
 	// Deployments is the Deployment informer.
 	Deployments appsinformers.DeploymentInformer
 	// ReplicaSets is the ReplicaSet informer; New adds ownership.ControllerIndex to it.
@@ -89,7 +88,7 @@ func (c Config) Validate() error {
 // Controller reconciles Deployments into ReplicaSets. Build it with New.
 type Controller struct {
 	// client writes; the listers and indexers read the informer caches.
-	client     kubernetes.Interface
+	client     Client
 	dLister    appslisters.DeploymentLister
 	rsLister   appslisters.ReplicaSetLister
 	rsIndexer  cache.Indexer

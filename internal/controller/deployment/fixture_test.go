@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/apiclient"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 	"github.com/kubedeploy/kubedeploy/internal/testing/controllertest"
@@ -38,7 +39,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
 	f := &fixture{Fixture: controllertest.New(t, baseTime.Add(24*time.Hour), objs...)}
 	c, err := New(f.Ctx, Config{
-		Client:      f.Client,
+		Client:      apiclient.New(f.Client),
 		Deployments: f.Factory.Apps().V1().Deployments(),
 		ReplicaSets: f.Factory.Apps().V1().ReplicaSets(),
 		Pods:        f.Factory.Core().V1().Pods(),

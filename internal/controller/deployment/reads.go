@@ -24,7 +24,7 @@ import (
 // error, NotFound included.
 func (c *Controller) getDeployment(ctx context.Context, key cache.ObjectName, live bool) (*appsv1.Deployment, error) {
 	if live {
-		return c.client.AppsV1().Deployments(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+		return c.client.GetDeployment(ctx, key.Namespace, key.Name)
 	}
 	return c.dLister.Deployments(key.Namespace).Get(key.Name)
 }
@@ -41,7 +41,7 @@ func (c *Controller) listReplicaSets(ctx context.Context, d *appsv1.Deployment, 
 	if !live {
 		return ownership.Candidates[*appsv1.ReplicaSet](c.rsIndexer, d.UID, d.Namespace)
 	}
-	list, err := c.client.AppsV1().ReplicaSets(d.Namespace).List(ctx, metav1.ListOptions{})
+	list, err := c.client.ListReplicaSets(ctx, d.Namespace)
 	if err != nil {
 		return nil, fmt.Errorf("listing ReplicaSets in %s from the API server: %w", d.Namespace, err)
 	}
@@ -73,7 +73,7 @@ func (c *Controller) claimReplicaSets(ctx context.Context, key cache.ObjectName,
 		ObjectKind: "ReplicaSet",
 		Selector:   selector,
 		CanAdopt: ownership.RecheckDeletionTimestamp(d, "Deployment", func(ctx context.Context) (metav1.Object, error) {
-			fresh, err := c.client.AppsV1().Deployments(d.Namespace).Get(ctx, d.Name, metav1.GetOptions{})
+			fresh, err := c.client.GetDeployment(ctx, d.Namespace, d.Name)
 			if err != nil {
 				return nil, err
 			}

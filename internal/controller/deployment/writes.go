@@ -26,7 +26,7 @@ func (sc *syncContext) written(resource string, obj metav1.Object) {
 // remembers the write for the IM-4 guard, and returns the Deployment the API
 // server stored or the API error.
 func (c *Controller) updateStatus(ctx context.Context, key cache.ObjectName, d *appsv1.Deployment) (*appsv1.Deployment, error) {
-	updated, err := c.client.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{})
+	updated, err := c.client.UpdateDeploymentStatus(ctx, d)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +39,7 @@ func (c *Controller) updateStatus(ctx context.Context, key cache.ObjectName, d *
 // key, remembers the write for the IM-4 guard, and returns the ReplicaSet
 // the API server stored (IM-2) or the API error.
 func (c *Controller) patchOwnership(ctx context.Context, key cache.ObjectName, rs *appsv1.ReplicaSet, patch []byte) (*appsv1.ReplicaSet, error) {
-	patched, err := c.client.AppsV1().ReplicaSets(rs.Namespace).Patch(ctx, rs.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	patched, err := c.client.PatchReplicaSet(ctx, rs.Namespace, rs.Name, types.StrategicMergePatchType, patch)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +69,7 @@ func (sc *syncContext) create(ctx context.Context, rs *appsv1.ReplicaSet, stored
 	if stored != nil {
 		created, err = sc.c.templates.CreateReplicaSet(ctx, sc.c.dynamic, rs, stored)
 	} else {
-		created, err = sc.c.client.AppsV1().ReplicaSets(rs.Namespace).Create(ctx, rs, metav1.CreateOptions{})
+		created, err = sc.c.client.CreateReplicaSet(ctx, rs)
 	}
 	if err != nil {
 		return nil, err
@@ -119,7 +119,7 @@ func (sc *syncContext) writeDeploymentPatch(ctx context.Context, change func(d *
 	if err != nil || patch == nil {
 		return err
 	}
-	updated, err := sc.c.client.AppsV1().Deployments(sc.d.Namespace).Patch(ctx, sc.d.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	updated, err := sc.c.client.PatchDeployment(ctx, sc.d.Namespace, sc.d.Name, types.JSONPatchType, patch)
 	if err != nil {
 		if preconditionFailed(err) {
 			return fmt.Errorf("deployment %s was recreated or its spec changed since it was read, so the conditioned patch was refused; retrying on fresh data: %w: %w",
@@ -145,7 +145,7 @@ func preconditionFailed(err error) bool {
 // delete for the IM-4 guard. NotFound counts as success; other API errors
 // are returned.
 func (sc *syncContext) deleteReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet) error {
-	err := sc.c.client.AppsV1().ReplicaSets(rs.Namespace).Delete(ctx, rs.Name, metav1.DeleteOptions{})
+	err := sc.c.client.DeleteReplicaSet(ctx, rs.Namespace, rs.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
@@ -183,7 +183,7 @@ func (sc *syncContext) patchReplicaSet(ctx context.Context, orig, modified *apps
 	if err != nil || patch == nil {
 		return orig, err
 	}
-	updated, err := sc.c.client.AppsV1().ReplicaSets(orig.Namespace).Patch(ctx, orig.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	updated, err := sc.c.client.PatchReplicaSet(ctx, orig.Namespace, orig.Name, types.JSONPatchType, patch)
 	if err != nil {
 		return nil, sc.explainPatchError(ctx, orig, err)
 	}
@@ -203,7 +203,7 @@ func (sc *syncContext) explainPatchError(ctx context.Context, orig *appsv1.Repli
 		return err
 	}
 	what := "it could not be read again"
-	if fresh, getErr := sc.c.client.AppsV1().ReplicaSets(orig.Namespace).Get(ctx, orig.Name, metav1.GetOptions{}); getErr == nil {
+	if fresh, getErr := sc.c.client.GetReplicaSet(ctx, orig.Namespace, orig.Name); getErr == nil {
 		what = replicaSetChange(orig, fresh)
 	}
 	return fmt.Errorf("ReplicaSet %s changed since it was read (%s), so the conditioned patch was refused; retrying on fresh data: %w: %w",

@@ -6,7 +6,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
@@ -16,8 +15,9 @@ import (
 
 // Config is what New needs. Client, ReplicaSets, Pods and Recorder are required.
 type Config struct {
-	// Client writes pods and ReplicaSet status and does the uncached GET of AD-3.
-	Client kubernetes.Interface
+	// Client writes pods and ReplicaSet status and does the uncached reads
+	// (IM-4, AD-3): apiclient.New over the manager's clientset.
+	Client Client
 	// ReplicaSets is the shared ReplicaSet informer.
 	ReplicaSets appsinformers.ReplicaSetInformer
 	// Pods is the shared pod informer; New adds ownership.ControllerIndex to it.

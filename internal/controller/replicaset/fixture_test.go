@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/apiclient"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 	"github.com/kubedeploy/kubedeploy/internal/testing/controllertest"
 )
@@ -44,7 +45,7 @@ func newFixtureWith(t *testing.T, with func(*fixture, *Config), objs ...runtime.
 	t.Helper()
 	f := &fixture{Fixture: controllertest.New(t, testNow, objs...), nextRV: 100}
 	cfg := Config{
-		Client:      f.Client,
+		Client:      apiclient.New(f.Client),
 		ReplicaSets: f.Factory.Apps().V1().ReplicaSets(),
 		Pods:        f.Factory.Core().V1().Pods(),
 		Recorder:    f.Recorder,

@@ -8,7 +8,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
@@ -154,7 +153,7 @@ func (c *Controller) createPods(ctx context.Context, rs *appsv1.ReplicaSet, n in
 		if stored != nil {
 			created, err = rawtemplate.CreatePod(ctx, c.cfg.Dynamic, pod, stored)
 		} else {
-			created, err = c.cfg.Client.CoreV1().Pods(rs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+			created, err = c.cfg.Client.CreatePod(ctx, rs.Namespace, pod)
 		}
 		if err != nil {
 			if runner.IsNamespaceTerminating(err) {
@@ -180,7 +179,7 @@ func (c *Controller) deletePods(ctx context.Context, key string, rs *appsv1.Repl
 	var wg sync.WaitGroup
 	for _, pod := range victims {
 		wg.Go(func() {
-			err := c.cfg.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
+			err := c.cfg.Client.DeletePod(ctx, pod.Namespace, pod.Name)
 			if err == nil {
 				c.freshness.Deleted(key, resourcePods, pod)
 				logger.V(4).Info("Deleted pod", "replicaSet", klog.KObj(rs), "pod", klog.KObj(pod))

@@ -153,7 +153,6 @@ func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, st
 		return rs, nil
 	}
 	logger := klog.FromContext(ctx)
-	client := c.cfg.Client.AppsV1().ReplicaSets(rs.Namespace)
 	key := keyOf(rs)
 	patch, err := statusPatch(rs.UID, status)
 	if err != nil {
@@ -164,7 +163,7 @@ func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, st
 			"replicas", status.Replicas, "readyReplicas", status.ReadyReplicas,
 			"availableReplicas", status.AvailableReplicas, "observedGeneration", status.ObservedGeneration)
 		var updated *appsv1.ReplicaSet
-		updated, err = client.Patch(ctx, rs.Name, types.JSONPatchType, patch, metav1.PatchOptions{}, "status")
+		updated, err = c.cfg.Client.PatchReplicaSetStatus(ctx, rs.Namespace, rs.Name, types.JSONPatchType, patch)
 		if err == nil {
 			c.freshness.Written(key, resourceReplicaSets, updated)
 			return updated, nil
@@ -172,7 +171,7 @@ func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, st
 		if attempt >= statusUpdateAttempts {
 			break
 		}
-		fresh, getErr := client.Get(ctx, rs.Name, metav1.GetOptions{})
+		fresh, getErr := c.cfg.Client.GetReplicaSet(ctx, rs.Namespace, rs.Name)
 		if getErr != nil {
 			return nil, fmt.Errorf("updating status of ReplicaSet %s: %w (and getting the latest failed: %w)", key, err, getErr)
 		}

@@ -100,7 +100,7 @@ func (c *Controller) sync(ctx context.Context, name cache.ObjectName) (runner.Re
 // error, NotFound included.
 func (c *Controller) getReplicaSet(ctx context.Context, name cache.ObjectName, live bool) (*appsv1.ReplicaSet, error) {
 	if live {
-		return c.cfg.Client.AppsV1().ReplicaSets(name.Namespace).Get(ctx, name.Name, metav1.GetOptions{})
+		return c.cfg.Client.GetReplicaSet(ctx, name.Namespace, name.Name)
 	}
 	return c.rsLister.ReplicaSets(name.Namespace).Get(name.Name)
 }
@@ -112,7 +112,7 @@ func (c *Controller) getReplicaSet(ctx context.Context, name cache.ObjectName, l
 // so they are released on a later sync instead.
 func (c *Controller) candidatePods(ctx context.Context, sc *syncContext) ([]*v1.Pod, error) {
 	if sc.live {
-		list, err := c.cfg.Client.CoreV1().Pods(sc.rs.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sc.selector.String()})
+		list, err := c.cfg.Client.ListPods(ctx, sc.rs.Namespace, sc.selector)
 		if err != nil {
 			return nil, fmt.Errorf("listing pods of ReplicaSet %s from the API server: %w", sc.key, err)
 		}
@@ -162,7 +162,7 @@ func (c *Controller) claimPods(ctx context.Context, sc *syncContext) error {
 // getFreshReplicaSet returns an uncached, quorum read of rs for AD-3.
 func (c *Controller) getFreshReplicaSet(rs *appsv1.ReplicaSet) func(ctx context.Context) (metav1.Object, error) {
 	return func(ctx context.Context) (metav1.Object, error) {
-		fresh, err := c.cfg.Client.AppsV1().ReplicaSets(rs.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
+		fresh, err := c.cfg.Client.GetReplicaSet(ctx, rs.Namespace, rs.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -173,7 +173,7 @@ func (c *Controller) getFreshReplicaSet(rs *appsv1.ReplicaSet) func(ctx context.
 // patchPod sends an adopt or release patch (AD-4, AD-5), remembers the write
 // for the IM-4 guard and returns the patched pod (IM-2).
 func (c *Controller) patchPod(ctx context.Context, key string, pod *v1.Pod, patch []byte) (*v1.Pod, error) {
-	updated, err := c.cfg.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	updated, err := c.cfg.Client.PatchPod(ctx, pod.Namespace, pod.Name, types.StrategicMergePatchType, patch)
 	if err != nil {
 		return nil, err
 	}
