@@ -29,35 +29,12 @@ func TestFeeder(t *testing.T) {
 	c.progressing("ReplicaSetUpdated")
 	c.pod(rs2, "new-a", "ImagePullBackOff")
 	client := fake.NewClientset(c.d, c.rss[0], c.rss[1], c.pods[0])
-	watches := controllertest.RecordWatches(client)
-	factory := informers.NewSharedInformerFactory(client, 0)
 	var ended []Ended
 	tr := newTracker(&ended)
 	var forgot atomic.Int32
 	tr.OnForget = func(string, string) { forgot.Add(1) }
 	clk := clocktesting.NewFakeClock(t0)
-	f, err := NewFeeder(tr, Sources{
-		Deployments: factory.Apps().V1().Deployments(),
-		ReplicaSets: factory.Apps().V1().ReplicaSets(),
-		Pods:        factory.Core().V1().Pods(),
-	}, clk, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	factory.Start(ctx.Done())
-	defer func() {
-		cancel()
-		factory.Shutdown()
-	}()
-	factory.WaitForCacheSync(ctx.Done())
-	watches.Wait(t, "deployments", "replicasets", "pods")
-	// The handlers run behind the caches: wait until they noted the Deployment.
-	poll(t, "the Deployment to be noted", func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return len(f.dirty) > 0
-	})
+	ctx, f, factory := startFeeder(t, client, tr, clk)
 	f.Step()
 	got := tr.InProgress(t0)
 	if len(got) != 1 || got[0].Wait != (Wait{ImagePull, "ImagePullBackOff"}) || !got[0].Start.Equal(at(-10)) {
@@ -72,15 +49,7 @@ func TestFeeder(t *testing.T) {
 	}
 
 	// A pod change reaches the tracker through its ReplicaSet.
-	pod := c.pods[0].DeepCopy()
-	pod.Status = v1.PodStatus{Phase: v1.PodRunning, StartTime: &metav1.Time{Time: t0}}
-	if _, err := client.CoreV1().Pods("ns").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "the pod change", func() bool {
-		p, err := factory.Core().V1().Pods().Lister().Pods("ns").Get("new-a")
-		return err == nil && p.Status.Phase == v1.PodRunning
-	})
+	startPod(ctx, t, client, factory, c.pods[0])
 	clk.Step(time.Second)
 	f.Step()
 	if r := tr.InProgress(clk.Now())[0]; r.Wait.On != Startup {
@@ -88,16 +57,7 @@ func TestFeeder(t *testing.T) {
 	}
 
 	// Complete: the rollout ends and is no longer stepped.
-	d := c.d.DeepCopy()
-	d.Status.Conditions[0].Reason = rolloutstate.NewReplicaSetAvailable
-	d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.AvailableReplicas = 4, 4, 4
-	if _, err := client.AppsV1().Deployments("ns").UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "the Deployment change", func() bool {
-		got, err := factory.Apps().V1().Deployments().Lister().Deployments("ns").Get("web")
-		return err == nil && got.Status.AvailableReplicas == 4
-	})
+	completeDeployment(ctx, t, client, factory, c.d)
 	clk.Step(time.Second)
 	f.Step()
 	if len(ended) != 1 || ended[0].Outcome != Complete || ended[0].Duration() != 15*time.Second {
@@ -108,6 +68,71 @@ func TestFeeder(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll(t, "the Deployment to be forgotten", func() bool { return forgot.Load() == 1 })
+}
+
+// startFeeder starts informers on client and a Feeder of them for tr on clk,
+// stopped when the test ends, and waits until the caches are synced, their
+// watches open and the handlers have noted the Deployment. It returns the
+// informers' context, the Feeder and the informers.
+func startFeeder(t *testing.T, client *fake.Clientset, tr *Tracker, clk *clocktesting.FakeClock) (context.Context, *Feeder, informers.SharedInformerFactory) {
+	t.Helper()
+	watches := controllertest.RecordWatches(client)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	f, err := NewFeeder(tr, Sources{
+		Deployments: factory.Apps().V1().Deployments(),
+		ReplicaSets: factory.Apps().V1().ReplicaSets(),
+		Pods:        factory.Core().V1().Pods(),
+	}, clk, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	t.Cleanup(func() {
+		cancel()
+		factory.Shutdown()
+	})
+	factory.WaitForCacheSync(ctx.Done())
+	watches.Wait(t, "deployments", "replicasets", "pods")
+	// The handlers run behind the caches: wait until they noted the Deployment.
+	poll(t, "the Deployment to be noted", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.dirty) > 0
+	})
+	return ctx, f, factory
+}
+
+// startPod writes a copy of pod Running (started at t0) and waits until the
+// pod informer has it.
+func startPod(ctx context.Context, t *testing.T, client *fake.Clientset, factory informers.SharedInformerFactory, pod *v1.Pod) {
+	t.Helper()
+	pod = pod.DeepCopy()
+	pod.Status = v1.PodStatus{Phase: v1.PodRunning, StartTime: &metav1.Time{Time: t0}}
+	if _, err := client.CoreV1().Pods("ns").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the pod change", func() bool {
+		p, err := factory.Core().V1().Pods().Lister().Pods("ns").Get("new-a")
+		return err == nil && p.Status.Phase == v1.PodRunning
+	})
+}
+
+// completeDeployment writes a copy of d's status complete (NewReplicaSetAvailable,
+// 4 of 4 replicas updated and available) and waits until the Deployment
+// informer has it.
+func completeDeployment(ctx context.Context, t *testing.T, client *fake.Clientset, factory informers.SharedInformerFactory, d *appsv1.Deployment) {
+	t.Helper()
+	d = d.DeepCopy()
+	d.Status.Conditions[0].Reason = rolloutstate.NewReplicaSetAvailable
+	d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.AvailableReplicas = 4, 4, 4
+	if _, err := client.AppsV1().Deployments("ns").UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the Deployment change", func() bool {
+		got, err := factory.Apps().V1().Deployments().Lister().Deployments("ns").Get("web")
+		return err == nil && got.Status.AvailableReplicas == 4
+	})
 }
 
 // poll waits up to 10 s for cond.
