@@ -91,6 +91,43 @@ func TestStartStop(t *testing.T) {
 	cp, client := startControlPlane(t, ctx, dir)
 	defer cp.Stop()
 
+	assertKubeconfigAndNodes(t, ctx, cp, client)
+
+	assertClientConfig(t, ctx, cp)
+
+	createPod(t, ctx, client, bareP("good", "nginx:1.25"))
+	good := waitForPod(t, ctx, client, "good", func(p *corev1.Pod) bool {
+		return p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning && podReady(p)
+	})
+	if good.Status.PodIP == "" || len(good.Status.ContainerStatuses) != 1 || !good.Status.ContainerStatuses[0].Ready {
+		t.Errorf("good pod status = %+v", good.Status)
+	}
+	t.Logf("pod good bound to %s, Running and Ready", good.Spec.NodeName)
+
+	createPod(t, ctx, client, bareP("broken", "nginx:broken"))
+	assertBrokenPodStaysUnready(t, ctx, client, "broken")
+	deletePodAndWait(t, ctx, client, "broken")
+
+	stopCleanly(t, cp)
+
+	cp2, client2 := startControlPlane(t, ctx, dir)
+	defer cp2.Stop()
+	pod, err := client2.CoreV1().Pods("default").Get(ctx, "good", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("pod good lost across restart: %v", err)
+	}
+	if pod.UID != good.UID {
+		t.Errorf("pod good UID changed across restart")
+	}
+	if err := cp2.Stop(); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+}
+
+// assertKubeconfigAndNodes checks that cp's kubeconfig is private (0600) and
+// usable, and that the cluster has its 2 nodes, each Ready.
+func assertKubeconfigAndNodes(t *testing.T, ctx context.Context, cp *ControlPlane, client kubernetes.Interface) {
+	t.Helper()
 	if info, err := os.Stat(cp.KubeconfigPath()); err != nil || info.Mode().Perm() != 0o600 {
 		t.Fatalf("kubeconfig %s: %v %v", cp.KubeconfigPath(), info, err)
 	}
@@ -109,22 +146,12 @@ func TestStartStop(t *testing.T) {
 			t.Errorf("node %s not Ready", nodes.Items[i].Name)
 		}
 	}
+}
 
-	assertClientConfig(t, ctx, cp)
-
-	createPod(t, ctx, client, bareP("good", "nginx:1.25"))
-	good := waitForPod(t, ctx, client, "good", func(p *corev1.Pod) bool {
-		return p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning && podReady(p)
-	})
-	if good.Status.PodIP == "" || len(good.Status.ContainerStatuses) != 1 || !good.Status.ContainerStatuses[0].Ready {
-		t.Errorf("good pod status = %+v", good.Status)
-	}
-	t.Logf("pod good bound to %s, Running and Ready", good.Spec.NodeName)
-
-	createPod(t, ctx, client, bareP("broken", "nginx:broken"))
-	assertBrokenPodStaysUnready(t, ctx, client, "broken")
-	deletePodAndWait(t, ctx, client, "broken")
-
+// stopCleanly stops cp, logging how long it took, and checks that Done is
+// closed and Err is nil after a clean stop.
+func stopCleanly(t *testing.T, cp *ControlPlane) {
+	t.Helper()
 	stopBegin := time.Now()
 	if err := cp.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)
@@ -137,19 +164,6 @@ func TestStartStop(t *testing.T) {
 	}
 	if err := cp.Err(); err != nil {
 		t.Fatalf("Err after clean stop = %v", err)
-	}
-
-	cp2, client2 := startControlPlane(t, ctx, dir)
-	defer cp2.Stop()
-	pod, err := client2.CoreV1().Pods("default").Get(ctx, "good", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("pod good lost across restart: %v", err)
-	}
-	if pod.UID != good.UID {
-		t.Errorf("pod good UID changed across restart")
-	}
-	if err := cp2.Stop(); err != nil {
-		t.Fatalf("second Stop: %v", err)
 	}
 }
 

@@ -95,21 +95,17 @@ func readyPod(pod *corev1.Pod, ownerKind string) *corev1.Pod {
 	return pod
 }
 
-func TestPodStagesMatch(t *testing.T) {
-	all, err := stages(time.Second, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc, err := lifecycle.NewLifecycle(all[podStageRef])
-	if err != nil {
-		t.Fatalf("NewLifecycle() = %v", err)
-	}
-	now := metav1.Now()
-	tests := []struct {
-		name   string
-		pod    func() *corev1.Pod
-		stages []string
-	}{
+// podStageCase is a pod and the pod stages KWOK may apply to it.
+type podStageCase struct {
+	name   string
+	pod    func() *corev1.Pod
+	stages []string
+}
+
+// imageStageCases are TestPodStagesMatch's cases about scheduling and the
+// container image: which images count as broken.
+func imageStageCases() []podStageCase {
+	return []podStageCase{
 		{name: "scheduled pod becomes ready", pod: func() *corev1.Pod { return testPod("nginx:1.25") }, stages: []string{StagePodReady}},
 		{name: "untagged image becomes ready", pod: func() *corev1.Pod { return testPod("nginx") }, stages: []string{StagePodReady}},
 		{name: "unscheduled pod is left alone", pod: func() *corev1.Pod { p := testPod("nginx"); p.Spec.NodeName = ""; return p }},
@@ -123,6 +119,14 @@ func TestPodStagesMatch(t *testing.T) {
 		{name: "404 tag with digest", pod: func() *corev1.Pod { return testPod("webserver:404@sha256:abc") }, stages: []string{StagePodImagePullBackOff}},
 		{name: "registry port 404 is fine", pod: func() *corev1.Pod { return testPod("registry:404/webserver:1.0") }, stages: []string{StagePodReady}},
 		{name: "tag 4040 is fine", pod: func() *corev1.Pod { return testPod("webserver:4040") }, stages: []string{StagePodReady}},
+	}
+}
+
+// lifecycleStageCases are TestPodStagesMatch's cases about the pod's owner,
+// phase, conditions and deletion.
+func lifecycleStageCases() []podStageCase {
+	now := metav1.Now()
+	return []podStageCase{
 		{name: "running Job pod completes", pod: func() *corev1.Pod { return readyPod(testPod("busybox"), "Job") }, stages: []string{StagePodComplete}},
 		{name: "running ReplicaSet pod keeps running", pod: func() *corev1.Pod { return readyPod(testPod("nginx"), "ReplicaSet") }},
 		{name: "Job pod becomes ready first", pod: func() *corev1.Pod {
@@ -157,7 +161,18 @@ func TestPodStagesMatch(t *testing.T) {
 			return p
 		}, stages: []string{StagePodDelete}},
 	}
-	for _, tc := range tests {
+}
+
+func TestPodStagesMatch(t *testing.T) {
+	all, err := stages(time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := lifecycle.NewLifecycle(all[podStageRef])
+	if err != nil {
+		t.Fatalf("NewLifecycle() = %v", err)
+	}
+	for _, tc := range append(imageStageCases(), lifecycleStageCases()...) {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := tc.pod()
 			matched, err := lc.ListAllPossible(context.Background(), &lifecycle.Event{Labels: pod.Labels, Annotations: pod.Annotations, Data: pod})
