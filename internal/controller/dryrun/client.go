@@ -1,0 +1,109 @@
+package dryrun
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The reads: Config.Reader's answers.
+
+// GetDeployment returns Reader.GetDeployment's answer.
+func (c *Client) GetDeployment(ctx context.Context, namespace, name string) (*appsv1.Deployment, error) {
+	return c.cfg.Reader.GetDeployment(ctx, namespace, name)
+}
+
+// GetReplicaSet returns Reader.GetReplicaSet's answer.
+func (c *Client) GetReplicaSet(ctx context.Context, namespace, name string) (*appsv1.ReplicaSet, error) {
+	return c.cfg.Reader.GetReplicaSet(ctx, namespace, name)
+}
+
+// ListReplicaSets returns Reader.ListReplicaSets's answer.
+func (c *Client) ListReplicaSets(ctx context.Context, namespace string) (*appsv1.ReplicaSetList, error) {
+	return c.cfg.Reader.ListReplicaSets(ctx, namespace)
+}
+
+// ListPods returns Reader.ListPods's answer.
+func (c *Client) ListPods(ctx context.Context, namespace string, selector labels.Selector) (*v1.PodList, error) {
+	return c.cfg.Reader.ListPods(ctx, namespace, selector)
+}
+
+// The writes: recorded and answered (Client.write).
+
+// UpdateDeploymentStatus records an update of d's status and returns d as OnWrite left it; NotFound for a
+// Deployment Current does not know.
+func (c *Client) UpdateDeploymentStatus(_ context.Context, d *appsv1.Deployment) (*appsv1.Deployment, error) {
+	w := Write{Verb: VerbUpdate, Resource: Deployments, Subresource: "status", Namespace: d.Namespace, Name: d.Name, Object: d.DeepCopy()}
+	return answer[*appsv1.Deployment](c.write(w, "", nil))
+}
+
+// PatchDeployment records a patch of a Deployment and returns the Deployment it leaves.
+func (c *Client) PatchDeployment(_ context.Context, namespace, name string, pt types.PatchType, patch []byte) (*appsv1.Deployment, error) {
+	w := Write{Verb: VerbPatch, Resource: Deployments, Namespace: namespace, Name: name}
+	return answer[*appsv1.Deployment](c.write(w, pt, patch))
+}
+
+// CreateReplicaSet records the creation of rs and returns rs as OnWrite left it; AlreadyExists for a name
+// Current knows.
+func (c *Client) CreateReplicaSet(_ context.Context, rs *appsv1.ReplicaSet) (*appsv1.ReplicaSet, error) {
+	w := Write{Verb: VerbCreate, Resource: ReplicaSets, Namespace: rs.Namespace, Name: rs.Name, Object: rs.DeepCopy()}
+	return answer[*appsv1.ReplicaSet](c.write(w, "", nil))
+}
+
+// PatchReplicaSet records a patch of a ReplicaSet and returns the ReplicaSet it leaves.
+func (c *Client) PatchReplicaSet(_ context.Context, namespace, name string, pt types.PatchType, patch []byte) (*appsv1.ReplicaSet, error) {
+	w := Write{Verb: VerbPatch, Resource: ReplicaSets, Namespace: namespace, Name: name}
+	return answer[*appsv1.ReplicaSet](c.write(w, pt, patch))
+}
+
+// PatchReplicaSetStatus records a patch of a ReplicaSet's status subresource and returns the ReplicaSet it
+// leaves (the patch is applied to the whole object: the controller's patches touch status alone).
+func (c *Client) PatchReplicaSetStatus(_ context.Context, namespace, name string, pt types.PatchType, patch []byte) (*appsv1.ReplicaSet, error) {
+	w := Write{Verb: VerbPatch, Resource: ReplicaSets, Subresource: "status", Namespace: namespace, Name: name}
+	return answer[*appsv1.ReplicaSet](c.write(w, pt, patch))
+}
+
+// DeleteReplicaSet records the deletion of a ReplicaSet; NotFound for one Current does not know.
+func (c *Client) DeleteReplicaSet(_ context.Context, namespace, name string) error {
+	_, err := c.write(Write{Verb: VerbDelete, Resource: ReplicaSets, Namespace: namespace, Name: name}, "", nil)
+	return err
+}
+
+// CreatePod records the creation of pod in namespace and returns pod as OnWrite left it (unnamed when it has
+// only a generateName and OnWrite does not name it).
+func (c *Client) CreatePod(_ context.Context, namespace string, pod *v1.Pod) (*v1.Pod, error) {
+	pod = pod.DeepCopy()
+	pod.Namespace = namespace
+	w := Write{Verb: VerbCreate, Resource: Pods, Namespace: namespace, Name: pod.Name, Object: pod}
+	return answer[*v1.Pod](c.write(w, "", nil))
+}
+
+// PatchPod records a patch of a pod and returns the pod it leaves.
+func (c *Client) PatchPod(_ context.Context, namespace, name string, pt types.PatchType, patch []byte) (*v1.Pod, error) {
+	w := Write{Verb: VerbPatch, Resource: Pods, Namespace: namespace, Name: name}
+	return answer[*v1.Pod](c.write(w, pt, patch))
+}
+
+// DeletePod records the deletion of a pod; NotFound for one Current does not know.
+func (c *Client) DeletePod(_ context.Context, namespace, name string) error {
+	_, err := c.write(Write{Verb: VerbDelete, Resource: Pods, Namespace: namespace, Name: name}, "", nil)
+	return err
+}
+
+// answer is obj as a T, or err; an error when OnWrite left an object of another type.
+func answer[T runtime.Object](obj runtime.Object, err error) (T, error) {
+	var zero T
+	if err != nil {
+		return zero, err
+	}
+	t, ok := obj.(T)
+	if !ok {
+		return zero, fmt.Errorf("dryrun: the write left a %T, not a %T", obj, zero)
+	}
+	return t, nil
+}
