@@ -177,14 +177,18 @@ func TestPassthrough(t *testing.T) {
 	})
 }
 
+// faultCase is one case of TestFaults: a fault on every list of pods (or on
+// none), and what a client then sees.
+type faultCase struct {
+	name      string
+	fault     Fault
+	fraction  float64
+	wantCode  int
+	wantError func(error) bool
+}
+
 func TestFaults(t *testing.T) {
-	cases := []struct {
-		name      string
-		fault     Fault
-		fraction  float64
-		wantCode  int
-		wantError func(error) bool
-	}{
+	cases := []faultCase{
 		{"TooManyRequests always", TooManyRequests, 1, http.StatusTooManyRequests, apierrors.IsTooManyRequests},
 		{"TooManyRequests never", TooManyRequests, 0, http.StatusOK, nil},
 		{"InternalError always", InternalError, 1, http.StatusInternalServerError, apierrors.IsInternalError},
@@ -197,42 +201,8 @@ func TestFaults(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f, p := setup(t, Options{})
 			p.SetRules(Rule{Resource: "pods", Verb: "list", ErrorFraction: tc.fraction, Fault: tc.fault, TimeoutAfter: 10 * time.Millisecond})
-
-			// Raw: the status code, headers and Status body as written.
-			got := do(t, p.URL(), http.MethodGet, "/api/v1/namespaces/ns/pods", "")
-			if got.code != tc.wantCode {
-				t.Fatalf("status %d, want %d (body %s)", got.code, tc.wantCode, got.body)
-			}
-			if retry := got.header.Get("Retry-After"); (tc.wantCode == http.StatusTooManyRequests) != (retry == "1") {
-				t.Errorf("Retry-After = %q for status %d", retry, got.code)
-			}
-			if tc.wantError != nil {
-				var st metav1.Status
-				if err := json.Unmarshal(got.body, &st); err != nil {
-					t.Fatalf("body %s is not a Status: %v", got.body, err)
-				}
-				if st.Kind != "Status" || st.APIVersion != "v1" || st.Status != metav1.StatusFailure || int(st.Code) != tc.wantCode || st.Message == "" {
-					t.Errorf("Status = %+v, want kind Status, apiVersion v1, Failure, code %d, a message", st, tc.wantCode)
-				}
-			}
-
-			// client-go, asking for protobuf as clientsets do by default: the
-			// error it decodes from the JSON Status (no retries, so 429
-			// surfaces too).
-			cfg := p.Config()
-			cfg.ContentType = ""
-			cs, err := kubernetes.NewForConfig(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = cs.CoreV1().RESTClient().Get().Namespace("ns").Resource("pods").
-				MaxRetries(0).Do(context.Background()).Error()
-			switch {
-			case tc.wantError == nil && err != nil:
-				t.Errorf("client-go error %v, want none", err)
-			case tc.wantError != nil && !tc.wantError(err):
-				t.Errorf("client-go error %v, want %s", err, tc.fault)
-			}
+			checkRawFault(t, p, tc)
+			checkClientGoFault(t, p, tc)
 
 			wantHits, wantFaults := 2, 0
 			if tc.fraction == 1 {
@@ -245,6 +215,49 @@ func TestFaults(t *testing.T) {
 				t.Errorf("Stats.Faults[%s] = %d, want %d", tc.fault, n, wantFaults)
 			}
 		})
+	}
+}
+
+// checkRawFault lists pods through p over plain HTTP and checks the answer
+// as written: the status code, the Retry-After header and the Status body.
+func checkRawFault(t *testing.T, p *Proxy, tc faultCase) {
+	t.Helper()
+	got := do(t, p.URL(), http.MethodGet, "/api/v1/namespaces/ns/pods", "")
+	if got.code != tc.wantCode {
+		t.Fatalf("status %d, want %d (body %s)", got.code, tc.wantCode, got.body)
+	}
+	if retry := got.header.Get("Retry-After"); (tc.wantCode == http.StatusTooManyRequests) != (retry == "1") {
+		t.Errorf("Retry-After = %q for status %d", retry, got.code)
+	}
+	if tc.wantError != nil {
+		var st metav1.Status
+		if err := json.Unmarshal(got.body, &st); err != nil {
+			t.Fatalf("body %s is not a Status: %v", got.body, err)
+		}
+		if st.Kind != "Status" || st.APIVersion != "v1" || st.Status != metav1.StatusFailure || int(st.Code) != tc.wantCode || st.Message == "" {
+			t.Errorf("Status = %+v, want kind Status, apiVersion v1, Failure, code %d, a message", st, tc.wantCode)
+		}
+	}
+}
+
+// checkClientGoFault lists pods through p with client-go, asking for
+// protobuf as clientsets do by default, and checks the error it decodes from
+// the JSON Status (no retries, so 429 surfaces too).
+func checkClientGoFault(t *testing.T, p *Proxy, tc faultCase) {
+	t.Helper()
+	cfg := p.Config()
+	cfg.ContentType = ""
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cs.CoreV1().RESTClient().Get().Namespace("ns").Resource("pods").
+		MaxRetries(0).Do(context.Background()).Error()
+	switch {
+	case tc.wantError == nil && err != nil:
+		t.Errorf("client-go error %v, want none", err)
+	case tc.wantError != nil && !tc.wantError(err):
+		t.Errorf("client-go error %v, want %s", err, tc.fault)
 	}
 }
 

@@ -207,18 +207,20 @@ func TestWatchDelayRemoved(t *testing.T) {
 	}
 }
 
-// TestDropWatches checks that DropWatches ends streams at once and that
-// DropWatchAfter ends them once the proxy's clock passes their opening plus
-// DropWatchAfter, and not before.
-func TestDropWatches(t *testing.T) {
-	cases := []struct {
-		name string
-		// before runs before the watch opens (at t0), after once it has delivered one event.
-		before, after func(t *testing.T, p *Proxy, clk *clocktesting.FakeClock)
-		// openFor is how long after t0 the stream must end; 0 means at once,
-		// without the clock moving.
-		openFor time.Duration
-	}{
+// dropCase is one case of TestDropWatches: what is done to the proxy around
+// a pods watch, and when the stream must then end.
+type dropCase struct {
+	name string
+	// before runs before the watch opens (at t0), after once it has delivered one event.
+	before, after func(t *testing.T, p *Proxy, clk *clocktesting.FakeClock)
+	// openFor is how long after t0 the stream must end; 0 means at once,
+	// without the clock moving.
+	openFor time.Duration
+}
+
+// dropWatchCases are TestDropWatches' cases.
+func dropWatchCases() []dropCase {
+	return []dropCase{
 		{
 			name: "DropWatches of the resource",
 			after: func(t *testing.T, p *Proxy, _ *clocktesting.FakeClock) {
@@ -261,6 +263,13 @@ func TestDropWatches(t *testing.T) {
 			},
 		},
 	}
+}
+
+// TestDropWatches checks that DropWatches ends streams at once and that
+// DropWatchAfter ends them once the proxy's clock passes their opening plus
+// DropWatchAfter, and not before.
+func TestDropWatches(t *testing.T) {
+	cases := dropWatchCases()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f, p, clk := setupFakeClock(t)
