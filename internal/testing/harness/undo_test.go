@@ -45,10 +45,19 @@ func undoFixture(current string, paused bool, ann map[string]string, revisions m
 	return objs
 }
 
-// TestRolloutUndoMatchesKubectl runs RolloutUndo and kubectl's own
-// Deployment rollbacker on identical fake clusters and checks they fail in
-// the same cases and otherwise leave the same Deployment behind (RB-9).
-func TestRolloutUndoMatchesKubectl(t *testing.T) {
+// undoCase is one case of TestRolloutUndoMatchesKubectl: the cluster's
+// objects, the revision asked for, and the outcome wanted.
+type undoCase struct {
+	name        string
+	objs        []runtime.Object
+	toRevision  int64
+	wantImage   string // "" when nothing is written
+	wantErr     bool
+	wantSkipped bool
+}
+
+// undoCases are TestRolloutUndoMatchesKubectl's cases.
+func undoCases() []undoCase {
 	kept := map[string]string{
 		"deployment.kubernetes.io/revision": "3",
 		v1.LastAppliedConfigAnnotation:      "{}",
@@ -56,24 +65,7 @@ func TestRolloutUndoMatchesKubectl(t *testing.T) {
 		"custom":                            "dropped: the ReplicaSet lacks it",
 	}
 	three := map[string]string{"1": "nginx:1", "2": "nginx:2", "3": "nginx:3"}
-	orphan := func(objs []runtime.Object) []runtime.Object {
-		rs := NewReplicaSet("ns", "orphan", 0)
-		rs.UID = "orphan-uid"
-		rs.Labels = map[string]string{"app": "web"}
-		rs.Spec.Selector.MatchLabels = rs.Labels
-		rs.Spec.Template.Labels = rs.Labels
-		rs.Spec.Template.Spec.Containers[0].Image = "nginx:orphan"
-		rs.Annotations = map[string]string{"deployment.kubernetes.io/revision": "7"}
-		return append(objs, rs)
-	}
-	cases := []struct {
-		name        string
-		objs        []runtime.Object
-		toRevision  int64
-		wantImage   string // "" when nothing is written
-		wantErr     bool
-		wantSkipped bool
-	}{
+	return []undoCase{
 		{name: "to revision 1", objs: undoFixture("nginx:3", false, kept, three), toRevision: 1, wantImage: "nginx:1"},
 		{name: "previous revision", objs: undoFixture("nginx:3", false, kept, three), wantImage: "nginx:2"},
 		{name: "missing revision", objs: undoFixture("nginx:3", false, kept, three), toRevision: 5, wantErr: true},
@@ -82,8 +74,28 @@ func TestRolloutUndoMatchesKubectl(t *testing.T) {
 		{name: "paused", objs: undoFixture("nginx:3", true, kept, three), toRevision: 1, wantErr: true},
 		{name: "already at the revision", objs: undoFixture("nginx:3", false, kept, three), toRevision: 3, wantSkipped: true},
 		{name: "unparsable revision ignored", objs: undoFixture("nginx:3", false, kept, map[string]string{"x": "nginx:x", "2": "nginx:2", "3": "nginx:3"}), wantImage: "nginx:2"},
-		{name: "ReplicaSet of another controller ignored", objs: orphan(undoFixture("nginx:3", false, kept, three)), toRevision: 7, wantErr: true},
+		{name: "ReplicaSet of another controller ignored", objs: withOrphanReplicaSet(undoFixture("nginx:3", false, kept, three)), toRevision: 7, wantErr: true},
 	}
+}
+
+// withOrphanReplicaSet adds to objs a ReplicaSet "orphan" at revision 7 that
+// matches ns/web's selector but has no controller.
+func withOrphanReplicaSet(objs []runtime.Object) []runtime.Object {
+	rs := NewReplicaSet("ns", "orphan", 0)
+	rs.UID = "orphan-uid"
+	rs.Labels = map[string]string{"app": "web"}
+	rs.Spec.Selector.MatchLabels = rs.Labels
+	rs.Spec.Template.Labels = rs.Labels
+	rs.Spec.Template.Spec.Containers[0].Image = "nginx:orphan"
+	rs.Annotations = map[string]string{"deployment.kubernetes.io/revision": "7"}
+	return append(objs, rs)
+}
+
+// TestRolloutUndoMatchesKubectl runs RolloutUndo and kubectl's own
+// Deployment rollbacker on identical fake clusters and checks they fail in
+// the same cases and otherwise leave the same Deployment behind (RB-9).
+func TestRolloutUndoMatchesKubectl(t *testing.T) {
+	cases := undoCases()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
