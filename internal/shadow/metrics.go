@@ -37,6 +37,16 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"settled"})
 
+	// deploymentState is each Deployment's State at its last check: 1 for it, 0 for the others.
+	deploymentState = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Name: "kubedeploy_shadow_deployment_state",
+		Help: "What observe mode's shadow check decided at a Deployment's last check: 1 for its state, 0 for the others " +
+			"(unsettled: a rollout in progress, not synced; converged: kubedeploy would write nothing; unconfirmed: it would, " +
+			"waiting for the state to stay unchanged for the quiet period; divergent: it would, confirmed and counted in " +
+			"kubedeploy_shadow_divergences_total). A deleted Deployment's series are removed.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"namespace", "deployment", "state"})
+
 	registerOnce sync.Once
 )
 
@@ -44,7 +54,7 @@ var (
 // at 0 so that a rate or an alert over them has a series from the start.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(divergencesTotal, violationsTotal, checksTotal)
+		legacyregistry.MustRegister(divergencesTotal, violationsTotal, checksTotal, deploymentState)
 		for _, k := range Kinds {
 			divergencesTotal.WithLabelValues(string(k)).Add(0)
 		}
@@ -55,7 +65,9 @@ func Register() {
 }
 
 // Publish makes w's findings the process's: each divergence and each violation is counted and logged (at
-// info level: the shadow check exists to find them) with logger.
+// info level: the shadow check exists to find them) with logger, each check counted and each Deployment's
+// State kept in kubedeploy_shadow_deployment_state. A failed check is logged by the runner that retries it,
+// as the controllers' failed syncs are.
 func Publish(w *Watcher, logger klog.Logger) {
 	w.OnDivergence = func(key cache.ObjectName, d Divergence) {
 		divergencesTotal.WithLabelValues(string(d.Kind)).Inc()
@@ -68,7 +80,21 @@ func Publish(w *Watcher, logger klog.Logger) {
 			"bound", v.Bound, "replicaSet", v.ReplicaSet, "detail", v.Detail)
 	}
 	w.OnCheck = func(r Report) { checksTotal.WithLabelValues(strconv.FormatBool(r.Settled)).Inc() }
-	w.OnError = func(key cache.ObjectName, err error) {
-		logger.V(2).Info("Shadow check failed; retrying", "deployment", klog.KRef(key.Namespace, key.Name), "err", err)
+	w.OnState = setDeploymentState
+}
+
+// setDeploymentState makes s the state of key in kubedeploy_shadow_deployment_state; StateForgotten removes
+// key's series.
+func setDeploymentState(key cache.ObjectName, s State) {
+	for _, st := range States {
+		if s == StateForgotten {
+			deploymentState.DeleteLabelValues(key.Namespace, key.Name, string(st))
+			continue
+		}
+		v := 0.0
+		if st == s {
+			v = 1
+		}
+		deploymentState.WithLabelValues(key.Namespace, key.Name, string(st)).Set(v)
 	}
 }

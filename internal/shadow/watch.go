@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
@@ -32,36 +32,63 @@ const checkDelay = time.Second
 
 // Watcher runs a Checker on each Deployment whenever it or its ReplicaSets change, or one of its pods is gone, and reports each
 // divergence once it is confirmed (the same state DefaultQuiet later) and once only, until the Deployment
-// converges or changes; it also checks every ReplicaSet write against its Deployment's rolling-update bounds
-// (CheckBounds). It writes nothing.
+// converges or is deleted; it also checks every ReplicaSet write against its Deployment's rolling-update bounds
+// (CheckBounds). It writes nothing. Its work loop, retries (with backoff) and shutdown are runner.Runner's,
+// as the controllers' are: a check is the runner's sync, and the quiet period a Result.RequeueAfter.
 type Watcher struct {
 	checker  *Checker
 	clock    clock.Clock
 	quiet    time.Duration
 	dLister  appslisters.DeploymentLister
 	rsLister appslisters.ReplicaSetLister
-	queue    workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	synced   []cache.InformerSynced
+	runner   *runner.Runner
+	// check is checker.Check; a test seam.
+	check func(ctx context.Context, key cache.ObjectName) (Report, error)
 
 	// OnDivergence is told each confirmed divergence once; OnViolation each bound violation. Set them before
 	// Run.
 	OnDivergence func(key cache.ObjectName, d Divergence)
 	OnViolation  func(key cache.ObjectName, v Violation)
-	// OnCheck is told every check's report.
+	// OnCheck is told every check's report (of a Deployment in the cache).
 	OnCheck func(r Report)
 	// OnError is told a check that failed (it is retried with backoff).
 	OnError func(key cache.ObjectName, err error)
+	// OnState is told what each check of a Deployment in the cache decided (a State), and StateForgotten when
+	// the Deployment is deleted.
+	OnState func(key cache.ObjectName, s State)
 
 	mu       sync.Mutex
 	pending  map[cache.ObjectName]pendingState
 	reported map[cache.ObjectName]map[where]bool
 }
 
+// State is what the Watcher decided about a Deployment at its last check.
+type State string
+
+const (
+	// StateUnsettled: the Deployment is not settled (a rollout in progress), so it was not synced.
+	StateUnsettled State = "unsettled"
+	// StateConverged: settled, and kubedeploy would write nothing.
+	StateConverged State = "converged"
+	// StateUnconfirmed: settled with divergences, waiting for the state to stay unchanged for the quiet period.
+	StateUnconfirmed State = "unconfirmed"
+	// StateDivergent: settled with divergences that stayed unchanged for the quiet period (reported).
+	StateDivergent State = "divergent"
+	// StateForgotten: the Deployment was deleted; what was seen and reported of it is forgotten.
+	StateForgotten State = "forgotten"
+)
+
+// States are the States a check decides, in a fixed order (for metrics).
+var States = []State{StateUnsettled, StateConverged, StateUnconfirmed, StateDivergent}
+
 // pendingState is a divergent state seen once, waiting for confirmation.
 type pendingState struct {
 	fingerprint string
 	since       time.Time
 }
+
+// watcherName names the Watcher's queue (its workqueue metrics) and its log lines.
+const watcherName = "shadow"
 
 // NewWatcher builds a Watcher over src (the informers a Checker is built from, with checker) and adds its
 // handlers: call it before the informers start. quiet <= 0 is DefaultQuiet; a nil clk is the real clock. It
@@ -74,14 +101,12 @@ func NewWatcher(checker *Checker, src Sources, clk clock.WithTicker, quiet time.
 		quiet = DefaultQuiet
 	}
 	w := &Watcher{
-		checker: checker, clock: clk, quiet: quiet,
+		checker: checker, clock: clk, quiet: quiet, check: checker.Check,
 		dLister: src.Deployments.Lister(), rsLister: src.ReplicaSets.Lister(),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "shadow", Clock: clk}),
-		synced:   []cache.InformerSynced{src.Deployments.Informer().HasSynced, src.ReplicaSets.Informer().HasSynced, src.Pods.Informer().HasSynced},
 		pending:  map[cache.ObjectName]pendingState{},
 		reported: map[cache.ObjectName]map[where]bool{},
 	}
+	w.runner = runner.New(watcherName, w.sync, runner.WithClock(clk))
 	handlers := []struct {
 		inf cache.SharedIndexInformer
 		h   cache.ResourceEventHandler
@@ -96,7 +121,7 @@ func NewWatcher(checker *Checker, src Sources, clk clock.WithTicker, quiet time.
 		{src.Pods.Informer(), cache.ResourceEventHandlerFuncs{DeleteFunc: w.ownedChanged}},
 	}
 	for _, h := range handlers {
-		if _, err := h.inf.AddEventHandler(h.h); err != nil {
+		if err := w.runner.Handle(h.inf, h.h); err != nil {
 			return nil, fmt.Errorf("shadow: %w", err)
 		}
 	}
@@ -105,7 +130,7 @@ func NewWatcher(checker *Checker, src Sources, clk clock.WithTicker, quiet time.
 
 func (w *Watcher) deploymentChanged(obj any) {
 	if d, ok := obj.(*appsv1.Deployment); ok {
-		w.queue.AddAfter(cache.ObjectName{Namespace: d.Namespace, Name: d.Name}, checkDelay)
+		w.runner.EnqueueAfter(cache.ObjectName{Namespace: d.Namespace, Name: d.Name}, checkDelay)
 	}
 }
 
@@ -115,6 +140,9 @@ func (w *Watcher) deploymentDeleted(obj any) {
 		w.mu.Lock()
 		delete(w.pending, key)
 		delete(w.reported, key)
+		if w.OnState != nil {
+			w.OnState(key, StateForgotten)
+		}
 		w.mu.Unlock()
 	}
 }
@@ -130,7 +158,7 @@ func (w *Watcher) ownedChanged(obj any) {
 		_, name, ok = rolloutstate.DeploymentOfPod(m, w.rsLister.ReplicaSets(m.GetNamespace()).Get)
 	}
 	if ok {
-		w.queue.AddAfter(cache.ObjectName{Namespace: m.GetNamespace(), Name: name}, checkDelay)
+		w.runner.EnqueueAfter(cache.ObjectName{Namespace: m.GetNamespace(), Name: name}, checkDelay)
 	}
 }
 
@@ -156,79 +184,81 @@ func (w *Watcher) replicaSetUpdated(oldObj, curObj any) {
 	}
 }
 
-// Run waits for the caches, then checks queued Deployments one at a time until ctx ends.
+// Run waits for the caches, then checks queued Deployments one at a time until ctx ends (runner.Runner.Run:
+// a failed check is retried with backoff, a panic recovered as a failure).
 func (w *Watcher) Run(ctx context.Context) {
-	defer w.queue.ShutDown()
-	go func() {
-		<-ctx.Done()
-		w.queue.ShutDown()
-	}()
-	if !cache.WaitForCacheSync(ctx.Done(), w.synced...) {
-		return
-	}
-	for w.processNext(ctx) {
-	}
+	w.runner.Run(klog.NewContext(ctx, klog.FromContext(ctx).WithName(watcherName)), 1)
 }
 
-func (w *Watcher) processNext(ctx context.Context) bool {
-	key, shutdown := w.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer w.queue.Done(key)
-	if err := w.check(ctx, key); err != nil {
+// sync is the runner's sync: it checks key, tells OnError a failure (which the runner retries with backoff)
+// and asks for the recheck that confirms a divergent state after the quiet period.
+func (w *Watcher) sync(ctx context.Context, key cache.ObjectName) (runner.Result, error) {
+	r, err := w.check(ctx, key)
+	if err != nil {
 		if w.OnError != nil {
 			w.OnError(key, err)
 		}
-		w.queue.AddRateLimited(key)
-		return true
-	}
-	w.queue.Forget(key)
-	return true
-}
-
-// check checks key and reports what is confirmed.
-func (w *Watcher) check(ctx context.Context, key cache.ObjectName) error {
-	r, err := w.checker.Check(ctx, key)
-	if err != nil {
-		return err
+		return runner.Result{}, err
 	}
 	if w.OnCheck != nil && r.Fingerprint != "" {
 		w.OnCheck(r)
 	}
-	now := w.clock.Now()
+	recheck, confirmed := w.decide(key, r)
+	for _, d := range confirmed {
+		if w.OnDivergence != nil {
+			w.OnDivergence(key, d)
+		}
+	}
+	return runner.Result{RequeueAfter: recheck}, nil
+}
+
+// decide records report r of key, tells OnState what it decides and returns when to check key again (0: not
+// until it changes) and the divergences confirmed now that were not reported before. A Deployment no longer in
+// the cache is left to deploymentDeleted: the lock orders its StateForgotten after any State of key.
+func (w *Watcher) decide(key cache.ObjectName, r Report) (time.Duration, []Divergence) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if _, err := w.dLister.Deployments(key.Namespace).Get(key.Name); err != nil {
+		delete(w.pending, key)
+		return 0, nil
+	}
+	state, recheck, news := w.decideLocked(key, r, w.clock.Now())
+	if w.OnState != nil {
+		w.OnState(key, state)
+	}
+	return recheck, news
+}
+
+// decideLocked is decide's decision at now, with w.mu held: the State, when to check again and the
+// divergences to report.
+func (w *Watcher) decideLocked(key cache.ObjectName, r Report, now time.Time) (State, time.Duration, []Divergence) {
 	if !r.Settled || len(r.Divergences) == 0 {
 		delete(w.pending, key)
-		if r.Settled {
-			delete(w.reported, key) // converged: a later divergence is news again
+		if !r.Settled {
+			return StateUnsettled, 0, nil
 		}
-		return nil
+		delete(w.reported, key) // converged: a later divergence is news again
+		return StateConverged, 0, nil
 	}
 	p, ok := w.pending[key]
 	if !ok || p.fingerprint != r.Fingerprint {
 		w.pending[key] = pendingState{fingerprint: r.Fingerprint, since: now}
-		w.queue.AddAfter(key, w.quiet)
-		return nil
+		return StateUnconfirmed, w.quiet, nil
 	}
-	if now.Sub(p.since) < w.quiet {
-		w.queue.AddAfter(key, w.quiet-now.Sub(p.since))
-		return nil
+	if waited := now.Sub(p.since); waited < w.quiet {
+		return StateUnconfirmed, w.quiet - waited, nil
 	}
 	seen := w.reported[key]
 	if seen == nil {
 		seen = map[where]bool{}
 		w.reported[key] = seen
 	}
+	var news []Divergence
 	for _, d := range r.Divergences {
-		if seen[d.where()] {
-			continue
-		}
-		seen[d.where()] = true
-		if w.OnDivergence != nil {
-			w.OnDivergence(key, d)
+		if !seen[d.where()] {
+			seen[d.where()] = true
+			news = append(news, d)
 		}
 	}
-	return nil
+	return StateDivergent, 0, news
 }
