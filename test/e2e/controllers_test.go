@@ -102,12 +102,7 @@ func TestKillLeaderMidRollout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	procs := []*controllersProcess{startControllers(t, dir, 0), startControllers(t, dir, 0)}
-	var first string
-	harness.Eventually(t, time.Minute, "a leader", func(ctx context.Context) (bool, error) {
-		h, err := leaseHolder(ctx, client)
-		first = h
-		return h != "", err
-	})
+	first := waitForNewHolder(t, client, "a leader", "")
 	d, err := client.AppsV1().Deployments("default").Create(ctx, harness.NewDeployment("default", "web", 50, "nginx:1.9"), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -128,12 +123,7 @@ func TestKillLeaderMidRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	var second string
-	harness.Eventually(t, time.Minute, "the standby to take the Lease", func(ctx context.Context) (bool, error) {
-		h, err := leaseHolder(ctx, client)
-		second = h
-		return h != "" && h != first, err
-	})
+	second := waitForNewHolder(t, client, "the standby to take the Lease", first)
 	t.Logf("standby took over %.1fs after kill -9 of the leader (lease duration 5s)", time.Since(killed).Seconds())
 	if err := harness.ExpiredTakeover(lease.Stop(), first, second); err != nil {
 		t.Error(err)
@@ -144,6 +134,29 @@ func TestKillLeaderMidRollout(t *testing.T) {
 
 	// SIGTERM of the leader releases the Lease, so a new standby takes over
 	// without waiting for it to expire.
+	checkSIGTERMReleasesLease(ctx, t, client, dir, standby, second)
+}
+
+// waitForNewHolder waits up to a minute (what names the wait) for the
+// Lease to have a holder other than previous ("" for any holder) and
+// returns it.
+func waitForNewHolder(t *testing.T, client kubernetes.Interface, what, previous string) string {
+	t.Helper()
+	var holder string
+	harness.Eventually(t, time.Minute, what, func(ctx context.Context) (bool, error) {
+		h, err := leaseHolder(ctx, client)
+		holder = h
+		return h != "" && h != previous, err
+	})
+	return holder
+}
+
+// checkSIGTERMReleasesLease checks that standby, the leader now, holding the
+// Lease as second, releases it on SIGTERM: a third process started against
+// dir's cluster, once standing by, takes the released Lease over (not
+// through expiry), and standby exits 0 within a minute.
+func checkSIGTERMReleasesLease(ctx context.Context, t *testing.T, client kubernetes.Interface, dir string, standby *controllersProcess, second string) {
+	t.Helper()
 	if h, err := leaseHolder(ctx, client); err != nil || h != second {
 		t.Fatalf("lease holder after the rollout = %q (%v), want the standby %s still", h, err, second)
 	}
@@ -151,17 +164,12 @@ func TestKillLeaderMidRollout(t *testing.T) {
 	harness.Eventually(t, time.Minute, "the third process to stand by", func(context.Context) (bool, error) {
 		return bytes.Contains(third.out.Bytes(), []byte(`"Observed leader"`)), nil
 	})
-	lease = harness.WatchLease(t, client, "kube-system", "kubedeploy-controllers")
+	lease := harness.WatchLease(t, client, "kube-system", "kubedeploy-controllers")
 	if err := standby.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	terminated := time.Now()
-	var last string
-	harness.Eventually(t, time.Minute, "the third process to take the released Lease", func(ctx context.Context) (bool, error) {
-		h, err := leaseHolder(ctx, client)
-		last = h
-		return h != "" && h != second, err
-	})
+	last := waitForNewHolder(t, client, "the third process to take the released Lease", second)
 	t.Logf("new standby took over %.1fs after SIGTERM of the leader (lease duration 5s)", time.Since(terminated).Seconds())
 	if err := harness.ReleasedTakeover(lease.Stop(), second, last); err != nil {
 		t.Errorf("the Lease was not released: %v", err)

@@ -71,16 +71,7 @@ func TestKill9UpMidRollout(t *testing.T) {
 
 		p = startUp(t, args...)
 		client = clientFor(t, dir)
-		if _, err := client.CoreV1().ConfigMaps("default").Get(ctx, marker, metav1.GetOptions{}); err != nil {
-			t.Errorf("kill %d: ConfigMap %s, written before the kill, is lost: %v", kill, marker, err)
-		}
-		checkSameUID(ctx, t, client, "web", created.UID)
-		after := ownedReplicaSetUIDs(ctx, t, client, "web")
-		for name, uid := range before {
-			if after[name] != uid {
-				t.Errorf("kill %d: ReplicaSet %s (uid %s) is lost after the restart; now %v", kill, name, uid, after)
-			}
-		}
+		checkNothingLost(ctx, t, client, kill, marker, created.UID, before)
 	}
 	watch := harness.WatchRollout(t, client, "default", "web", harness.Bounds{MaxTotal: 25, MinAvailable: 15})
 	done := harness.WaitComplete(t, client, "default", "web", 3*time.Minute)
@@ -90,6 +81,31 @@ func TestKill9UpMidRollout(t *testing.T) {
 
 	// A kill of the settled Deployment: after the restart the controllers
 	// resync it and must find nothing to write.
+	checkSettledKillWritesNothing(ctx, t, p, client, args, dir, done)
+}
+
+// checkNothingLost checks, after the restart that followed kill number kill,
+// that the ConfigMap marker written just before it, Deployment default/web
+// (still uid) and every ReplicaSet of before (name → uid) are there.
+func checkNothingLost(ctx context.Context, t *testing.T, client kubernetes.Interface, kill int, marker string, uid types.UID, before map[string]types.UID) {
+	t.Helper()
+	if _, err := client.CoreV1().ConfigMaps("default").Get(ctx, marker, metav1.GetOptions{}); err != nil {
+		t.Errorf("kill %d: ConfigMap %s, written before the kill, is lost: %v", kill, marker, err)
+	}
+	checkSameUID(ctx, t, client, "web", uid)
+	after := ownedReplicaSetUIDs(ctx, t, client, "web")
+	for name, uid := range before {
+		if after[name] != uid {
+			t.Errorf("kill %d: ReplicaSet %s (uid %s) is lost after the restart; now %v", kill, name, uid, after)
+		}
+	}
+}
+
+// checkSettledKillWritesNothing waits for done and its ReplicaSets to
+// settle, kills p with SIGKILL, starts up again with args on dir, and checks
+// that the controllers, resyncing, wrote neither done nor its ReplicaSets.
+func checkSettledKillWritesNothing(ctx context.Context, t *testing.T, p *upProcess, client kubernetes.Interface, args []string, dir string, done *appsv1.Deployment) {
+	t.Helper()
 	harness.Eventually(t, time.Minute, "the Deployment and its ReplicaSets to settle", func(ctx context.Context) (bool, error) {
 		return settled(ctx, client, done)
 	})

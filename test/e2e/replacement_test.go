@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -81,6 +82,14 @@ func TestTerminationCompleteSurvivesKill9(t *testing.T) {
 	// kill of the settled Deployment's controllers followed by a restart
 	// writes neither it nor its ReplicaSets.
 	checkOneRevisionPerTemplate(ctx, t, client, done, images+1)
+	checkControllersKillWritesNothing(ctx, t, client, dir, proc, done)
+}
+
+// checkControllersKillWritesNothing waits for done and its ReplicaSets to
+// settle, kills proc with SIGKILL, starts unelected controllers on dir's
+// cluster again, and checks that they wrote neither done nor its ReplicaSets.
+func checkControllersKillWritesNothing(ctx context.Context, t *testing.T, client kubernetes.Interface, dir string, proc *controllersProcess, done *appsv1.Deployment) {
+	t.Helper()
 	harness.Eventually(t, time.Minute, "the Deployment and its ReplicaSets to settle", func(ctx context.Context) (bool, error) {
 		return settled(ctx, client, done)
 	})

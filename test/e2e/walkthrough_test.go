@@ -112,6 +112,17 @@ func TestSeedWalkthroughWithKubectl(t *testing.T) {
 	mustKubectl(t, dir, []string{"20/20"}, "get", "deployment", "nginx-deployment")
 	mustKubectl(t, dir, []string{"nginx-deployment-", "20        20        20"}, "get", "rs")
 
+	walkHistoryAndUndo(t, dir, d)
+	walkPauseAndResume(t, dir, d)
+	walkScaleAndDeadline(t, dir, d)
+	walkScalingSequences(t, dir)
+	walkDeleteAll(t, dir)
+}
+
+// walkHistoryAndUndo sets deployment d's image with a change-cause, reads
+// the rollout history and undoes to revision 1.
+func walkHistoryAndUndo(t *testing.T, dir, d string) {
+	t.Helper()
 	// As the Kubernetes docs do it: change, then record why. (Annotating first
 	// would copy the cause to the current ReplicaSet too: RV-2 copies
 	// Deployment annotations to the new ReplicaSet on every sync.)
@@ -124,7 +135,12 @@ func TestSeedWalkthroughWithKubectl(t *testing.T) {
 	mustKubectl(t, dir, []string{"successfully rolled out"}, "rollout", "status", d, "--timeout=2m")
 	mustKubectl(t, dir, []string{"2         image nginx:1.9.3", "3         <none>"}, "rollout", "history", d)
 	mustKubectl(t, dir, []string{"nginx:1.9"}, "get", d, "-o", "jsonpath={.spec.template.spec.containers[0].image}")
+}
 
+// walkPauseAndResume pauses deployment d, sets its image and checks that no
+// ReplicaSet is created while paused, then resumes it.
+func walkPauseAndResume(t *testing.T, dir, d string) {
+	t.Helper()
 	mustKubectl(t, dir, []string{"paused"}, "rollout", "pause", d)
 	before := mustKubectl(t, dir, nil, "get", "rs", "-l", "app=nginx-deployment", "-o", "name")
 	mustKubectl(t, dir, []string{"image updated"}, "set", "image", d, "nginx-deployment=nginx:1.10")
@@ -145,7 +161,12 @@ func TestSeedWalkthroughWithKubectl(t *testing.T) {
 	mustKubectl(t, dir, []string{"DeploymentPaused"}, "describe", d)
 	mustKubectl(t, dir, []string{"resumed"}, "rollout", "resume", d)
 	mustKubectl(t, dir, []string{"successfully rolled out"}, "rollout", "status", d, "--timeout=2m")
+}
 
+// walkScaleAndDeadline scales deployment d to 10, then sets a broken image
+// with a 5s progress deadline and checks `rollout status` reports it exceeded.
+func walkScaleAndDeadline(t *testing.T, dir, d string) {
+	t.Helper()
 	mustKubectl(t, dir, []string{"scaled"}, "scale", "deployment", "nginx-deployment", "--replicas", "10")
 	mustKubectl(t, dir, []string{"successfully rolled out"}, "rollout", "status", d, "--timeout=2m")
 	// `rollout status` only waits for updated/available replicas, so after a
@@ -159,7 +180,12 @@ func TestSeedWalkthroughWithKubectl(t *testing.T) {
 		t.Fatalf("rollout status of a stuck rollout: err %v, output:\n%s", err, out)
 	}
 	mustKubectl(t, dir, []string{"ProgressDeadlineExceeded", "ScalingReplicaSet", "deployment-controller"}, "describe", d)
+}
 
+// walkScalingSequences checks seed 001's and seed 004's scaling sequences as
+// `describe` shows them.
+func walkScalingSequences(t *testing.T, dir string) {
+	t.Helper()
 	// Seed 001's rolling update of 10 replicas and seed 004's one-by-one
 	// update of 3, each on a Deployment of its own: the event recorder folds
 	// an object's events into one after ten similar ones, so the sequences
@@ -177,7 +203,12 @@ func TestSeedWalkthroughWithKubectl(t *testing.T) {
 		"Scaled up replica set %[2]s from 2 to 3",
 		"Scaled down replica set %[1]s from 1 to 0",
 	})
+}
 
+// walkDeleteAll deletes the walkthrough's Deployments and waits up to a
+// minute for their ReplicaSets and pods to be gone.
+func walkDeleteAll(t *testing.T, dir string) {
+	t.Helper()
 	mustKubectl(t, dir, []string{"deleted"}, "delete", "deployment", "nginx-deployment", "seed001", "seed004")
 	deadline := time.Now().Add(time.Minute)
 	for {
