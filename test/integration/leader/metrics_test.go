@@ -48,22 +48,8 @@ func TestHealthAndMetrics(t *testing.T) {
 	harness.WaitComplete(t, env.Client, ns, "web", 90*time.Second)
 
 	anon := httpsClient(nil)
-	for _, path := range []string{"/healthz", "/livez", "/readyz"} {
-		harness.Eventually(t, 30*time.Second, path+" ok", func(context.Context) (bool, error) {
-			code, body := get(t, anon, base+path, "")
-			return code == http.StatusOK && strings.TrimSpace(body) == "ok", nil
-		})
-	}
-	if code, body := get(t, anon, base+"/readyz?verbose", ""); !strings.Contains(body, "informer-sync ok") || !strings.Contains(body, "leaderElection ok") {
-		t.Errorf("/readyz?verbose = %d %q, want informer-sync and leaderElection checks", code, body)
-	}
-	if code, _ := get(t, anon, base+"/metrics", ""); code != http.StatusUnauthorized && code != http.StatusForbidden {
-		t.Errorf("anonymous /metrics = %d, want 401 or 403", code)
-	}
-	unbound := tokenConfig(t, ns, serviceAccount(ctx, t, ns, "nobody"))
-	if code, _ := get(t, anon, base+"/metrics", unbound.BearerToken); code != http.StatusForbidden {
-		t.Errorf("/metrics with an unauthorized token = %d, want 403", code)
-	}
+	checkHealthEndpoints(t, anon, base)
+	checkMetricsRefused(ctx, t, ns, anon, base)
 
 	reader := tokenConfig(t, ns, serviceAccount(ctx, t, ns, "prometheus"))
 	bindMetricsReader(ctx, t, rbacv1.Subject{Kind: "ServiceAccount", Name: "prometheus", Namespace: ns})
@@ -78,14 +64,7 @@ func TestHealthAndMetrics(t *testing.T) {
 	// Issue 11: why-stuck on a dashboard. Both pods of an nginx:broken
 	// Deployment wait in ImagePullBackOff (the KWOK stage), and the gauge
 	// says so, per namespace, Deployment and reason.
-	if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, harness.NewDeployment(ns, "stuck", 2, "nginx:broken"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	series := fmt.Sprintf(`kubedeploy_deployment_unavailable_pods{deployment="stuck",namespace=%q,reason="ImagePullBackOff"} 2`, ns)
-	harness.Eventually(t, 60*time.Second, series, func(context.Context) (bool, error) {
-		code, body := get(t, anon, base+"/metrics", reader.BearerToken)
-		return code == http.StatusOK && strings.Contains(body, series+"\n"), nil
-	})
+	checkStuckGauge(ctx, t, ns, anon, base, reader.BearerToken)
 
 	certCfg, err := env.ControlPlane.ClientConfig("metrics-scraper-" + ns)
 	if err != nil {
@@ -102,10 +81,62 @@ func TestHealthAndMetrics(t *testing.T) {
 	})
 
 	// --profiling: pprof is authorized like /metrics: the metrics reader may not, system:masters may.
+	checkProfilingAuthorized(t, anon, base, &pair)
+}
+
+// checkHealthEndpoints checks that /healthz, /livez and /readyz at base
+// answer anon "ok" (within 30s), and that /readyz?verbose lists the
+// informer-sync and leaderElection checks.
+func checkHealthEndpoints(t *testing.T, anon *http.Client, base string) {
+	t.Helper()
+	for _, path := range []string{"/healthz", "/livez", "/readyz"} {
+		harness.Eventually(t, 30*time.Second, path+" ok", func(context.Context) (bool, error) {
+			code, body := get(t, anon, base+path, "")
+			return code == http.StatusOK && strings.TrimSpace(body) == "ok", nil
+		})
+	}
+	if code, body := get(t, anon, base+"/readyz?verbose", ""); !strings.Contains(body, "informer-sync ok") || !strings.Contains(body, "leaderElection ok") {
+		t.Errorf("/readyz?verbose = %d %q, want informer-sync and leaderElection checks", code, body)
+	}
+}
+
+// checkMetricsRefused checks that /metrics at base is refused to an
+// anonymous caller and to the token of a ServiceAccount of ns with no role.
+func checkMetricsRefused(ctx context.Context, t *testing.T, ns string, anon *http.Client, base string) {
+	t.Helper()
+	if code, _ := get(t, anon, base+"/metrics", ""); code != http.StatusUnauthorized && code != http.StatusForbidden {
+		t.Errorf("anonymous /metrics = %d, want 401 or 403", code)
+	}
+	unbound := tokenConfig(t, ns, serviceAccount(ctx, t, ns, "nobody"))
+	if code, _ := get(t, anon, base+"/metrics", unbound.BearerToken); code != http.StatusForbidden {
+		t.Errorf("/metrics with an unauthorized token = %d, want 403", code)
+	}
+}
+
+// checkStuckGauge creates Deployment ns/stuck of 2 nginx:broken pods and
+// waits up to 60s for /metrics at base, read with token, to count both
+// unavailable in ImagePullBackOff.
+func checkStuckGauge(ctx context.Context, t *testing.T, ns string, anon *http.Client, base, token string) {
+	t.Helper()
+	if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, harness.NewDeployment(ns, "stuck", 2, "nginx:broken"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	series := fmt.Sprintf(`kubedeploy_deployment_unavailable_pods{deployment="stuck",namespace=%q,reason="ImagePullBackOff"} 2`, ns)
+	harness.Eventually(t, 60*time.Second, series, func(context.Context) (bool, error) {
+		code, body := get(t, anon, base+"/metrics", token)
+		return code == http.StatusOK && strings.Contains(body, series+"\n"), nil
+	})
+}
+
+// checkProfilingAuthorized checks that /debug/pprof/ at base is refused to
+// anon and to reader, the metrics reader's client certificate, and served to
+// system:masters.
+func checkProfilingAuthorized(t *testing.T, anon *http.Client, base string, reader *tls.Certificate) {
+	t.Helper()
 	if code, _ := get(t, anon, base+"/debug/pprof/cmdline", ""); code != http.StatusUnauthorized && code != http.StatusForbidden {
 		t.Errorf("anonymous /debug/pprof/cmdline = %d, want 401 or 403", code)
 	}
-	if code, _ := get(t, httpsClient(&pair), base+"/debug/pprof/cmdline", ""); code != http.StatusForbidden {
+	if code, _ := get(t, httpsClient(reader), base+"/debug/pprof/cmdline", ""); code != http.StatusForbidden {
 		t.Errorf("/debug/pprof/cmdline for the metrics reader = %d, want 403", code)
 	}
 	admin := env.ControlPlane.AdminConfig()

@@ -65,7 +65,20 @@ func TestDeployRolesAreSufficient(t *testing.T) {
 	}
 
 	client := kubernetes.NewForConfigOrDie(rc)
-	forbidden := map[string]func() error{
+	forbidden := forbiddenCalls(ctx, t, ns, client)
+	for what, do := range forbidden {
+		if err := do(); !apierrors.IsForbidden(err) {
+			t.Errorf("%s: got %v, want Forbidden", what, err)
+		}
+	}
+}
+
+// forbiddenCalls are calls the deploy/ roles must not allow, by what they
+// do, made with client (authenticated as the deploy/ ServiceAccount) in ns;
+// each returns the API server's answer.
+func forbiddenCalls(ctx context.Context, t *testing.T, ns string, client kubernetes.Interface) map[string]func() error {
+	t.Helper()
+	return map[string]func() error{
 		"create a Secret": func() error {
 			_, err := client.CoreV1().Secrets(ns).Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}}, metav1.CreateOptions{})
 			return err
@@ -92,10 +105,5 @@ func TestDeployRolesAreSufficient(t *testing.T) {
 			_, err := client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
 			return err
 		},
-	}
-	for what, do := range forbidden {
-		if err := do(); !apierrors.IsForbidden(err) {
-			t.Errorf("%s: got %v, want Forbidden", what, err)
-		}
 	}
 }
