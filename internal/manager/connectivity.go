@@ -110,6 +110,16 @@ func (c *apiServerConnection) run(ctx context.Context) {
 	}
 }
 
+// start runs the probes (run) in the background until the returned stop is
+// called, which waits for the last probe; they outlive ctx's cancellation
+// but keep its values (its logger).
+func (c *apiServerConnection) start(ctx context.Context) (stop func()) {
+	probeCtx, stopProbing := context.WithCancel(context.WithoutCancel(ctx))
+	probing := make(chan struct{})
+	go func() { defer close(probing); c.run(probeCtx) }()
+	return func() { stopProbing(); <-probing }
+}
+
 // observe records one probe's result and logs what changed: the first
 // failure, a failure logEvery after the last logged one, or the recovery. A
 // probe cut short because ctx is done says nothing about the server and is ignored.

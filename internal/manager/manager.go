@@ -4,49 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"slices"
-	"sort"
-	"strings"
-	"sync"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/server/healthz"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/apiclient"
-	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
-	"github.com/kubedeploy/kubedeploy/internal/controller/podcache"
-	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
-	"github.com/kubedeploy/kubedeploy/internal/controller/replicaset"
-	"github.com/kubedeploy/kubedeploy/internal/rolloutmetrics"
 	"github.com/kubedeploy/kubedeploy/internal/serving"
 )
 
-// Controller names accepted in Config.Controllers (as kube-controller-manager's --controllers names them).
-const (
-	DeploymentController = "deployment"
-	ReplicaSetController = "replicaset"
-)
+// DefaultSecurePort is the default port of `kubedeploy controllers` for /healthz, /readyz, /livez and /metrics
+// (serving.DefaultSecurePort, 10260).
+const DefaultSecurePort = serving.DefaultSecurePort
 
-// KnownControllers lists every controller this manager can run, sorted.
-var KnownControllers = []string{DeploymentController, ReplicaSetController}
-
-// minResyncPeriod is kube-controller-manager's default --min-resync-period (CM-5).
-const minResyncPeriod = 12 * time.Hour
+// Serving configures the endpoint serving /healthz, /livez, /readyz and /metrics: HTTPS with delegated
+// authentication and authorization, or plain HTTP in observe mode; see serving.Config.
+type Serving = serving.Config
 
 // Config says what to run and how to reach the API server.
 type Config struct {
@@ -164,97 +139,6 @@ func (c Config) Validate() error {
 	return c.Serving.Validate()
 }
 
-// ValidateControllers returns an error for an unknown or repeated controller name.
-func ValidateControllers(names []string) error {
-	seen := map[string]bool{}
-	for _, name := range names {
-		if !slices.Contains(KnownControllers, name) {
-			return fmt.Errorf("unknown controller %q (known: %s)", name, strings.Join(KnownControllers, ", "))
-		}
-		if seen[name] {
-			return fmt.Errorf("controller %q is listed twice", name)
-		}
-		seen[name] = true
-	}
-	return nil
-}
-
-// ParseControllers turns a --controllers value ("deployment,replicaset", "*",
-// or "" for none) into a sorted list of names. "*" means every known controller.
-func ParseControllers(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		switch f {
-		case "":
-		case "*":
-			out = append(out, KnownControllers...)
-		default:
-			out = append(out, f)
-		}
-	}
-	sort.Strings(out)
-	return slices.Compact(out)
-}
-
-// UserAgent returns the user agent, and so the default field manager, of the
-// named controller's client: "kubedeploy-<name>-controller/<version>".
-func UserAgent(controller, version string) string {
-	return fmt.Sprintf("kubedeploy-%s-controller/%s", controller, version)
-}
-
-// EventSource returns the event source component of the named controller, as upstream names it (CM-8).
-func EventSource(controller string) string { return controller + "-controller" }
-
-// restConfigFor is the named controller's client configuration: its user
-// agent (so its field manager), the configured QPS and burst.
-func (c Config) restConfigFor(controller string) *rest.Config {
-	cfg := rest.CopyConfig(c.RESTConfig)
-	cfg.UserAgent = UserAgent(controller, c.Version)
-	cfg.QPS = c.QPS
-	cfg.Burst = c.Burst
-	return cfg
-}
-
-// clientFor builds the named controller's client, which speaks protobuf.
-func (c Config) clientFor(controller string) (kubernetes.Interface, error) {
-	client, _, _, err := c.clientsFor(controller, false)
-	return client, err
-}
-
-// clientsFor builds the named controller's protobuf client and, when
-// withDynamic, its JSON client for the Deployments and ReplicaSets whose
-// pod template has fields kubedeploy's API does not know (IM-8,
-// rawtemplate), and returns the protobuf client's configuration too. All
-// share one rate limiter, so that QPS and Burst limit the controller as a
-// whole.
-func (c Config) clientsFor(controller string, withDynamic bool) (kubernetes.Interface, dynamic.Interface, *rest.Config, error) {
-	cfg := c.restConfigFor(controller)
-	if withDynamic && cfg.RateLimiter == nil && cfg.QPS > 0 {
-		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
-	}
-	var dyn dynamic.Interface
-	if withDynamic {
-		var err error
-		if dyn, err = dynamic.NewForConfig(cfg); err != nil {
-			return nil, nil, nil, fmt.Errorf("building the JSON client for the %s controller: %w", controller, err)
-		}
-	}
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("building client for the %s controller: %w", controller, err)
-	}
-	return cs, dyn, cfg, nil
-}
-
-// runnable is what both controllers offer.
-type runnable interface {
-	Run(ctx context.Context, workers int)
-	HasSynced() bool
-}
-
 // Run runs the configured controllers until ctx is cancelled, then waits for
 // in-flight syncs to finish and, with leader election, releases the Lease.
 // With leader election the controllers run only while this process holds the
@@ -271,33 +155,17 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	registerMetrics()
-	logger := klog.FromContext(ctx)
 	if len(cfg.Controllers) == 0 && !cfg.Observe {
-		logger.Info("No controllers to run")
-		if cfg.Started != nil {
-			cfg.Started()
-		}
-		<-ctx.Done()
-		return nil
+		return idle(ctx, cfg)
 	}
-	conn, err := cfg.newAPIServerConnection()
+	conn, err := cfg.connectAPIServer(ctx)
 	if err != nil {
 		return err
 	}
-	// IM-8: refuse a server older than this build supports; one that cannot be asked now is checked when it answers.
-	if refused, readErr := conn.skew.check(ctx); refused != nil {
-		return refused
-	} else if readErr != nil {
-		logger.Info("Could not read the API server's version; it is checked when the server answers", "err", readErr)
-	}
-	probeCtx, stopProbing := context.WithCancel(context.WithoutCancel(ctx))
-	probing := make(chan struct{})
-	go func() { defer close(probing); conn.run(probeCtx) }()
-	defer func() { stopProbing(); <-probing }()
+	defer conn.start(ctx)()
 	var (
 		syncCheck serving.SyncCheck
 		watchdog  *leaderelection.HealthzAdaptor
-		runErr    error
 	)
 	if cfg.LeaderElection.Enabled {
 		// As kube-controller-manager: unhealthy when leading but not renewed for RenewDeadline + 20s.
@@ -313,7 +181,25 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Observe {
 		return runObserving(ctx, cfg, &syncCheck)
 	}
-	run := func(ctx context.Context) { runErr = runControllers(ctx, cfg, &syncCheck) }
+	return runElected(ctx, cfg, watchdog, &syncCheck)
+}
+
+// idle is Run with no controllers: it reports started and waits for ctx.
+func idle(ctx context.Context, cfg Config) error {
+	klog.FromContext(ctx).Info("No controllers to run")
+	if cfg.Started != nil {
+		cfg.Started()
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// runElected runs a ControllerSet of cfg's controllers (runSet) until ctx ends, with leader election only
+// while this process holds the Lease. It returns the set's build error, else runLeading's (nil, or
+// ErrLeaderElectionLost), or the leader election client's.
+func runElected(ctx context.Context, cfg Config, watchdog *leaderelection.HealthzAdaptor, syncCheck *serving.SyncCheck) error {
+	var runErr error
+	run := func(ctx context.Context) { runErr = runSet(ctx, cfg, syncCheck) }
 	if !cfg.LeaderElection.Enabled {
 		run(ctx)
 		return runErr
@@ -329,9 +215,34 @@ func Run(ctx context.Context, cfg Config) error {
 	return err
 }
 
-// startServing serves health and metrics; see serve. The API server
-// connection check is a readiness check only: an outage must not get the
-// process restarted.
+// runSet builds a ControllerSet of cfg's controllers, runs it until ctx is
+// cancelled and stops it (in-flight syncs finish); syncCheck follows its
+// caches meanwhile, and cfg.Started is called once they have synced. It
+// returns an error only when the set cannot be built.
+func runSet(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck) error {
+	set, err := NewControllerSet(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	syncCheck.Set(set.HasSynced)
+	set.Start(ctx)
+	if cfg.Started != nil {
+		go func() {
+			if cache.WaitForCacheSync(ctx.Done(), set.HasSynced) {
+				cfg.Started()
+			}
+		}()
+	}
+	<-ctx.Done()
+	set.Stop()
+	syncCheck.Set(nil)
+	return nil
+}
+
+// startServing serves health and metrics (serving.Secure, or serving.Plain
+// in observe mode). The API server connection check is a readiness check
+// only: an outage must not get the process restarted. It returns the
+// serving error, or the auth-delegator client's.
 func (c Config) startServing(ctx context.Context, watchdog *leaderelection.HealthzAdaptor, syncCheck *serving.SyncCheck, conn *apiServerConnection) error {
 	live := []healthz.HealthChecker{healthz.PingHealthz}
 	if watchdog != nil {
@@ -347,9 +258,13 @@ func (c Config) startServing(ctx context.Context, watchdog *leaderelection.Healt
 	return serving.Secure(ctx, c.Serving, client, live, syncCheck, conn)
 }
 
-// newAPIServerConnection returns the API server probe, through a client with
-// the controllers' credentials (so it needs no RBAC of its own; see probeAPIServer).
-func (c Config) newAPIServerConnection() (*apiServerConnection, error) {
+// connectAPIServer returns the API server probe, through a client with the
+// controllers' credentials (so it needs no RBAC of its own; see
+// probeAPIServer), having read the server's version once (IM-8). It returns
+// the refusal of a server older than this build supports; one that cannot be
+// asked now is logged and checked when it answers. Other errors: the client's,
+// or the server URL's.
+func (c Config) connectAPIServer(ctx context.Context) (*apiServerConnection, error) {
 	client, err := c.clientFor("apiserver-probe")
 	if err != nil {
 		return nil, err
@@ -358,158 +273,11 @@ func (c Config) newAPIServerConnection() (*apiServerConnection, error) {
 	if err != nil {
 		return nil, fmt.Errorf("API server URL: %w", err)
 	}
-	return newAPIServerConnection(server.String(), client.Discovery().RESTClient(), c.Connectivity), nil
-}
-
-// runControllers builds the configured controllers, starts the informers,
-// runs the workers and blocks until ctx is cancelled; then it waits for
-// in-flight syncs to finish and stops the event broadcasters. It returns an
-// error only when the controllers cannot be built.
-func runControllers(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck) error {
-	logger := klog.FromContext(ctx)
-	infClient, infDynamic, infConfig, err := cfg.clientsFor("shared-informers", true)
-	if err != nil {
-		return err
+	conn := newAPIServerConnection(server.String(), client.Discovery().RESTClient(), c.Connectivity)
+	if refused, readErr := conn.skew.check(ctx); refused != nil {
+		return nil, refused
+	} else if readErr != nil {
+		klog.FromContext(ctx).Info("Could not read the API server's version; it is checked when the server answers", "err", readErr)
 	}
-	resync := time.Duration(float64(minResyncPeriod) * (1 + rand.Float64()))
-	// Caches hold no managedFields (CM-5), and pods only the fields the controllers read (issue 10). Deployments
-	// and ReplicaSets whose stored form has fields we do not know are read as JSON too, their pod templates kept
-	// (IM-8).
-	templates := rawtemplate.NewStore(logger, infDynamic)
-	factory := informers.NewSharedInformerFactoryWithOptions(infClient, resync, informers.WithTransform(podcache.Transform))
-	if err := templates.Informers(factory, infConfig); err != nil {
-		return err
-	}
-
-	var (
-		ctrls       []runnable
-		workers     []int
-		broadcaster []record.EventBroadcaster
-	)
-	defer func() {
-		factory.Shutdown()
-		for _, b := range broadcaster {
-			b.Shutdown()
-		}
-	}()
-	nodes := slices.Contains(cfg.Controllers, ReplicaSetController) && nodesReadable(ctx, infClient)
-	for _, name := range cfg.Controllers {
-		client, dyn, _, err := cfg.clientsFor(name, true)
-		if err != nil {
-			return err
-		}
-		b := record.NewBroadcaster(record.WithContext(ctx))
-		b.StartStructuredLogging(3)
-		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-		broadcaster = append(broadcaster, b)
-		recorder := b.NewRecorder(scheme.Scheme, v1.EventSource{Component: EventSource(name)})
-		ctrl, n, err := newController(ctx, cfg, name, controllerClients{client, dyn, templates, nodes}, factory, recorder)
-		if err != nil {
-			return err
-		}
-		ctrls, workers = append(ctrls, ctrl), append(workers, n)
-	}
-	if slices.Contains(cfg.Controllers, DeploymentController) {
-		// kubedeploy_deployment_unavailable_pods (issue 11) reads the Deployment controller's caches.
-		stop := rolloutmetrics.UseUnavailablePods(factory, logger)
-		defer stop()
-		stopUnsupported := unsupportedFields.use(templates)
-		defer stopUnsupported()
-		// The rollout metrics (issue 25) follow the same caches.
-		feeder, stopRollouts, err := rolloutmetrics.FeedFromInformers(ctx, factory)
-		if err != nil {
-			return err
-		}
-		defer stopRollouts()
-		go feeder.Run(ctx)
-	}
-	synced := func() bool {
-		return !slices.ContainsFunc(ctrls, func(c runnable) bool { return !c.HasSynced() })
-	}
-	syncCheck.Set(synced)
-	defer syncCheck.Set(nil)
-	factory.Start(ctx.Done())
-	logger.Info("Started controllers", "controllers", cfg.Controllers)
-	if cfg.Started != nil {
-		go func() {
-			if cache.WaitForCacheSync(ctx.Done(), synced) {
-				cfg.Started()
-			}
-		}()
-	}
-
-	var wg sync.WaitGroup
-	for i, ctrl := range ctrls {
-		wg.Go(func() { ctrl.Run(ctx, workers[i]) })
-	}
-	wg.Wait()
-	logger.Info("Stopped controllers")
-	return nil
-}
-
-// controllerClients are what one controller writes with: its typed client,
-// its JSON client and the template store of the shared informers; and
-// whether the shared informers may watch nodes.
-type controllerClients struct {
-	client    kubernetes.Interface
-	dynamic   dynamic.Interface
-	templates *rawtemplate.Store
-	nodes     bool
-}
-
-// nodesReadable reports whether client may list nodes, which the ReplicaSet
-// controller watches for EX-4 (kubedeploy.io/scale-down-spread). A cluster
-// whose kubedeploy RBAC predates it answers 403: the controller then runs
-// without the node informer (annotated ReplicaSets scale down by RS-14's
-// ranking alone) and the error says what to apply, rather than waiting
-// forever for a cache that cannot fill. Any other error is taken as
-// transient (the informer retries), so it reports true.
-func nodesReadable(ctx context.Context, client kubernetes.Interface) bool {
-	_, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
-	if apierrors.IsForbidden(err) {
-		klog.FromContext(ctx).Error(err, "Cannot list nodes: kubedeploy.io/scale-down-spread (EX-4) is off; apply deploy/10-rbac-replicaset.yaml to turn it on")
-		return false
-	}
-	return true
-}
-
-func newController(ctx context.Context, cfg Config, name string, cc controllerClients,
-	factory informers.SharedInformerFactory, recorder record.EventRecorder) (runnable, int, error) {
-	ctx = klog.NewContext(ctx, klog.LoggerWithName(klog.FromContext(ctx), EventSource(name)))
-	switch name {
-	case DeploymentController:
-		c, err := deployment.New(ctx, deployment.Config{
-			Client:       apiclient.New(cc.client),
-			Templates:    cc.templates,
-			Dynamic:      cc.dynamic,
-			Deployments:  factory.Apps().V1().Deployments(),
-			ReplicaSets:  factory.Apps().V1().ReplicaSets(),
-			Pods:         factory.Core().V1().Pods(),
-			Recorder:     recorder,
-			Observer:     syncObserver{},
-			MaxCacheWait: cfg.MaxCacheWait,
-
-			StatusSyncWindow: max(0, cfg.StatusSyncWindow),
-		})
-		return c, cfg.ConcurrentDeploymentSyncs, err
-	case ReplicaSetController:
-		rsCfg := replicaset.Config{
-			Client:              apiclient.New(cc.client),
-			Templates:           cc.templates,
-			Dynamic:             cc.dynamic,
-			ReplicaSets:         factory.Apps().V1().ReplicaSets(),
-			Pods:                factory.Core().V1().Pods(),
-			Recorder:            recorder,
-			Observer:            syncObserver{},
-			ExpectationsTimeout: cfg.ExpectationsTimeout,
-			MaxCacheWait:        cfg.MaxCacheWait,
-			StatusSyncWindow:    max(0, cfg.StatusSyncWindow),
-		}
-		if cc.nodes {
-			rsCfg.Nodes = factory.Core().V1().Nodes()
-		}
-		c, err := replicaset.New(ctx, rsCfg)
-		return c, cfg.ConcurrentReplicaSetSyncs, err
-	}
-	return nil, 0, fmt.Errorf("unknown controller %q", name)
+	return conn, nil
 }

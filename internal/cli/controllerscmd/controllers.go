@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
@@ -58,7 +59,7 @@ func addControllersFlags(cmd *cobra.Command, o *controllersOptions) {
 	m, le := &o.manager, &o.manager.LeaderElection
 	f := cmd.Flags()
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: KUBECONFIG, else in-cluster config, else ~/.kube/config)")
-	f.StringVar(&o.controllers, "controllers", "deployment,replicaset", "controllers to run ('*' for all)")
+	f.StringVar(&o.controllers, "controllers", strings.Join(manager.KnownControllers, ","), "controllers to run ('*' for all)")
 	f.IntVar(&m.ConcurrentDeploymentSyncs, "concurrent-deployment-syncs", 5, "Deployment workers (>= 1)")
 	f.IntVar(&m.ConcurrentReplicaSetSyncs, "concurrent-replicaset-syncs", 5, "ReplicaSet workers (>= 1)")
 	f.Float32Var(&m.QPS, "kube-api-qps", 20, "requests per second each controller may send to the API server")

@@ -1,0 +1,181 @@
+package manager
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/podcache"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
+)
+
+// minResyncPeriod is kube-controller-manager's default --min-resync-period (CM-5).
+const minResyncPeriod = 12 * time.Hour
+
+// ControllerSet is the configured controllers (Config.Controllers, built from controllerTable) over one set of
+// shared informers, started and stopped as one value: one client, rate limiter, event broadcaster and worker
+// pool per controller, one informer factory for all, and the controllers' companions (metrics). A process may
+// run several side by side. Build it with NewControllerSet, then Start it once and Stop it once.
+type ControllerSet struct {
+	names   []string
+	logger  klog.Logger
+	factory informers.SharedInformerFactory
+	ctrls   []Runnable
+	workers []int
+	broadcasters []record.EventBroadcaster
+	// runs are the companions' loops, stops what undoes them.
+	runs  []func(context.Context)
+	stops []func()
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewControllerSet builds cfg's controllers (cfg defaulted and valid) over a new shared informer factory,
+// logging with ctx's logger; nothing runs before Start. It returns an error when a client, an informer or a
+// controller cannot be built, having released what it built.
+func NewControllerSet(ctx context.Context, cfg Config) (*ControllerSet, error) {
+	s := &ControllerSet{names: cfg.Controllers, logger: klog.FromContext(ctx)}
+	infClient, in, err := newSharedInformers(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.factory = in.Informers
+	in.Readable = optionalInformersReadable(ctx, cfg.Controllers, infClient)
+	for _, name := range cfg.Controllers {
+		if err := s.add(ctx, name, in); err != nil {
+			s.release()
+			return nil, err
+		}
+	}
+	if err := s.attachCompanions(ctx, in); err != nil {
+		s.release()
+		return nil, err
+	}
+	return s, nil
+}
+
+// newSharedInformers returns the shared informers' client and the Inputs every controller of a set shares: the
+// informer factory (resync jittered in [12h, 24h), CM-5) and its rawtemplate store. Caches hold no
+// managedFields (CM-5), and pods only the fields the controllers read (issue 10). Deployments and ReplicaSets
+// whose stored form has fields we do not know are read as JSON too, their pod templates kept (IM-8).
+func newSharedInformers(ctx context.Context, cfg Config) (kubernetes.Interface, Inputs, error) {
+	infClient, infDynamic, infConfig, err := cfg.clientsFor("shared-informers", true)
+	if err != nil {
+		return nil, Inputs{}, err
+	}
+	resync := time.Duration(float64(minResyncPeriod) * (1 + rand.Float64()))
+	templates := rawtemplate.NewStore(klog.FromContext(ctx), infDynamic)
+	factory := informers.NewSharedInformerFactoryWithOptions(infClient, resync, informers.WithTransform(podcache.Transform))
+	if err := templates.Informers(factory, infConfig); err != nil {
+		factory.Shutdown()
+		return nil, Inputs{}, err
+	}
+	return infClient, Inputs{Config: cfg, Informers: factory, Templates: templates}, nil
+}
+
+// optionalInformersReadable asks, once per resource, whether client may list each optional informer of the
+// named controllers.
+func optionalInformersReadable(ctx context.Context, names []string, client kubernetes.Interface) map[schema.GroupResource]bool {
+	readable := map[schema.GroupResource]bool{}
+	for _, name := range names {
+		c, _ := lookupController(name)
+		for _, o := range c.OptionalInformers {
+			if _, asked := readable[o.Resource]; !asked {
+				readable[o.Resource] = o.Readable(ctx, client)
+			}
+		}
+	}
+	return readable
+}
+
+// add builds the named controller with its own clients (user agent UserAgent(name), one rate limiter) and
+// event broadcaster (source EventSource(name), CM-8); it logs as EventSource(name).
+func (s *ControllerSet) add(ctx context.Context, name string, in Inputs) error {
+	c, _ := lookupController(name) // cfg is valid
+	client, dyn, _, err := in.Config.clientsFor(name, true)
+	if err != nil {
+		return err
+	}
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartStructuredLogging(3)
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	s.broadcasters = append(s.broadcasters, b)
+	in.Client, in.Dynamic = client, dyn
+	in.Recorder = b.NewRecorder(scheme.Scheme, v1.EventSource{Component: EventSource(name)})
+	ctrl, err := c.New(klog.NewContext(ctx, klog.LoggerWithName(klog.FromContext(ctx), EventSource(name))), in)
+	if err != nil {
+		return err
+	}
+	s.ctrls, s.workers = append(s.ctrls, ctrl), append(s.workers, c.Workers(in.Config))
+	return nil
+}
+
+// attachCompanions attaches the companions of the set's controllers to its informers.
+func (s *ControllerSet) attachCompanions(ctx context.Context, in Inputs) error {
+	for _, name := range s.names {
+		c, _ := lookupController(name)
+		if c.Companions == nil {
+			continue
+		}
+		run, stop, err := c.Companions(ctx, in)
+		if err != nil {
+			return err
+		}
+		s.stops = append(s.stops, stop)
+		if run != nil {
+			s.runs = append(s.runs, run)
+		}
+	}
+	return nil
+}
+
+// HasSynced reports whether every controller's informer caches have synced.
+func (s *ControllerSet) HasSynced() bool {
+	return !slices.ContainsFunc(s.ctrls, func(c Runnable) bool { return !c.HasSynced() })
+}
+
+// Start starts the informers, the companions and every controller's workers, and returns; they run until ctx
+// ends or Stop is called.
+func (s *ControllerSet) Start(ctx context.Context) {
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.factory.Start(ctx.Done())
+	s.logger.Info("Started controllers", "controllers", s.names)
+	for _, run := range s.runs {
+		go run(ctx)
+	}
+	for i, ctrl := range s.ctrls {
+		s.wg.Go(func() { ctrl.Run(ctx, s.workers[i]) })
+	}
+}
+
+// Stop stops the workers and waits for in-flight syncs to finish, then stops the companions, the informers
+// and the event broadcasters. Call it once, after Start.
+func (s *ControllerSet) Stop() {
+	s.cancel()
+	s.wg.Wait()
+	s.logger.Info("Stopped controllers")
+	s.release()
+}
+
+// release stops the companions (last attached first), then the informers and the event broadcasters.
+func (s *ControllerSet) release() {
+	for _, stop := range slices.Backward(s.stops) {
+		stop()
+	}
+	s.factory.Shutdown()
+	for _, b := range s.broadcasters {
+		b.Shutdown()
+	}
+}
