@@ -28,11 +28,11 @@ const minResyncPeriod = 12 * time.Hour
 // pool per controller, one informer factory for all, and the controllers' companions (metrics). A process may
 // run several side by side. Build it with NewControllerSet, then Start it once and Stop it once.
 type ControllerSet struct {
-	names   []string
-	logger  klog.Logger
-	factory informers.SharedInformerFactory
-	ctrls   []Runnable
-	workers []int
+	names        []string
+	logger       klog.Logger
+	factory      informers.SharedInformerFactory
+	ctrls        []Runnable
+	workers      []int
 	broadcasters []record.EventBroadcaster
 	// runs are the companions' loops, stops what undoes them.
 	runs  []func(context.Context)
