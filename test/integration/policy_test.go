@@ -96,6 +96,17 @@ func TestUndoKeepsTheDeploymentsPolicy(t *testing.T) {
 	waitPolicyOnReplicaSets(ctx, t, ns, name, map[string]string{})
 
 	// A policy the user has is kept by an undo: every ReplicaSet carries it, so kubectl copies it back.
+	checkUndoKeepsPartition(ctx, t, ns, name)
+	w.Stop()
+	w.Check(10)
+}
+
+// checkUndoKeepsPartition sets a 100% partition on Deployment ns/name,
+// waits for every ReplicaSet to carry it, rolls a new image out, runs
+// `kubectl rollout undo` and checks that the Deployment still has the
+// partition, and only it, of kubedeploy's annotations.
+func checkUndoKeepsPartition(ctx context.Context, t *testing.T, ns, name string) {
+	t.Helper()
 	setAnnotation(ctx, t, ns, name, rolloutstate.RolloutPartitionAnnotation, "100%")
 	waitPolicyOnReplicaSets(ctx, t, ns, name, map[string]string{rolloutstate.RolloutPartitionAnnotation: "100%"})
 	setImage(ctx, t, ns, name, name, "nginx:1.9.4")
@@ -107,6 +118,4 @@ func TestUndoKeepsTheDeploymentsPolicy(t *testing.T) {
 	if got := kubedeployAnnotations(kept.Annotations); !maps.Equal(got, map[string]string{rolloutstate.RolloutPartitionAnnotation: "100%"}) {
 		t.Errorf("after an undo with a partition in place the Deployment has %v, want the partition kept", got)
 	}
-	w.Stop()
-	w.Check(10)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -26,6 +27,27 @@ func activePods(ctx context.Context, ns string, sel map[string]string) ([]v1.Pod
 	return out, nil
 }
 
+// waitRSReady waits up to a minute (what names the wait) for ReplicaSet rs
+// to have 3 active pods and a status, of its current generation, counting 3
+// replicas, ready, available and fully labeled.
+func waitRSReady(t *testing.T, rs *appsv1.ReplicaSet, what string) {
+	t.Helper()
+	ns := rs.Namespace
+	harness.Eventually(t, time.Minute, what, func(ctx context.Context) (bool, error) {
+		got, err := env.Client.AppsV1().ReplicaSets(ns).Get(ctx, rs.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		pods, err := activePods(ctx, ns, rs.Spec.Selector.MatchLabels)
+		if err != nil {
+			return false, err
+		}
+		s := got.Status
+		return len(pods) == 3 && s.Replicas == 3 && s.ReadyReplicas == 3 && s.AvailableReplicas == 3 &&
+			s.FullyLabeledReplicas == 3 && s.ObservedGeneration == got.Generation, nil
+	})
+}
+
 // TestReplicaSetReplacesAndAdopts: the ReplicaSet controller keeps
 // spec.replicas pods (RS-12, RS-13), replaces a deleted pod, adopts a matching
 // orphan (AD-1, AD-4) and then deletes the surplus (RS-14), and reports
@@ -37,22 +59,7 @@ func TestReplicaSetReplacesAndAdopts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitRSReady := func(what string) {
-		harness.Eventually(t, time.Minute, what, func(ctx context.Context) (bool, error) {
-			got, err := env.Client.AppsV1().ReplicaSets(ns).Get(ctx, rs.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			pods, err := activePods(ctx, ns, rs.Spec.Selector.MatchLabels)
-			if err != nil {
-				return false, err
-			}
-			s := got.Status
-			return len(pods) == 3 && s.Replicas == 3 && s.ReadyReplicas == 3 && s.AvailableReplicas == 3 &&
-				s.FullyLabeledReplicas == 3 && s.ObservedGeneration == got.Generation, nil
-		})
-	}
-	waitRSReady("3 ready pods")
+	waitRSReady(t, rs, "3 ready pods")
 
 	pods, err := activePods(ctx, ns, rs.Spec.Selector.MatchLabels)
 	if err != nil {
@@ -73,7 +80,7 @@ func TestReplicaSetReplacesAndAdopts(t *testing.T) {
 		}
 		return len(now) == 3, nil
 	})
-	waitRSReady("3 ready pods after a deletion")
+	waitRSReady(t, rs, "3 ready pods after a deletion")
 
 	orphan := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orphan", Labels: map[string]string{"app": "web"}},
@@ -96,5 +103,5 @@ func TestReplicaSetReplacesAndAdopts(t *testing.T) {
 		}
 		return len(now) == 3, nil
 	})
-	waitRSReady("3 ready pods after adoption")
+	waitRSReady(t, rs, "3 ready pods after adoption")
 }
