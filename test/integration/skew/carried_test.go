@@ -78,6 +78,36 @@ func TestTemplatesCarriedThroughNewerServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	deployments := dyn.Resource(rawtemplate.Deployments).Namespace(ns)
+	createFutureDeployments(ctx, t, deployments, ns)
+
+	harness.WaitComplete(t, env.Client, ns, "carried", time.Minute)
+	rs1 := onlyReplicaSet(ctx, t, ns, "carried", "")
+	checkTemplateCarried(ctx, t, fs, dyn, ns, "carried", rs1)
+	checkPodsCarry(ctx, t, fs, ns, rs1)
+
+	// Revision 2: the user replaces the Deployment with one without the future fields (a PUT of JSON).
+	checkRevisionWithoutFutureFields(ctx, t, fs, deployments, ns, rs1)
+
+	// Rollback by annotation to revision 1 (RB-5).
+	checkRollbackCarries(ctx, t, fs, dyn, ns, rs1)
+
+	checkRefused(ctx, t, ns, "refused")
+	checkMetrics(t, ns)
+
+	// The informers listed and watched protobuf, as on a cluster of kubedeploy's own version, and read as JSON only
+	// the objects whose protobuf carried fields they could not decode, one at a time.
+	reads := fs.reads()
+	t.Logf("shared informers' reads of Deployments and ReplicaSets: %v", reads)
+	if reads["protobuf watch"]+reads["protobuf list"] == 0 || reads["json get"] == 0 || reads["json list"]+reads["json watch"] > 0 {
+		t.Errorf("shared informers' reads %v: want protobuf lists or watches, JSON gets of single objects, no JSON list or watch", reads)
+	}
+}
+
+// createFutureDeployments creates, through deployments (of ns), Deployment
+// "carried" with the template's future fields and Deployment "refused" with
+// someFutureField at the top of spec too.
+func createFutureDeployments(ctx context.Context, t *testing.T, deployments dynamic.ResourceInterface, ns string) {
+	t.Helper()
 	for name, specField := range map[string]string{"carried": "", "refused": "someFutureField"} {
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON([]byte(futureDeployment(ns, name, specField))); err != nil {
@@ -87,13 +117,14 @@ func TestTemplatesCarriedThroughNewerServer(t *testing.T) {
 			t.Fatalf("creating %s: %v", name, err)
 		}
 	}
+}
 
-	harness.WaitComplete(t, env.Client, ns, "carried", time.Minute)
-	rs1 := onlyReplicaSet(ctx, t, ns, "carried", "")
-	checkTemplateCarried(ctx, t, fs, dyn, ns, "carried", rs1)
-	checkPodsCarry(ctx, t, fs, ns, rs1)
-
-	// Revision 2: the user replaces the Deployment with one without the future fields (a PUT of JSON).
+// checkRevisionWithoutFutureFields replaces Deployment ns/carried with one
+// without the future fields and image nginx:2 (a PUT of JSON), waits for the
+// rollout, and checks that the new ReplicaSet, the one other than rs1, has
+// no unknown fields.
+func checkRevisionWithoutFutureFields(ctx context.Context, t *testing.T, fs *futureServer, deployments dynamic.ResourceInterface, ns, rs1 string) {
+	t.Helper()
 	d, err := deployments.Get(ctx, "carried", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -112,8 +143,13 @@ func TestTemplatesCarriedThroughNewerServer(t *testing.T) {
 	if got := fs.unknown("replicasets", ns, rs2); len(got) != 0 {
 		t.Errorf("revision 2's ReplicaSet %s has unknown fields %v; its template has none", rs2, got)
 	}
+}
 
-	// Rollback by annotation to revision 1 (RB-5).
+// checkRollbackCarries rolls Deployment ns/carried back to revision 1 by
+// annotation and checks that the template and the new pods carry revision 1's
+// future fields from rs1, found as the new ReplicaSet again (2 in all).
+func checkRollbackCarries(ctx context.Context, t *testing.T, fs *futureServer, dyn dynamic.Interface, ns, rs1 string) {
+	t.Helper()
 	patch(ctx, t, ns, "carried", fmt.Sprintf(`{"metadata":{"annotations":{%q:"1"}}}`, rolloutstate.RollbackToAnnotation))
 	waitFor(t, ns, "carried", "rolled back to nginx:1", func(d *appsv1.Deployment) bool {
 		_, pending := d.Annotations[rolloutstate.RollbackToAnnotation]
@@ -128,17 +164,6 @@ func TestTemplatesCarriedThroughNewerServer(t *testing.T) {
 	}
 	if len(rss.Items) != 2 {
 		t.Errorf("after the rollback the Deployment has %d ReplicaSets, want 2 (revision 1's found as the new one again)", len(rss.Items))
-	}
-
-	checkRefused(ctx, t, ns, "refused")
-	checkMetrics(t, ns)
-
-	// The informers listed and watched protobuf, as on a cluster of kubedeploy's own version, and read as JSON only
-	// the objects whose protobuf carried fields they could not decode, one at a time.
-	reads := fs.reads()
-	t.Logf("shared informers' reads of Deployments and ReplicaSets: %v", reads)
-	if reads["protobuf watch"]+reads["protobuf list"] == 0 || reads["json get"] == 0 || reads["json list"]+reads["json watch"] > 0 {
-		t.Errorf("shared informers' reads %v: want protobuf lists or watches, JSON gets of single objects, no JSON list or watch", reads)
 	}
 }
 
