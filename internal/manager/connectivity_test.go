@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,20 +44,22 @@ func kv(e ktesting.LogEntry, key string) any {
 	return nil
 }
 
-func TestAPIServerConnectionLogs(t *testing.T) {
-	refused := errors.New("dial tcp 203.0.113.1:6443: connect: connection refused")
-	unavailable := errors.New("GET /readyz: HTTP 500: [-]etcd failed: reason withheld")
-	// One scenario, step by step: each step advances the clock by `after`, then observes err.
-	steps := []struct {
-		name  string
-		after time.Duration
-		err   error
-		// want is the one line logged ("" for none): its message, error and duration key and value.
-		wantMsg      string
-		wantErr      error
-		wantKey      string
-		wantDuration time.Duration
-	}{
+// connectionLogStep is one step of TestAPIServerConnectionLogs's scenario: it advances the clock by after,
+// then observes err.
+type connectionLogStep struct {
+	name  string
+	after time.Duration
+	err   error
+	// want is the one line logged ("" for none): its message, error and duration key and value.
+	wantMsg      string
+	wantErr      error
+	wantKey      string
+	wantDuration time.Duration
+}
+
+// connectionLogSteps is one outage scenario, step by step, failing with refused and unavailable.
+func connectionLogSteps(refused, unavailable error) []connectionLogStep {
+	return []connectionLogStep{
 		{name: "reachable at start logs nothing", err: nil},
 		{name: "first failure logs at once", after: 5 * time.Second, err: refused,
 			wantMsg: "API server is unreachable", wantErr: refused, wantKey: "since", wantDuration: 0},
@@ -71,6 +74,12 @@ func TestAPIServerConnectionLogs(t *testing.T) {
 		{name: "a new outage logs at once", after: 5 * time.Second, err: refused,
 			wantMsg: "API server is unreachable", wantErr: refused, wantKey: "since", wantDuration: 0},
 	}
+}
+
+func TestAPIServerConnectionLogs(t *testing.T) {
+	refused := errors.New("dial tcp 203.0.113.1:6443: connect: connection refused")
+	unavailable := errors.New("GET /readyz: HTTP 500: [-]etcd failed: reason withheld")
+	steps := connectionLogSteps(refused, unavailable)
 	ctx, logs := bufferedContext(t)
 	clk := testingclock.NewFakeClock(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC))
 	c := &apiServerConnection{server: testServer, clock: clk, interval: 5 * time.Second, logEvery: 30 * time.Second}
@@ -81,30 +90,36 @@ func TestAPIServerConnectionLogs(t *testing.T) {
 		all := logs()
 		got := all[seen:]
 		seen = len(all)
-		if step.wantMsg == "" {
-			if len(got) != 0 {
-				t.Errorf("%s: logged %+v, want nothing", step.name, got)
-			}
-			continue
+		checkLogged(t, step, got)
+	}
+}
+
+// checkLogged checks that got is the one line step wants, or nothing when it wants none.
+func checkLogged(t *testing.T, step connectionLogStep, got []ktesting.LogEntry) {
+	t.Helper()
+	if step.wantMsg == "" {
+		if len(got) != 0 {
+			t.Errorf("%s: logged %+v, want nothing", step.name, got)
 		}
-		if len(got) != 1 {
-			t.Errorf("%s: logged %d lines %+v, want one %q", step.name, len(got), got, step.wantMsg)
-			continue
-		}
-		e := got[0]
-		wantType := ktesting.LogInfo
-		if step.wantErr != nil {
-			wantType = ktesting.LogError
-		}
-		if e.Type != wantType || e.Message != step.wantMsg || e.Err != step.wantErr {
-			t.Errorf("%s: logged %s %q err=%v, want %s %q err=%v", step.name, e.Type, e.Message, e.Err, wantType, step.wantMsg, step.wantErr)
-		}
-		if server := kv(e, "server"); server != testServer {
-			t.Errorf("%s: server=%v, want %s", step.name, server, testServer)
-		}
-		if d := kv(e, step.wantKey); d != step.wantDuration {
-			t.Errorf("%s: %s=%v, want %v", step.name, step.wantKey, d, step.wantDuration)
-		}
+		return
+	}
+	if len(got) != 1 {
+		t.Errorf("%s: logged %d lines %+v, want one %q", step.name, len(got), got, step.wantMsg)
+		return
+	}
+	e := got[0]
+	wantType := ktesting.LogInfo
+	if step.wantErr != nil {
+		wantType = ktesting.LogError
+	}
+	if e.Type != wantType || e.Message != step.wantMsg || e.Err != step.wantErr {
+		t.Errorf("%s: logged %s %q err=%v, want %s %q err=%v", step.name, e.Type, e.Message, e.Err, wantType, step.wantMsg, step.wantErr)
+	}
+	if server := kv(e, "server"); server != testServer {
+		t.Errorf("%s: server=%v, want %s", step.name, server, testServer)
+	}
+	if d := kv(e, step.wantKey); d != step.wantDuration {
+		t.Errorf("%s: %s=%v, want %v", step.name, step.wantKey, d, step.wantDuration)
 	}
 }
 
@@ -248,37 +263,47 @@ func TestProbeAPIServer(t *testing.T) {
 		}, wantErr: "GET /readyz: no response within 100ms", wantPaths: []string{"/readyz"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var (
-				mu    sync.Mutex
-				paths []string
-			)
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				mu.Lock()
-				paths = append(paths, r.URL.Path)
-				mu.Unlock()
-				switch {
-				case r.URL.Path == "/readyz" && tc.readyz != nil:
-					tc.readyz(w, r.URL.Path)
-				case r.URL.Path == "/version" && tc.version != nil:
-					tc.version(w, r.URL.Path)
-				default:
-					http.NotFound(w, r)
-				}
-			}))
-			defer srv.Close()
-			err := probeAPIServer(restClient(t, srv.URL), 100*time.Millisecond)(context.Background())
+			url, requested := probedServer(t, tc.readyz, tc.version)
+			err := probeAPIServer(restClient(t, url), 100*time.Millisecond)(context.Background())
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Errorf("probe = %v, want nil", err)
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 				t.Errorf("probe = %v, want an error containing %q", err, tc.wantErr)
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if strings.Join(paths, ",") != strings.Join(tc.wantPaths, ",") {
+			if paths := requested(); strings.Join(paths, ",") != strings.Join(tc.wantPaths, ",") {
 				t.Errorf("requested %v, want %v (one attempt each)", paths, tc.wantPaths)
 			}
 		})
+	}
+}
+
+// probedServer starts an HTTP server, closed when t ends, that answers /readyz with readyz and /version with
+// version (404 when nil, and for other paths); it returns its URL and a function returning the paths
+// requested so far, in order.
+func probedServer(t *testing.T, readyz, version func(w http.ResponseWriter, path string)) (string, func() []string) {
+	var (
+		mu    sync.Mutex
+		paths []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		switch {
+		case r.URL.Path == "/readyz" && readyz != nil:
+			readyz(w, r.URL.Path)
+		case r.URL.Path == "/version" && version != nil:
+			version(w, r.URL.Path)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(paths)
 	}
 }
 
@@ -389,14 +414,30 @@ func TestAPIServerConnectionAgainstStoppedServer(t *testing.T) {
 	}
 }
 
-func TestRunReportsUnreachableAPIServer(t *testing.T) {
-	// A loopback port nobody listens on: connection refused.
+// unusedServerURL returns an https URL on a loopback port nobody listens on: connection refused.
+func unusedServerURL(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := "https://" + l.Addr().String()
-	l.Close()
+	defer l.Close()
+	return "https://" + l.Addr().String()
+}
+
+// insecureGet GETs base+path, trusting any certificate, and returns the status code and body.
+func insecureGet(t *testing.T, base, path string) (int, string) {
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := client.Get(base + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func TestRunReportsUnreachableAPIServer(t *testing.T) {
+	server := unusedServerURL(t)
 	serving, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -423,16 +464,7 @@ func TestRunReportsUnreachableAPIServer(t *testing.T) {
 	if !strings.Contains(line, `server="`+server+`"`) || !strings.Contains(line, "connection refused") {
 		t.Errorf("log line %q, want server %s and connection refused", line, server)
 	}
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	get := func(path string) (int, string) {
-		resp, err := client.Get(base + path)
-		if err != nil {
-			t.Fatalf("GET %s: %v", path, err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
+	get := func(path string) (int, string) { return insecureGet(t, base, path) }
 	code, body := get("/readyz")
 	t.Logf("/readyz: %d %q", code, body)
 	if code != http.StatusInternalServerError || !strings.Contains(body, "[-]apiserver-connection failed") {
