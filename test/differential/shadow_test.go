@@ -36,10 +36,20 @@ func runObserved(m *testing.M, c *cluster) int {
 			Version: "differential", Serving: manager.Serving{Port: 0}})
 	}()
 	code := m.Run()
-	time.Sleep(3 * shadowQuiet) // lets a divergence found in the last scenario be confirmed before the counts are read
+	// The scenarios' namespaces are being deleted: wait for the shadow check to decide on every Deployment it
+	// still knows of, so that a divergence it found is confirmed (counted) or dropped with its Deployment.
+	undecided, waitErr := waitShadowDecided(shadowDecideTimeout)
 	cancel()
+	if waitErr != nil {
+		fmt.Fprintf(os.Stderr, "observe: reading its metrics: %v\n", waitErr)
+		return max(code, 1)
+	}
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(os.Stderr, "observe: %v\n", err)
+		return max(code, 1)
+	}
+	if len(undecided) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: the shadow check did not decide on %v within %s\n", undecided, shadowDecideTimeout)
 		return max(code, 1)
 	}
 	counts, err := shadowCounts()
@@ -56,6 +66,48 @@ func runObserved(m *testing.M, c *cluster) int {
 		return max(code, 1)
 	}
 	return code
+}
+
+// shadowDecideTimeout bounds how long the suite waits, after its scenarios, for the shadow check's decisions:
+// long enough for the namespaces of the last scenarios to be deleted on a busy machine.
+const shadowDecideTimeout = 2 * time.Minute
+
+// waitShadowDecided polls this process's registry until the shadow check's last check of every Deployment it
+// still knows of (kubedeploy_shadow_deployment_state) found it settled and decided (converged, or divergent:
+// confirmed and counted); deleted Deployments are forgotten. It returns those still unsettled or unconfirmed
+// at timeout ("namespace/name: state"), or the registry's error.
+func waitShadowDecided(timeout time.Duration) ([]string, error) {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+		undecided, err := shadowUndecided()
+		if err != nil || len(undecided) == 0 || time.Now().After(deadline) {
+			return undecided, err
+		}
+	}
+}
+
+// shadowUndecided returns the Deployments whose last shadow check found them unsettled or divergent but not
+// yet confirmed, "namespace/name: state".
+func shadowUndecided() ([]string, error) {
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, f := range families {
+		if f.GetName() != "kubedeploy_shadow_deployment_state" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if s := labels["state"]; m.GetGauge().GetValue() == 1 && (s == "unsettled" || s == "unconfirmed") {
+				out = append(out, labels["namespace"]+"/"+labels["deployment"]+": "+s)
+			}
+		}
+	}
+	return out, nil
 }
 
 // shadowCounts reads the shadow check's counters from this process's registry.

@@ -152,6 +152,36 @@ func TestObserveUpstreamRollouts(t *testing.T) {
 	harness.Skip(t, env)
 	ctx := harness.Context(t, 5*time.Minute)
 	rec := &requests{}
+	base, observer, stop := startObserve(ctx, t, rec)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("observe: %v", err)
+		}
+	}()
+	ns := env.Namespace(t)
+	countedRollouts(ctx, t, base, ns)
+	// The shadow check: kubedeploy's syncs agree with kube-controller-manager's at every settled state.
+	canary := partitionedRollout(ctx, t, ns)
+	shadowAgrees(t, base, ns, "web", "broken", canary)
+	autoRollbackIgnored(ctx, t, base, observer, ns, canary)
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, r := range rec.all {
+		if !strings.HasPrefix(r, "GET ") || strings.HasSuffix(r, " 403") || strings.HasSuffix(r, " 401") {
+			t.Errorf("observe sent %s: want only reads, none refused", r)
+		}
+	}
+	if len(rec.all) == 0 {
+		t.Errorf("no request of observe was recorded")
+	}
+	checkManagedFields(ctx, t, ns)
+}
+
+// startObserve runs observe mode with deploy/observe's ServiceAccount, its requests recorded in rec, and waits
+// for it to be ready. It returns the base URL of its metrics, its client configuration and its stop function.
+func startObserve(ctx context.Context, t *testing.T, rec *requests) (string, *rest.Config, func() error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -162,11 +192,6 @@ func TestObserveUpstreamRollouts(t *testing.T) {
 		RESTConfig: observer, Controllers: []string{}, Observe: true, ShadowQuiet: shadowQuiet,
 		Serving: manager.Serving{Listener: ln},
 	})
-	defer func() {
-		if err := stop(); err != nil {
-			t.Errorf("observe: %v", err)
-		}
-	}()
 	harness.Eventually(t, time.Minute, "observe to be ready", func(context.Context) (bool, error) {
 		resp, err := http.Get(base + "/readyz")
 		if err != nil {
@@ -175,8 +200,15 @@ func TestObserveUpstreamRollouts(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil
 	})
+	return base, observer, stop
+}
 
-	ns := env.Namespace(t)
+// countedRollouts rolls Deployment web (4 replicas) twice to completion and Deployment broken once to
+// completion and once to an image that cannot be pulled, past its progress deadline, and checks the rollout
+// metrics observe serves at base: the waiting on image pulls while it lasts, each rollout's outcome, and the
+// broken one's unavailable pods.
+func countedRollouts(ctx context.Context, t *testing.T, base, ns string) {
+	t.Helper()
 	if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, harness.NewDeployment(ns, "web", 4, "nginx:1.9"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -219,17 +251,35 @@ func TestObserveUpstreamRollouts(t *testing.T) {
 		t.Errorf("kubedeploy_deployment_unavailable_pods of broken = %v, want its stuck pods", v)
 	}
 	t.Logf("the broken rollout waited on image pulls for %.0fs before its deadline", stuck)
+}
 
-	// The shadow check: kubedeploy's syncs agree with kube-controller-manager's at every settled state.
-	// Give it time to confirm anything it found (ShadowQuiet) before reading the counters.
-	canary := partitionedRollout(ctx, t, ns)
-	harness.Eventually(t, time.Minute, "the shadow check to have checked the settled Deployments", func(context.Context) (bool, error) {
+// shadowAgrees waits until the running shadow check (observe at base) has decided on the final state of each
+// of deployments in ns, settled (kubedeploy_shadow_deployment_state: converged, or divergent once it confirmed
+// a divergence), and has seen the live controller break canary's partition; then it fails t for any
+// divergence counted, or any surge or availability violation. Its decisions, not a wait, say that nothing
+// found is still waiting for confirmation.
+func shadowAgrees(t *testing.T, base, ns string, deployments ...string) {
+	t.Helper()
+	var undecided []string
+	defer func() {
+		if len(undecided) > 0 {
+			t.Logf("the shadow check's last check of %v did not find it settled", undecided)
+		}
+	}()
+	harness.Eventually(t, time.Minute, "the shadow check to decide on the settled Deployments", func(context.Context) (bool, error) {
 		m := scrape(t, base)
-		return value(m, "kubedeploy_shadow_checks_total", map[string]string{"settled": "true"}) >= 3 &&
-			value(m, "kubedeploy_shadow_bound_violations_total", map[string]string{"bound": "partition"}) >= 1, nil
+		undecided = undecided[:0]
+		for _, d := range deployments {
+			state := func(s string) bool {
+				return value(m, "kubedeploy_shadow_deployment_state", map[string]string{"namespace": ns, "deployment": d, "state": s}) == 1
+			}
+			if !state("converged") && !state("divergent") {
+				undecided = append(undecided, d)
+			}
+		}
+		return len(undecided) == 0 && value(m, "kubedeploy_shadow_bound_violations_total", map[string]string{"bound": "partition"}) >= 1, nil
 	})
-	time.Sleep(3 * shadowQuiet) // not an assertion: lets a divergence found at the end be confirmed before the count is read
-	m = scrape(t, base)
+	m := scrape(t, base)
 	t.Logf("shadow checks: %v settled, %v not", value(m, "kubedeploy_shadow_checks_total", map[string]string{"settled": "true"}),
 		value(m, "kubedeploy_shadow_checks_total", map[string]string{"settled": "false"}))
 	if n := sum(m, "kubedeploy_shadow_divergences_total"); n != 0 {
@@ -240,19 +290,6 @@ func TestObserveUpstreamRollouts(t *testing.T) {
 			t.Errorf("kubedeploy_shadow_bound_violations_total{bound=%q} = %v, want 0", b, v)
 		}
 	}
-	autoRollbackIgnored(ctx, t, base, observer, ns, canary)
-
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	for _, r := range rec.all {
-		if !strings.HasPrefix(r, "GET ") || strings.HasSuffix(r, " 403") || strings.HasSuffix(r, " 401") {
-			t.Errorf("observe sent %s: want only reads, none refused", r)
-		}
-	}
-	if len(rec.all) == 0 {
-		t.Errorf("no request of observe was recorded")
-	}
-	checkManagedFields(ctx, t, ns)
 }
 
 // checkManagedFields fails t if any Deployment, ReplicaSet or pod of ns names observe's client as a manager.
