@@ -11,14 +11,16 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/dryrun"
 )
 
 // simulatedNode is the one node every simulated pod runs on: RS-14's
@@ -30,8 +32,6 @@ const simulatedNode = "simulated-node"
 // to it.
 var defaultStart = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
-var podsResource = v1.SchemeGroupVersion.WithResource("pods")
-
 // podTimes is when a simulated pod turns Ready and, once deleted, is gone,
 // as offsets from the cluster's start.
 type podTimes struct {
@@ -40,27 +40,31 @@ type podTimes struct {
 	goneAt  time.Duration
 }
 
-// cluster is the in-memory API server (client-go's fake clientset, with
-// reactors that do what the API server and a kubelet would) and the caches
-// the controllers' syncs read, which observe fills from it.
+// cluster is the in-memory API server (an object tracker, which the
+// controllers reach through a dryrun.Client whose OnWrite does what the API
+// server and a kubelet would) and the caches the controllers' syncs read,
+// which observe fills from it.
 type cluster struct {
 	ctx context.Context
 	cfg Config
 	// start is the wall-clock time of the change; now is the simulated time
 	// since.
-	start  time.Time
-	now    time.Duration
-	clock  *clocktesting.FakeClock
-	client *fake.Clientset
-	// tracker stores the objects: client-go's plain object tracker, which
-	// serves every request (NewClientset's own tracker also manages fields,
-	// building a REST mapper on every write: 20 times slower at 1,000 pods).
+	start time.Time
+	now   time.Duration
+	clock *clocktesting.FakeClock
+	// client is the controllers' client: reads from tracker, writes applied
+	// to it by onWrite.
+	client *dryrun.Client
+	// tracker stores the objects: client-go's plain object tracker (its
+	// field-managing variant builds a REST mapper on every write: 20 times
+	// slower at 1,000 pods).
 	tracker clienttesting.ObjectTracker
-	// factory's informers never run: observe puts objects in their indexers.
+	// factory's informers never run (they have no client): observe puts
+	// objects in their indexers.
 	factory informers.SharedInformerFactory
 	pods    map[types.UID]*podTimes
 	nextID  int
-	// writes counts the create, update, patch and delete requests made.
+	// writes counts the writes applied (create, update, patch, delete).
 	writes int
 	// deleted names the pods deleted since the last takeDeleted.
 	deleted []string
@@ -80,15 +84,8 @@ func newCluster(ctx context.Context, cfg Config, start time.Time, objs ...runtim
 			return nil, fmt.Errorf("simulate: %w", err)
 		}
 	}
-	c.client = fake.NewClientset()
-	c.client.PrependReactor("*", "*", clienttesting.ObjectReaction(c.tracker))
-	c.client.PrependReactor("patch", "replicasets", c.onReplicaSetWrite)
-	c.client.PrependReactor("update", "replicasets", c.onReplicaSetWrite)
-	c.client.PrependReactor("create", "replicasets", c.onCreateReplicaSet)
-	c.client.PrependReactor("create", "pods", c.onCreatePod)
-	c.client.PrependReactor("delete", "pods", c.onDeletePod)
-	c.client.PrependReactor("*", "*", c.countWrite)
-	c.factory = informers.NewSharedInformerFactory(c.client, 0)
+	c.client = dryrun.New(dryrun.Config{Reader: world{c.tracker}, Current: world{c.tracker}.current, OnWrite: c.onWrite})
+	c.factory = informers.NewSharedInformerFactory(nil, 0)
 	return c, nil
 }
 
@@ -98,22 +95,36 @@ func (c *cluster) advance(now time.Duration) {
 	c.clock.SetTime(c.start.Add(now))
 }
 
-func (c *cluster) countWrite(action clienttesting.Action) (bool, runtime.Object, error) {
-	switch action.GetVerb() {
-	case "create", "update", "patch", "delete":
-		c.writes++
+// onWrite applies a write the controllers made to the tracker, doing what
+// the API server and a kubelet would on the way: a created ReplicaSet gets
+// its UID (onCreateReplicaSet), a created pod is named and started
+// (startPod), a deleted pod terminates (deletePod); a ReplicaSet as a spec
+// write leaves it is kept (see takeResized).
+func (c *cluster) onWrite(w *dryrun.Write) error {
+	c.writes++
+	gvr := resourceOf[w.Resource]
+	switch w.Verb {
+	case dryrun.VerbCreate:
+		switch obj := w.Object.(type) {
+		case *appsv1.ReplicaSet:
+			c.onCreateReplicaSet(obj)
+		case *v1.Pod:
+			c.startPod(obj, c.now+c.cfg.PodStartup)
+		}
+		return c.tracker.Create(gvr, w.Object, w.Namespace)
+	case dryrun.VerbDelete:
+		if w.Resource == dryrun.Pods {
+			return c.deletePod(w.Namespace, w.Name)
+		}
+		return c.tracker.Delete(gvr, w.Namespace, w.Name)
 	}
-	return false, nil, nil
-}
-
-// onReplicaSetWrite applies a write of a ReplicaSet and, unless it is of
-// the status, keeps the ReplicaSet it leaves (see takeResized).
-func (c *cluster) onReplicaSetWrite(action clienttesting.Action) (bool, runtime.Object, error) {
-	handled, obj, err := clienttesting.ObjectReaction(c.tracker)(action)
-	if rs, ok := obj.(*appsv1.ReplicaSet); ok && err == nil && action.GetSubresource() == "" {
+	if err := c.tracker.Update(gvr, w.Object, w.Namespace); err != nil {
+		return err
+	}
+	if rs, ok := w.Object.(*appsv1.ReplicaSet); ok && w.Subresource == "" {
 		c.resized = append(c.resized, rs.DeepCopy())
 	}
-	return handled, obj, err
+	return nil
 }
 
 // takeResized returns the ReplicaSets as the spec writes since it was last
@@ -128,31 +139,13 @@ func (c *cluster) takeResized() []*appsv1.ReplicaSet {
 }
 
 // onCreateReplicaSet gives a created ReplicaSet what the API server would:
-// a UID, a creation time, a resourceVersion and a generation; the tracker
-// then stores it.
-func (c *cluster) onCreateReplicaSet(action clienttesting.Action) (bool, runtime.Object, error) {
-	rs, ok := action.(clienttesting.CreateAction).GetObject().(*appsv1.ReplicaSet)
-	if !ok {
-		return false, nil, nil
-	}
+// a UID, a creation time, a resourceVersion and a generation.
+func (c *cluster) onCreateReplicaSet(rs *appsv1.ReplicaSet) {
 	c.nextID++
 	rs.UID = types.UID("simulated-new-rs-" + strconv.Itoa(c.nextID))
 	rs.CreationTimestamp = metav1.NewTime(c.clock.Now())
 	rs.ResourceVersion = "1"
 	rs.Generation = 1
-	return false, nil, nil
-}
-
-// onCreatePod names a pod the ReplicaSet controller creates (generateName),
-// and schedules and starts it at once: Running on the simulated node, Ready
-// PodStartup later (see kubelet).
-func (c *cluster) onCreatePod(action clienttesting.Action) (bool, runtime.Object, error) {
-	pod, ok := action.(clienttesting.CreateAction).GetObject().(*v1.Pod)
-	if !ok {
-		return false, nil, nil
-	}
-	c.startPod(pod, c.now+c.cfg.PodStartup)
-	return false, nil, nil
 }
 
 // startPod fills pod as the API server, the scheduler and the kubelet would
@@ -182,28 +175,19 @@ func (c *cluster) startPod(pod *v1.Pod, readyAt time.Duration) {
 
 // podsOf returns the pods stored in namespace ns (the simulated Deployment's), nil when they cannot be read.
 func (c *cluster) podsOf(ns string) []*v1.Pod {
-	obj, err := c.tracker.List(podsResource, v1.SchemeGroupVersion.WithKind("Pod"), ns)
+	list, err := world{c.tracker}.ListPods(c.ctx, ns, labels.Everything())
 	if err != nil {
 		return nil
 	}
-	list, ok := obj.(*v1.PodList)
-	if !ok {
-		return nil
-	}
-	out := make([]*v1.Pod, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
-	}
-	return out
+	return podPointers(list)
 }
 
-// onDeletePod makes a deleted pod Terminating for PodTermination (gone at
+// deletePod makes a deleted pod Terminating for PodTermination (gone at
 // once without one), as a kubelet honouring a grace period would.
-func (c *cluster) onDeletePod(action clienttesting.Action) (bool, runtime.Object, error) {
-	del := action.(clienttesting.DeleteAction)
-	obj, err := c.tracker.Get(podsResource, del.GetNamespace(), del.GetName())
+func (c *cluster) deletePod(namespace, name string) error {
+	obj, err := c.tracker.Get(podsResource, namespace, name)
 	if err != nil {
-		return true, nil, err
+		return err
 	}
 	pod := obj.(*v1.Pod).DeepCopy()
 	if pod.DeletionTimestamp == nil {
@@ -212,14 +196,14 @@ func (c *cluster) onDeletePod(action clienttesting.Action) (bool, runtime.Object
 	times := c.pods[pod.UID]
 	if c.cfg.PodTermination <= 0 || times == nil {
 		delete(c.pods, pod.UID)
-		return false, nil, nil
+		return c.tracker.Delete(podsResource, namespace, name)
 	}
 	if pod.DeletionTimestamp == nil {
 		now := metav1.NewTime(c.clock.Now())
 		pod.DeletionTimestamp = &now
 		times.deleted, times.goneAt = true, c.now+c.cfg.PodTermination
 	}
-	return true, nil, c.tracker.Update(podsResource, pod, pod.Namespace)
+	return c.tracker.Update(podsResource, pod, pod.Namespace)
 }
 
 // setReady marks pod Ready since at, replacing its Ready and
@@ -267,11 +251,12 @@ func (c *cluster) kubelet() (bool, error) {
 
 // podsAndOwners lists the stored pods and the UIDs of the stored ReplicaSets.
 func (c *cluster) podsAndOwners() ([]*v1.Pod, map[types.UID]bool, error) {
-	podList, err := c.client.CoreV1().Pods("").List(c.ctx, metav1.ListOptions{})
+	w := world{c.tracker}
+	podList, err := w.ListPods(c.ctx, "", labels.Everything())
 	if err != nil {
 		return nil, nil, fmt.Errorf("simulate: %w", err)
 	}
-	rsList, err := c.client.AppsV1().ReplicaSets("").List(c.ctx, metav1.ListOptions{})
+	rsList, err := w.ListReplicaSets(c.ctx, "")
 	if err != nil {
 		return nil, nil, fmt.Errorf("simulate: %w", err)
 	}
@@ -279,11 +264,7 @@ func (c *cluster) podsAndOwners() ([]*v1.Pod, map[types.UID]bool, error) {
 	for i := range rsList.Items {
 		owners[rsList.Items[i].UID] = true
 	}
-	pods := make([]*v1.Pod, len(podList.Items))
-	for i := range podList.Items {
-		pods[i] = &podList.Items[i]
-	}
-	return pods, owners, nil
+	return podPointers(podList), owners, nil
 }
 
 func isReady(pod *v1.Pod) bool {
@@ -318,18 +299,19 @@ func (c *cluster) nextEvent(minReady map[types.UID]time.Duration, owner func(typ
 }
 
 // observe copies the stored Deployments, ReplicaSets and pods into the
-// informer caches the syncs read, as informers would, and clears the fake
-// clientset's record of actions (which would otherwise grow with every sync).
+// informer caches the syncs read, as informers would, and clears the
+// client's record of writes (which would otherwise grow with every sync).
 func (c *cluster) observe() error {
-	ds, err := c.client.AppsV1().Deployments("").List(c.ctx, metav1.ListOptions{})
+	w := world{c.tracker}
+	ds, err := w.listDeployments("")
 	if err != nil {
 		return fmt.Errorf("simulate: %w", err)
 	}
-	rss, err := c.client.AppsV1().ReplicaSets("").List(c.ctx, metav1.ListOptions{})
+	rss, err := w.ListReplicaSets(c.ctx, "")
 	if err != nil {
 		return fmt.Errorf("simulate: %w", err)
 	}
-	pods, err := c.client.CoreV1().Pods("").List(c.ctx, metav1.ListOptions{})
+	pods, err := w.ListPods(c.ctx, "", labels.Everything())
 	if err != nil {
 		return fmt.Errorf("simulate: %w", err)
 	}
@@ -345,7 +327,7 @@ func (c *cluster) observe() error {
 		replace(c.factory.Apps().V1().ReplicaSets().Informer().GetIndexer(), len(rss.Items), func(i int) any { return &rss.Items[i] }),
 		replace(c.factory.Core().V1().Pods().Informer().GetIndexer(), len(pods.Items), func(i int) any { return &pods.Items[i] }),
 	)
-	c.client.ClearActions()
+	c.client.Take()
 	if err != nil {
 		return fmt.Errorf("simulate: %w", err)
 	}

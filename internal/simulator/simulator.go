@@ -2,13 +2,13 @@
 // own controllers, not a model of them: the Deployment controller's sync and
 // the ReplicaSet controller's sync (slow start, RS-14's victim ranking,
 // status, minReadySeconds), each through its NewSyncer entry point, against an in-memory API
-// server (client-go's fake clientset) whose reactors stand in for the API
-// server, the scheduler, a kubelet and the garbage collector, on a fake
-// clock. `kubedeploy rollout plan` prints what it returns.
+// server (an object tracker behind a dryrun.Client, whose write hook stands in
+// for the API server, the scheduler, a kubelet and the garbage collector), on
+// a fake clock. `kubedeploy rollout plan` prints what it returns.
 //
-// It sits above both controllers and holds all of the fake wiring, so the
-// controllers' packages (and the kubedeploy-controllers binary) link none of
-// it. Simulated syncs touch no process-wide metrics and send no events.
+// It sits above both controllers and holds all of the simulated cluster, so
+// the controllers' packages (and the kubedeploy-controllers binary) link none
+// of it; it links no fake clientset. Simulated syncs touch no process-wide metrics and send no events.
 package simulator
 
 import (
@@ -23,13 +23,13 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/apiclient"
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/replicaset"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
@@ -174,11 +174,11 @@ func (s *simulation) newSyncers() error {
 	recorder := &record.FakeRecorder{} // no channel: events are dropped
 	informers := s.factory.Apps().V1()
 	deployments, errDeployment := deployment.NewSyncer(deployment.Config{
-		Client: apiclient.New(s.client), Recorder: recorder, Clock: s.clock,
+		Client: s.client, Recorder: recorder, Clock: s.clock,
 		Deployments: informers.Deployments(), ReplicaSets: informers.ReplicaSets(), Pods: s.factory.Core().V1().Pods(),
 	})
 	rsConfig := replicaset.Config{
-		Client: apiclient.New(s.client), Recorder: recorder, Clock: s.clock,
+		Client: s.client, Recorder: recorder, Clock: s.clock,
 		ReplicaSets: informers.ReplicaSets(), Pods: s.factory.Core().V1().Pods(),
 	}
 	if s.placement != nil {
@@ -329,7 +329,7 @@ func (s *simulation) settleReplicaSets() (bool, error) {
 	}
 	for range replicaSetRounds {
 		writes := s.writes
-		list, err := s.client.AppsV1().ReplicaSets(s.key.Namespace).List(s.ctx, metav1.ListOptions{})
+		list, err := world{s.tracker}.ListReplicaSets(s.ctx, s.key.Namespace)
 		if err != nil {
 			return false, fmt.Errorf("simulate: %w", err)
 		}
@@ -459,15 +459,16 @@ func (s *simulation) totals() (total, available int32, err error) {
 // state reads the stored Deployment, the ReplicaSets it controls and their
 // pods.
 func (s *simulation) state() (*state, error) {
-	d, err := s.client.AppsV1().Deployments(s.key.Namespace).Get(s.ctx, s.key.Name, metav1.GetOptions{})
+	w := world{s.tracker}
+	d, err := w.GetDeployment(s.ctx, s.key.Namespace, s.key.Name)
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}
-	list, err := s.client.AppsV1().ReplicaSets(s.key.Namespace).List(s.ctx, metav1.ListOptions{})
+	list, err := w.ListReplicaSets(s.ctx, s.key.Namespace)
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}
-	pods, err := s.client.CoreV1().Pods(s.key.Namespace).List(s.ctx, metav1.ListOptions{})
+	pods, err := w.ListPods(s.ctx, s.key.Namespace, labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}
