@@ -38,7 +38,9 @@ func runObserved(m *testing.M, c *cluster) int {
 	code := m.Run()
 	// The scenarios' namespaces are being deleted: wait for the shadow check to decide on every Deployment it
 	// still knows of, so that a divergence it found is confirmed (counted) or dropped with its Deployment.
+	scenariosDone := time.Now()
 	undecided, waitErr := waitShadowDecided(shadowDecideTimeout)
+	decidedIn := time.Since(scenariosDone).Round(100 * time.Millisecond)
 	cancel()
 	if waitErr != nil {
 		fmt.Fprintf(os.Stderr, "observe: reading its metrics: %v\n", waitErr)
@@ -58,8 +60,8 @@ func runObserved(m *testing.M, c *cluster) int {
 		return max(code, 1)
 	}
 	fmt.Fprintf(os.Stderr, "observe on the upstream cluster: %v shadow checks of settled Deployments, %v of unsettled ones; "+
-		"%v divergences; bound violations: %v surge, %v availability, %v partition\n",
-		counts["checks/true"], counts["checks/false"], counts["divergences"], counts["surge"], counts["availability"], counts["partition"])
+		"%v divergences; bound violations: %v surge, %v availability, %v partition; every Deployment decided %s after the scenarios\n",
+		counts["checks/true"], counts["checks/false"], counts["divergences"], counts["surge"], counts["availability"], counts["partition"], decidedIn)
 	if counts["checks/true"] == 0 || counts["divergences"] != 0 || counts["surge"] != 0 || counts["availability"] != 0 {
 		fmt.Fprintln(os.Stderr, "FAIL: the shadow check must run on settled Deployments and find neither a divergence nor a surge or "+
 			"availability violation (see the observe log lines in this output)")
