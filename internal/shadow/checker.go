@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
@@ -24,6 +24,7 @@ import (
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/apiclient"
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/controller/dryrun"
 	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
 	"github.com/kubedeploy/kubedeploy/internal/controller/replicaset"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
@@ -38,48 +39,58 @@ type Sources struct {
 }
 
 // Checker runs kubedeploy's Deployment and ReplicaSet syncs (their NewSyncer entry points, the ones `rollout
-// plan`'s simulator runs) on a Deployment as the informer caches show it, through a client whose writes are
-// recorded and never sent (recordingTransport), and reports the writes they would make as divergences.
+// plan`'s simulator runs) on a Deployment as the informer caches show it, through a dryrun.Client whose writes
+// are recorded and never sent, and reports the writes they would make as divergences. It checks one
+// Deployment at a time.
 type Checker struct {
 	deployments, replicaSets runner.SyncFunc
 	dLister                  appslisters.DeploymentLister
 	rsIndexer, podIndexer    cache.Indexer
 	clock                    clock.Clock
+	// client is the syncs' client: reads from the API server, writes recorded.
+	client *dryrun.Client
+
+	// mu makes checks take turns: live and client's record are the check's in progress.
+	mu sync.Mutex
+	// live is the Deployment and ReplicaSets the check in progress read from the caches, by
+	// resource/namespace/name: what their writes apply to.
+	live map[string]runtime.Object
 }
 
 // NewChecker builds a Checker over src. restConfig is the observer's: the syncs' reads that bypass the caches
-// (the adoption re-checks, AD-3) go to that API server with its credentials; nothing else does. It adds the
-// controllers' indexes to the informers, so call it before they start. A nil clk is the real clock. It
-// returns the controllers' configuration errors or the client's.
+// (the adoption re-checks, AD-3) go to that API server with its credentials; nothing else does, since the
+// syncs' client (dryrun.Client) has no way to send a write. It adds the controllers' indexes to the
+// informers, so call it before they start. A nil clk is the real clock. It returns the controllers'
+// configuration errors or the client's.
 func NewChecker(restConfig *rest.Config, src Sources, clk clock.WithTicker) (*Checker, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
 	cfg := rest.CopyConfig(restConfig)
-	// JSON, so that recordingTransport can read the bodies; no client-side rate limit, since the writes are
-	// answered in memory (a shadow ReplicaSet sync may "create" hundreds of pods).
-	cfg.ContentType, cfg.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
+	// No client-side rate limit: the few reads are the adoption re-checks, as before the writes were
+	// answered in memory.
 	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return recordingTransport{next: rt} })
-	client, err := kubernetes.NewForConfig(cfg)
+	reads, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("shadow: %w", err)
 	}
+	c := &Checker{
+		clock: clk, dLister: src.Deployments.Lister(),
+		rsIndexer: src.ReplicaSets.Informer().GetIndexer(), podIndexer: src.Pods.Informer().GetIndexer(),
+	}
+	c.client = dryrun.New(dryrun.Config{Reader: apiclient.New(reads), Current: c.current})
 	deployments, errD := deployment.NewSyncer(deployment.Config{
-		Client: apiclient.New(client), Recorder: discardEvents{}, Clock: clk,
+		Client: c.client, Recorder: discardEvents{}, Clock: clk,
 		Deployments: src.Deployments, ReplicaSets: src.ReplicaSets, Pods: src.Pods,
 	})
 	replicaSets, errRS := replicaset.NewSyncer(replicaset.Config{
-		Client: apiclient.New(client), Recorder: discardEvents{}, Clock: clk, ReplicaSets: src.ReplicaSets, Pods: src.Pods,
+		Client: c.client, Recorder: discardEvents{}, Clock: clk, ReplicaSets: src.ReplicaSets, Pods: src.Pods,
 	})
 	if err := errors.Join(errD, errRS); err != nil {
 		return nil, fmt.Errorf("shadow: %w", err)
 	}
-	return &Checker{
-		deployments: deployments, replicaSets: replicaSets, clock: clk,
-		dLister:   src.Deployments.Lister(),
-		rsIndexer: src.ReplicaSets.Informer().GetIndexer(), podIndexer: src.Pods.Informer().GetIndexer(),
-	}, nil
+	c.deployments, c.replicaSets = deployments, replicaSets
+	return c, nil
 }
 
 // Report is one check of one Deployment.
@@ -133,43 +144,31 @@ func (c *Checker) Check(ctx context.Context, key cache.ObjectName) (Report, erro
 	return r, err
 }
 
-// sync runs the syncs on d and rss with a recording and returns the divergences of what they wrote.
+// write is one write a shadow sync made, as divergencesOf reads it.
+type write struct {
+	// verb is create, update, patch or delete.
+	verb string
+	// resource is the request's resource (deployments, replicasets, pods) and subresource the subresource
+	// ("status" or "").
+	resource, subresource string
+	namespace, name       string
+	// object is the object the write would have left (the created or updated object, the patched one), JSON;
+	// nil for a delete.
+	object []byte
+}
+
+// sync runs the syncs on d and rss, their writes recorded, and returns the divergences of what they wrote.
 func (c *Checker) sync(ctx context.Context, d *appsv1.Deployment, rss []*appsv1.ReplicaSet) ([]Divergence, error) {
-	live := map[string][]byte{}
-	remember := func(resource string, obj any) error {
-		b, err := json.Marshal(obj)
-		if err != nil {
-			return fmt.Errorf("shadow: %w", err)
-		}
-		m := obj.(interface {
-			GetNamespace() string
-			GetName() string
-		})
-		live[resource+"/"+m.GetNamespace()+"/"+m.GetName()] = b
-		return nil
-	}
-	if err := remember("deployments", d); err != nil {
-		return nil, err
-	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.live = map[string]runtime.Object{liveKey(dryrun.Deployments, d.Namespace, d.Name): d.DeepCopy()}
 	for _, rs := range rss {
-		if err := remember("replicasets", rs); err != nil {
-			return nil, err
-		}
+		c.live[liveKey(dryrun.ReplicaSets, rs.Namespace, rs.Name)] = rs.DeepCopy()
 	}
-	rec := &recording{current: func(resource, namespace, name string) ([]byte, any, bool) {
-		if b, ok := live[resource+"/"+namespace+"/"+name]; ok {
-			return b, dataStructFor(resource), true
-		}
-		if resource == "pods" {
-			if obj, ok, _ := c.podIndexer.GetByKey(namespace + "/" + name); ok {
-				b, err := json.Marshal(obj)
-				return b, dataStructFor(resource), err == nil
-			}
-		}
-		return nil, nil, false
-	}}
+	defer func() { c.live = nil }()
+	c.client.Take() // what a failed check left
 	// The syncs' logs would read as decisions taken; the shadow's findings are logged by its caller.
-	sctx := withRecording(klog.NewContext(ctx, logr.Discard()), rec)
+	sctx := klog.NewContext(ctx, logr.Discard())
 	if _, err := c.deployments(sctx, cache.ObjectName{Namespace: d.Namespace, Name: d.Name}); err != nil {
 		return nil, fmt.Errorf("shadow: the Deployment controller's sync of %s: %w", klog.KObj(d), err)
 	}
@@ -178,13 +177,57 @@ func (c *Checker) sync(ctx context.Context, d *appsv1.Deployment, rss []*appsv1.
 			return nil, fmt.Errorf("shadow: the ReplicaSet controller's sync of %s: %w", klog.KObj(rs), err)
 		}
 	}
-	return divergencesOf(rec.taken(), func(w write) []byte {
-		if w.resource == "pods" {
-			b, _, _ := rec.current(w.resource, w.namespace, w.name)
-			return b
+	writes, err := writesOf(c.client.Take())
+	if err != nil {
+		return nil, err
+	}
+	return divergencesOf(writes, func(w write) []byte {
+		obj, ok := c.current(w.resource, w.namespace, w.name)
+		if !ok {
+			return nil
 		}
-		return live[w.resource+"/"+w.namespace+"/"+w.name]
+		b, _ := json.Marshal(obj)
+		return b
 	})
+}
+
+// current is the object a write of the check in progress applies to (dryrun.Config.Current): the Deployment
+// or a ReplicaSet as the check read them, a pod as the cache has it.
+func (c *Checker) current(resource, namespace, name string) (runtime.Object, bool) {
+	if obj, ok := c.live[liveKey(resource, namespace, name)]; ok {
+		return obj.DeepCopyObject(), true
+	}
+	if resource != dryrun.Pods {
+		return nil, false
+	}
+	obj, ok, _ := c.podIndexer.GetByKey(namespace + "/" + name)
+	if !ok {
+		return nil, false
+	}
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return nil, false
+	}
+	return pod.DeepCopy(), true
+}
+
+func liveKey(resource, namespace, name string) string { return resource + "/" + namespace + "/" + name }
+
+// writesOf returns ws with their objects as JSON.
+func writesOf(ws []dryrun.Write) ([]write, error) {
+	out := make([]write, len(ws))
+	for i, w := range ws {
+		out[i] = write{verb: w.Verb, resource: w.Resource, subresource: w.Subresource, namespace: w.Namespace, name: w.Name}
+		if w.Object == nil {
+			continue
+		}
+		b, err := json.Marshal(w.Object)
+		if err != nil {
+			return nil, fmt.Errorf("shadow: %w", err)
+		}
+		out[i].object = b
+	}
+	return out, nil
 }
 
 // fingerprint is d's and rss's resourceVersions.
