@@ -120,34 +120,8 @@ func (c *Controller) onPodUpdate(logger klog.Logger, oldObj, curObj any) {
 		}
 	}
 	if curRef != nil {
-		rs, ok := c.resolveOwner(curPod.Namespace, curRef)
-		if !ok {
-			return
-		}
-		if !refChanged && !labelsChanged && isPodActive(oldPod) == isPodActive(curPod) {
-			// Only the pod's status changed and it is still a replica: the
-			// sync can only rewrite the ReplicaSet's status.
-			if isPodReady(oldPod) != isPodReady(curPod) && c.cfg.StatusSyncWindow > 0 {
-				// Readiness is reported a window after the first pod of a
-				// burst turns (or stops being) Ready, together with the rest
-				// of the burst: the pods of one rollout step, created together,
-				// turn Ready within milliseconds of each other, and reported
-				// one by one they would make the Deployment controller split
-				// the step into smaller ones that `rollout plan` cannot
-				// predict (issue 11). A key already waiting keeps its earlier
-				// time.
-				c.runner.EnqueueAfter(cache.MetaObjectToName(rs), c.cfg.StatusSyncWindow)
-			} else {
-				c.runner.EnqueueCoalesced(cache.MetaObjectToName(rs), c.cfg.StatusSyncWindow)
-			}
-		} else {
-			c.runner.EnqueueObject(rs)
-		}
-		// EH-11: wake up when the pod becomes available (IM-5: AddAfter).
-		if !isPodReady(oldPod) && isPodReady(curPod) && rs.Spec.MinReadySeconds > 0 {
-			d := minReady(rs)
-			logger.V(2).Info("Pod became ready; checking availability later", "pod", klog.KObj(curPod), "replicaSet", klog.KObj(rs), "after", d)
-			c.runner.EnqueueAfter(cache.ObjectName{Namespace: rs.Namespace, Name: rs.Name}, d)
+		if rs, ok := c.resolveOwner(curPod.Namespace, curRef); ok {
+			c.enqueueUpdatedPodOwner(logger, rs, oldPod, curPod, refChanged || labelsChanged)
 		}
 		return
 	}
@@ -155,6 +129,36 @@ func (c *Controller) onPodUpdate(logger klog.Logger, oldObj, curObj any) {
 		for _, rs := range c.replicaSetsSelecting(logger, curPod) {
 			c.runner.EnqueueObject(rs)
 		}
+	}
+}
+
+// enqueueUpdatedPodOwner enqueues rs, the controller of a pod updated from
+// oldPod to curPod: at once when its ControllerRef or labels changed
+// (ownerOrLabels) or it started or stopped being active; when only its
+// status changed (the sync can only rewrite the ReplicaSet's status), a
+// StatusSyncWindow after a readiness change or coalesced. It enqueues rs again
+// minReadySeconds after the pod turned Ready (EH-11).
+func (c *Controller) enqueueUpdatedPodOwner(logger klog.Logger, rs *appsv1.ReplicaSet, oldPod, curPod *v1.Pod, ownerOrLabels bool) {
+	switch {
+	case ownerOrLabels || isPodActive(oldPod) != isPodActive(curPod):
+		c.runner.EnqueueObject(rs)
+	case isPodReady(oldPod) != isPodReady(curPod) && c.cfg.StatusSyncWindow > 0:
+		// Readiness is reported a window after the first pod of a burst
+		// turns (or stops being) Ready, together with the rest of the burst:
+		// the pods of one rollout step, created together, turn Ready within
+		// milliseconds of each other, and reported one by one they would
+		// make the Deployment controller split the step into smaller ones
+		// that `rollout plan` cannot predict (issue 11). A key already
+		// waiting keeps its earlier time.
+		c.runner.EnqueueAfter(cache.MetaObjectToName(rs), c.cfg.StatusSyncWindow)
+	default:
+		c.runner.EnqueueCoalesced(cache.MetaObjectToName(rs), c.cfg.StatusSyncWindow)
+	}
+	// EH-11: wake up when the pod becomes available (IM-5: AddAfter).
+	if !isPodReady(oldPod) && isPodReady(curPod) && rs.Spec.MinReadySeconds > 0 {
+		d := minReady(rs)
+		logger.V(2).Info("Pod became ready; checking availability later", "pod", klog.KObj(curPod), "replicaSet", klog.KObj(rs), "after", d)
+		c.runner.EnqueueAfter(cache.ObjectName{Namespace: rs.Namespace, Name: rs.Name}, d)
 	}
 }
 
