@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/apiclient"
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
@@ -71,10 +72,15 @@ func TestRequests(t *testing.T) {
 	if err := c.DeletePod(ctx, "ns", "p2"); err != nil {
 		t.Fatal(err)
 	}
+	checkRequests(t, k.Actions())
+}
+
+// checkRequests checks that actions are, in order, the requests TestRequests sends.
+func checkRequests(t *testing.T, actions []clienttesting.Action) {
+	t.Helper()
 	want := []string{"get deployments", "update deployments/status", "patch deployments", "get replicasets",
 		"list replicasets", "create replicasets", "patch replicasets", "patch replicasets/status", "delete replicasets",
 		"list pods", "create pods", "patch pods", "delete pods"}
-	actions := k.Actions()
 	if len(actions) != len(want) {
 		t.Fatalf("%d requests, want %d", len(actions), len(want))
 	}

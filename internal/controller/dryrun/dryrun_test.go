@@ -121,37 +121,7 @@ func TestEachVerb(t *testing.T) {
 
 	check(t, "delete pod", c.DeletePod(ctx, "ns", "p"), true)
 
-	want := []dryrun.Write{
-		{Verb: "update", Resource: "deployments", Subresource: "status", Namespace: "ns", Name: "d"},
-		{Verb: "patch", Resource: "deployments", Namespace: "ns", Name: "d"},
-		{Verb: "create", Resource: "replicasets", Namespace: "ns", Name: "rs2"},
-		{Verb: "patch", Resource: "replicasets", Namespace: "ns", Name: "rs"},
-		{Verb: "patch", Resource: "replicasets", Subresource: "status", Namespace: "ns", Name: "rs"},
-		{Verb: "delete", Resource: "replicasets", Namespace: "ns", Name: "rs"},
-		{Verb: "create", Resource: "pods", Namespace: "ns", Name: "web-*"},
-		{Verb: "patch", Resource: "pods", Namespace: "ns", Name: "p"},
-		{Verb: "delete", Resource: "pods", Namespace: "ns", Name: "p"},
-	}
-	got := c.Take()
-	if len(got) != len(want) {
-		t.Fatalf("%d writes recorded, want %d", len(got), len(want))
-	}
-	for i, w := range got {
-		obj := w.Object
-		w.Object = nil
-		if w != want[i] {
-			t.Errorf("write %d: %+v, want %+v", i, w, want[i])
-		}
-		if (obj == nil) != (w.Verb == "delete") {
-			t.Errorf("write %d (%s): object %v; want one for all but a delete", i, w.Verb, obj)
-		}
-	}
-	if rs := got[4].Object.(*appsv1.ReplicaSet); rs.Status.Replicas != 1 {
-		t.Errorf("the status patch recorded %+v, want status.replicas 1", rs.Status)
-	}
-	if *objs["replicasets/rs"].(*appsv1.ReplicaSet).Spec.Replicas != 3 || len(objs["pods/p"].(*v1.Pod).Labels) != 1 {
-		t.Error("a write changed the world Current reads; only OnWrite may")
-	}
+	checkRecorded(t, c.Take(), objs)
 	if len(c.Take()) != 0 {
 		t.Error("Take left writes behind")
 	}
@@ -257,5 +227,40 @@ func TestOnWrite(t *testing.T) {
 	}
 	if ws[0].Object == runtime.Object(pod) {
 		t.Error("the answer is the recorded object itself; want a copy")
+	}
+}
+
+// checkRecorded checks got, the writes TestEachVerb made, and that objs, what Current read, did not change.
+func checkRecorded(t *testing.T, got []dryrun.Write, objs map[string]runtime.Object) {
+	t.Helper()
+	want := []dryrun.Write{
+		{Verb: "update", Resource: "deployments", Subresource: "status", Namespace: "ns", Name: "d"},
+		{Verb: "patch", Resource: "deployments", Namespace: "ns", Name: "d"},
+		{Verb: "create", Resource: "replicasets", Namespace: "ns", Name: "rs2"},
+		{Verb: "patch", Resource: "replicasets", Namespace: "ns", Name: "rs"},
+		{Verb: "patch", Resource: "replicasets", Subresource: "status", Namespace: "ns", Name: "rs"},
+		{Verb: "delete", Resource: "replicasets", Namespace: "ns", Name: "rs"},
+		{Verb: "create", Resource: "pods", Namespace: "ns", Name: "web-*"},
+		{Verb: "patch", Resource: "pods", Namespace: "ns", Name: "p"},
+		{Verb: "delete", Resource: "pods", Namespace: "ns", Name: "p"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d writes recorded, want %d", len(got), len(want))
+	}
+	for i, w := range got {
+		obj := w.Object
+		w.Object = nil
+		if w != want[i] {
+			t.Errorf("write %d: %+v, want %+v", i, w, want[i])
+		}
+		if (obj == nil) != (w.Verb == "delete") {
+			t.Errorf("write %d (%s): object %v; want one for all but a delete", i, w.Verb, obj)
+		}
+	}
+	if rs := got[4].Object.(*appsv1.ReplicaSet); rs.Status.Replicas != 1 {
+		t.Errorf("the status patch recorded %+v, want status.replicas 1", rs.Status)
+	}
+	if *objs["replicasets/rs"].(*appsv1.ReplicaSet).Spec.Replicas != 3 || len(objs["pods/p"].(*v1.Pod).Labels) != 1 {
+		t.Error("a write changed the world Current reads; only OnWrite may")
 	}
 }
