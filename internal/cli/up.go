@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,7 +76,7 @@ func (o *upOptions) addFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.zones, "zones", 1, fmt.Sprintf("number of zones the nodes are spread over, round-robin: above 1, each node is labelled topology.kubernetes.io/zone=zone-a, zone-b, … and topology.kubernetes.io/region=%s (at most --nodes and %d)", controlplane.RegionName, controlplane.MaxZones))
 	f.DurationVar(&o.podStartupDelay, "pod-startup-delay", controlplane.DefaultPodStartupDelay, "time from a pod being scheduled to it being Running and Ready (> 0)")
 	f.DurationVar(&o.podTerminationDelay, "pod-termination-delay", controlplane.DefaultPodTerminationDelay, "time a deleted pod stays Terminating before it is gone (> 0)")
-	f.StringVar(&o.controllers, "controllers", "deployment,replicaset", "kubedeploy controllers to run ('*' for all, '' for none)")
+	f.StringVar(&o.controllers, "controllers", strings.Join(manager.KnownControllers, ","), "kubedeploy controllers to run ('*' for all, '' for none)")
 	f.StringVar(&o.kubeControllers, "kube-controllers", "*", "kube-controller-manager controllers to run, in its --controllers syntax: '*' is all of its default ones but deployment and replicaset, 'name' adds one, '-name' removes one (e.g. '*,-job-controller,-cronjob-controller')")
 	// Like the embedded scheduler and controller manager, kubedeploy's
 	// controllers talk to this kube-apiserver over loopback in one process:
