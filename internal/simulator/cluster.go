@@ -21,6 +21,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/dryrun"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // simulatedNode is the one node every simulated pod runs on: RS-14's
@@ -179,7 +180,7 @@ func (c *cluster) podsOf(ns string) []*v1.Pod {
 	if err != nil {
 		return nil
 	}
-	return podPointers(list)
+	return rolloutstate.Items(list.Items)
 }
 
 // deletePod makes a deleted pod Terminating for PodTermination (gone at
@@ -264,7 +265,7 @@ func (c *cluster) podsAndOwners() ([]*v1.Pod, map[types.UID]bool, error) {
 	for i := range rsList.Items {
 		owners[rsList.Items[i].UID] = true
 	}
-	return podPointers(podList), owners, nil
+	return rolloutstate.Items(podList.Items), owners, nil
 }
 
 func isReady(pod *v1.Pod) bool {

@@ -475,8 +475,6 @@ func (s *simulation) state() (*state, error) {
 	st := &state{d: d, rss: rolloutstate.ControlledReplicaSets(list, d.UID), times: s.pods}
 	st.newRS = rolloutstate.NewReplicaSet(d, st.rss)
 	st.oldRSs = rolloutstate.OldReplicaSets(st.rss, st.newRS)
-	for i := range pods.Items {
-		st.pods = append(st.pods, &pods.Items[i])
-	}
+	st.pods = rolloutstate.Items(pods.Items)
 	return st, nil
 }

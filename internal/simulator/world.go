@@ -92,12 +92,3 @@ func (w world) current(resource, namespace, name string) (runtime.Object, bool) 
 	obj, err := w.tracker.Get(resourceOf[resource], namespace, name)
 	return obj, err == nil
 }
-
-// podPointers returns pointers to list's items.
-func podPointers(list *v1.PodList) []*v1.Pod {
-	out := make([]*v1.Pod, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
-	}
-	return out
-}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // getDeployment returns the Deployment from the cache or, when live, from
@@ -45,11 +46,7 @@ func (c *Controller) listReplicaSets(ctx context.Context, d *appsv1.Deployment, 
 	if err != nil {
 		return nil, fmt.Errorf("listing ReplicaSets in %s from the API server: %w", d.Namespace, err)
 	}
-	out := make([]*appsv1.ReplicaSet, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
-	}
-	return out, nil
+	return rolloutstate.Items(list.Items), nil
 }
 
 // claimReplicaSets lists the ReplicaSets d could own (listReplicaSets: from

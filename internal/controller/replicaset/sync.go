@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/expectations"
 	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
@@ -116,11 +117,7 @@ func (c *Controller) candidatePods(ctx context.Context, sc *syncContext) ([]*v1.
 		if err != nil {
 			return nil, fmt.Errorf("listing pods of ReplicaSet %s from the API server: %w", sc.key, err)
 		}
-		out := make([]*v1.Pod, len(list.Items))
-		for i := range list.Items {
-			out[i] = &list.Items[i]
-		}
-		return out, nil
+		return rolloutstate.Items(list.Items), nil
 	}
 	return ownership.Candidates[*v1.Pod](c.podIndexer, sc.rs.UID, sc.rs.Namespace)
 }
