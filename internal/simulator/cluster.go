@@ -235,7 +235,7 @@ func (c *cluster) kubelet() (bool, error) {
 		case ref == nil || !rsUIDs[ref.UID] || (times.deleted && times.goneAt <= c.now):
 			delete(c.pods, pod.UID)
 			err = c.tracker.Delete(podsResource, pod.Namespace, pod.Name)
-		case !times.deleted && times.readyAt <= c.now && !isReady(pod):
+		case !times.deleted && times.readyAt <= c.now && !podReady(pod):
 			pod = pod.DeepCopy()
 			setReady(pod, c.start.Add(times.readyAt))
 			err = c.tracker.Update(podsResource, pod, pod.Namespace)
@@ -266,15 +266,6 @@ func (c *cluster) podsAndOwners() ([]*v1.Pod, map[types.UID]bool, error) {
 		owners[rsList.Items[i].UID] = true
 	}
 	return rolloutstate.Items(podList.Items), owners, nil
-}
-
-func isReady(pod *v1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == v1.PodReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // nextEvent returns the earliest future time a pod turns Ready or
@@ -342,4 +333,10 @@ func (c *cluster) takeDeleted() []string {
 	c.deleted = nil
 	slices.Sort(out)
 	return out
+}
+
+// podReady reports whether pod is Ready (rolloutstate.PodReadySince).
+func podReady(pod *v1.Pod) bool {
+	_, ready := rolloutstate.PodReadySince(pod)
+	return ready
 }
