@@ -3,10 +3,13 @@ package ownership
 import (
 	"fmt"
 
+	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
 // ControllerIndex is the name of the informer index that maps objects to their
@@ -33,10 +36,8 @@ func controllerIndexFunc(obj any) ([]string, error) {
 }
 
 func metaOf(obj any) (metav1.Object, error) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	m, ok := obj.(metav1.Object)
+	// An indexer has no logger to give: the error says what ObjectFrom would have logged.
+	m, ok := runner.ObjectFrom[metav1.Object](logr.Discard(), obj)
 	if !ok {
 		return nil, fmt.Errorf("object of type %T has no metadata", obj)
 	}

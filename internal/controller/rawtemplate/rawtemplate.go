@@ -39,10 +39,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/buildinfo"
+	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
 // The resources whose pod templates are carried.
@@ -290,11 +290,11 @@ func (s *Store) observe(resource schema.GroupVersionResource, obj metav1.Object,
 // Forget drops what is noted of a deleted object (or a cache.DeletedFinalStateUnknown holding one). NewInformer
 // calls it on every delete.
 func (s *Store) Forget(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
+	if s == nil {
+		return
 	}
-	m, ok := obj.(metav1.Object)
-	if s == nil || !ok {
+	m, ok := runner.ObjectFrom[metav1.Object](s.logger, obj)
+	if !ok {
 		return
 	}
 	s.mu.Lock()

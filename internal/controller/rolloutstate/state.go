@@ -29,7 +29,7 @@ const (
 	// RollbackToAnnotation asks for a rollback to a revision; 0 means the previous one (OM-5, section 6).
 	RollbackToAnnotation = appsv1.DeprecatedRollbackTo
 	// LastAppliedConfigAnnotation is kubectl's client-side apply record, never copied to a ReplicaSet (OM-7).
-	LastAppliedConfigAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+	LastAppliedConfigAnnotation = v1.LastAppliedConfigAnnotation
 	// RolloutPartitionAnnotation opts a RollingUpdate Deployment into a rollout partition (EX-1): its value, "N"
 	// or "N%" (of spec.replicas, rounded down), is the most pods a rollout puts on the new template. The rolling
 	// update proceeds as usual, within maxSurge and maxUnavailable, until the new ReplicaSet has that many

@@ -18,11 +18,6 @@ import (
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
-const (
-	revisionAnnotation    = "deployment.kubernetes.io/revision"
-	maxReplicasAnnotation = "deployment.kubernetes.io/max-replicas"
-)
-
 // Bounds are the rolling-update safety bounds of one Deployment, in replicas:
 // the ReplicaSets it owns may never total more than MaxTotal (spec.replicas +
 // maxSurge) and their available replicas never fewer than MinAvailable
@@ -102,7 +97,7 @@ func (w *RolloutWatch) observe() {
 		spec := rolloutstate.ReplicaSetReplicas(rs)
 		total += spec
 		available += rs.Status.AvailableReplicas
-		if n, err := strconv.ParseInt(rs.Annotations[maxReplicasAnnotation], 10, 32); err == nil && spec > 0 {
+		if n, err := strconv.ParseInt(rs.Annotations[rolloutstate.MaxReplicasAnnotation], 10, 32); err == nil && spec > 0 {
 			surgeBound = max(surgeBound, int32(n))
 		}
 		sizes = append(sizes, fmt.Sprintf("%s=%d/%d", rs.Name, spec, rs.Status.AvailableReplicas))
@@ -134,7 +129,7 @@ func (w *RolloutWatch) observe() {
 func duplicateReplicaSets(rss []*appsv1.ReplicaSet) string {
 	for i, a := range rss {
 		for _, b := range rss[i+1:] {
-			if ra := a.Annotations[revisionAnnotation]; ra != "" && ra == b.Annotations[revisionAnnotation] {
+			if ra := a.Annotations[rolloutstate.RevisionAnnotation]; ra != "" && ra == b.Annotations[rolloutstate.RevisionAnnotation] {
 				return fmt.Sprintf("%s and %s both have revision %s", a.Name, b.Name, ra)
 			}
 			if equalIgnoringHash(a.Spec.Template, b.Spec.Template) {

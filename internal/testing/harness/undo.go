@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // ErrUndoSkipped is returned (wrapped) by RolloutUndo when the Deployment's
@@ -25,12 +27,12 @@ var ErrUndoSkipped = errors.New("skipped rollback: current template already matc
 // the Deployment and never copies from the ReplicaSet (kubectl's
 // annotationsToSkip in k8s.io/kubectl/pkg/polymorphichelpers; RB-6, RB-9).
 var undoKeptAnnotations = map[string]bool{
-	v1.LastAppliedConfigAnnotation:              true,
-	"deployment.kubernetes.io/revision":         true,
-	"deployment.kubernetes.io/revision-history": true,
-	"deployment.kubernetes.io/desired-replicas": true,
-	"deployment.kubernetes.io/max-replicas":     true,
-	appsv1.DeprecatedRollbackTo:                 true,
+	v1.LastAppliedConfigAnnotation:         true,
+	rolloutstate.RevisionAnnotation:        true,
+	rolloutstate.RevisionHistoryAnnotation: true,
+	rolloutstate.DesiredReplicasAnnotation: true,
+	rolloutstate.MaxReplicasAnnotation:     true,
+	appsv1.DeprecatedRollbackTo:            true,
 }
 
 // RolloutUndo does what `kubectl rollout undo deployment/name
@@ -142,7 +144,7 @@ func undoTarget(ctx context.Context, client kubernetes.Interface, d *appsv1.Depl
 // revisionOf returns rs's deployment.kubernetes.io/revision, 0 when absent,
 // or the parse error.
 func revisionOf(rs *appsv1.ReplicaSet) (int64, error) {
-	v, ok := rs.Annotations["deployment.kubernetes.io/revision"]
+	v, ok := rs.Annotations[rolloutstate.RevisionAnnotation]
 	if !ok {
 		return 0, nil
 	}
