@@ -3,6 +3,7 @@ package deployment
 import (
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -67,18 +68,26 @@ func TestReplicaSetHandlersEH2toEH5(t *testing.T) {
 		})
 	}
 	t.Run("EH-3 released: old owner enqueued, then matching", func(t *testing.T) {
-		other := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
-		other.Name, other.UID = "other", "other-uid"
-		f := newFixture(t, d, other)
-		cur := owned.DeepCopy()
-		cur.ResourceVersion = "11"
-		cur.OwnerReferences = nil
-		f.c.onReplicaSetUpdate(logger, owned, cur)
-		got := f.enqueued()
-		if len(got) != 2 || got[0] != nginxKey || got[1] != (cache.ObjectName{Namespace: "ns", Name: "other"}) {
-			t.Errorf("enqueued %v, want ns/nginx (old owner) then ns/other (matching orphan)", got)
-		}
+		checkReleasedReplicaSetEnqueuesOldOwnerThenMatching(t, d, owned)
 	})
+}
+
+// checkReleasedReplicaSetEnqueuesOldOwnerThenMatching (EH-3): a ReplicaSet
+// released by its owner enqueues the old owner, then the matching Deployment.
+func checkReleasedReplicaSetEnqueuesOldOwnerThenMatching(t *testing.T, d *appsv1.Deployment, owned *appsv1.ReplicaSet) {
+	t.Helper()
+	logger := klog.Background()
+	other := newDeployment(3, intstr.FromInt32(1), intstr.FromInt32(0))
+	other.Name, other.UID = "other", "other-uid"
+	f := newFixture(t, d, other)
+	cur := owned.DeepCopy()
+	cur.ResourceVersion = "11"
+	cur.OwnerReferences = nil
+	f.c.onReplicaSetUpdate(logger, owned, cur)
+	got := f.enqueued()
+	if len(got) != 2 || got[0] != nginxKey || got[1] != (cache.ObjectName{Namespace: "ns", Name: "other"}) {
+		t.Errorf("enqueued %v, want ns/nginx (old owner) then ns/other (matching orphan)", got)
+	}
 }
 
 func TestPodDeleteHandlerEH7EH8(t *testing.T) {

@@ -55,32 +55,40 @@ func TestReplicaSetPatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if patch == nil {
-				if tc.want != "nil" {
-					t.Fatalf("no patch, want %s", tc.want)
-				}
-				return
-			}
-			var ops []struct {
-				Op    string          `json:"op"`
-				Path  string          `json:"path"`
-				Value json.RawMessage `json:"value"`
-			}
-			if err := json.Unmarshal(patch, &ops); err != nil {
-				t.Fatal(err)
-			}
-			if len(ops) < 2 || ops[0].Path != "/metadata/uid" || string(ops[0].Value) != `"u1"` ||
-				ops[1].Path != "/metadata/generation" || string(ops[1].Value) != "4" {
-				t.Fatalf("preconditions = %s, want uid u1 and generation 4 first", patch)
-			}
-			var got []string
-			for _, o := range ops[2:] {
-				got = append(got, o.Op+":"+o.Path+"="+string(o.Value))
-			}
-			if g := strings.Join(got, " "); g != tc.want {
-				t.Errorf("ops = %s\nwant  %s", g, tc.want)
-			}
+			checkReplicaSetPatchOps(t, patch, tc.want)
 		})
+	}
+}
+
+// checkReplicaSetPatchOps checks a conditioned patch (IM-2): nil when want is
+// "nil"; otherwise the uid and generation preconditions first, then exactly
+// the operations in want, as op:path=value separated by spaces.
+func checkReplicaSetPatchOps(t *testing.T, patch []byte, want string) {
+	t.Helper()
+	if patch == nil {
+		if want != "nil" {
+			t.Fatalf("no patch, want %s", want)
+		}
+		return
+	}
+	var ops []struct {
+		Op    string          `json:"op"`
+		Path  string          `json:"path"`
+		Value json.RawMessage `json:"value"`
+	}
+	if err := json.Unmarshal(patch, &ops); err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) < 2 || ops[0].Path != "/metadata/uid" || string(ops[0].Value) != `"u1"` ||
+		ops[1].Path != "/metadata/generation" || string(ops[1].Value) != "4" {
+		t.Fatalf("preconditions = %s, want uid u1 and generation 4 first", patch)
+	}
+	var got []string
+	for _, o := range ops[2:] {
+		got = append(got, o.Op+":"+o.Path+"="+string(o.Value))
+	}
+	if g := strings.Join(got, " "); g != want {
+		t.Errorf("ops = %s\nwant  %s", g, want)
 	}
 }
 

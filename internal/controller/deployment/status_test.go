@@ -70,10 +70,6 @@ func TestProgressPredicatesST9toST16(t *testing.T) {
 			}
 		})
 	}
-	withProgressing := func(reason string, at time.Time) appsv1.DeploymentStatus {
-		return appsv1.DeploymentStatus{Conditions: []appsv1.DeploymentCondition{
-			newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, reason, "", at)}}
-	}
 	now := baseTime.Add(601 * time.Second)
 	for _, tc := range []struct {
 		name string
@@ -100,32 +96,49 @@ func TestProgressPredicatesST9toST16(t *testing.T) {
 			t.Error("timed out without deadline")
 		}
 	})
-	t.Run("ST-16 requeue after remaining time + 1s", func(t *testing.T) {
-		d2 := d.DeepCopy()
-		d2.Status = withProgressing(ReplicaSetUpdated, baseTime)
-		s := d2.Status
-		if got := stuckRequeueAfter(d2, &s, baseTime.Add(100*time.Second)); got != 501*time.Second {
-			t.Errorf("got %v", got)
-		}
-		d2.Status = withProgressing(rolloutstate.ProgressDeadlineExceeded, baseTime)
-		if got := stuckRequeueAfter(d2, &s, baseTime); got != 0 {
-			t.Errorf("exceeded: got %v", got)
-		}
-	})
-	t.Run("ST-13 timed out then progress", func(t *testing.T) {
-		d2 := d.DeepCopy()
-		d2.Status = withProgressing(ReplicaSetUpdated, baseTime)
-		rs := withStatus(newRS(d2, "b", "nginx:1.14.2", 3, 0, nil), 1, 1)
-		d2.Status.Replicas, d2.Status.UpdatedReplicas, d2.Status.ReadyReplicas, d2.Status.AvailableReplicas = 1, 1, 1, 1
-		s := rolloutStatus(d2, fencepostsFor(d2), partitionFor(t, d2), []*appsv1.ReplicaSet{rs}, rs, now)
-		c := rolloutstate.Condition(&s, appsv1.DeploymentProgressing)
-		if c.Reason != rolloutstate.ProgressDeadlineExceeded || c.Status != v1.ConditionFalse || c.Message != `ReplicaSet "b" has timed out progressing.` {
-			t.Errorf("got %+v", c)
-		}
-		rs.Status.AvailableReplicas, rs.Status.ReadyReplicas = 2, 2
-		s = rolloutStatus(d2, fencepostsFor(d2), partitionFor(t, d2), []*appsv1.ReplicaSet{rs}, rs, now)
-		if c := rolloutstate.Condition(&s, appsv1.DeploymentProgressing); c.Reason != ReplicaSetUpdated || !c.LastUpdateTime.Time.Equal(now) {
-			t.Errorf("got %+v", c)
-		}
-	})
+	t.Run("ST-16 requeue after remaining time + 1s", func(t *testing.T) { checkStuckRequeueAfterST16(t, d) })
+	t.Run("ST-13 timed out then progress", func(t *testing.T) { checkTimedOutThenProgressST13(t, d, now) })
+}
+
+// withProgressing is a status holding only a true Progressing condition with
+// the given reason, last updated and transitioned at at.
+func withProgressing(reason string, at time.Time) appsv1.DeploymentStatus {
+	return appsv1.DeploymentStatus{Conditions: []appsv1.DeploymentCondition{
+		newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, reason, "", at)}}
+}
+
+// checkStuckRequeueAfterST16 (ST-16): requeue after the remaining time + 1s;
+// none once the deadline is exceeded.
+func checkStuckRequeueAfterST16(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	d2 := d.DeepCopy()
+	d2.Status = withProgressing(ReplicaSetUpdated, baseTime)
+	s := d2.Status
+	if got := stuckRequeueAfter(d2, &s, baseTime.Add(100*time.Second)); got != 501*time.Second {
+		t.Errorf("got %v", got)
+	}
+	d2.Status = withProgressing(rolloutstate.ProgressDeadlineExceeded, baseTime)
+	if got := stuckRequeueAfter(d2, &s, baseTime); got != 0 {
+		t.Errorf("exceeded: got %v", got)
+	}
+}
+
+// checkTimedOutThenProgressST13 (ST-13): a timed-out rollout reports
+// ProgressDeadlineExceeded, and progress afterwards sets ReplicaSetUpdated at now.
+func checkTimedOutThenProgressST13(t *testing.T, d *appsv1.Deployment, now time.Time) {
+	t.Helper()
+	d2 := d.DeepCopy()
+	d2.Status = withProgressing(ReplicaSetUpdated, baseTime)
+	rs := withStatus(newRS(d2, "b", "nginx:1.14.2", 3, 0, nil), 1, 1)
+	d2.Status.Replicas, d2.Status.UpdatedReplicas, d2.Status.ReadyReplicas, d2.Status.AvailableReplicas = 1, 1, 1, 1
+	s := rolloutStatus(d2, fencepostsFor(d2), partitionFor(t, d2), []*appsv1.ReplicaSet{rs}, rs, now)
+	c := rolloutstate.Condition(&s, appsv1.DeploymentProgressing)
+	if c.Reason != rolloutstate.ProgressDeadlineExceeded || c.Status != v1.ConditionFalse || c.Message != `ReplicaSet "b" has timed out progressing.` {
+		t.Errorf("got %+v", c)
+	}
+	rs.Status.AvailableReplicas, rs.Status.ReadyReplicas = 2, 2
+	s = rolloutStatus(d2, fencepostsFor(d2), partitionFor(t, d2), []*appsv1.ReplicaSet{rs}, rs, now)
+	if c := rolloutstate.Condition(&s, appsv1.DeploymentProgressing); c.Reason != ReplicaSetUpdated || !c.LastUpdateTime.Time.Equal(now) {
+		t.Errorf("got %+v", c)
+	}
 }

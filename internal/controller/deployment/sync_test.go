@@ -109,22 +109,7 @@ func TestSyncRollingUpdateTraceRU16(t *testing.T) {
 	}
 	f.ExpectWrites(map[string]int{"create replicasets": 1, "patch replicasets": 1, "update deployments/status": 2})
 	b := "nginx-" + computeHash(&d.Spec.Template, nil)
-	if got := *f.rs(b).Spec.Replicas; got != 3 {
-		t.Errorf("sync 1: B = %d, want 3", got)
-	}
-	if got := *f.rs("nginx-a").Spec.Replicas; got != 8 {
-		t.Errorf("sync 1: A = %d, want 8", got)
-	}
-	if f.rs(b).Annotations[rolloutstate.RevisionAnnotation] != "2" {
-		t.Errorf("B revision = %q, want 2", f.rs(b).Annotations[rolloutstate.RevisionAnnotation])
-	}
-	wantEvents := []string{
-		"Normal ScalingReplicaSet Scaled up replica set " + b + " from 0 to 3",
-		"Normal ScalingReplicaSet Scaled down replica set nginx-a from 10 to 8",
-	}
-	if got := f.Events(); !reflect.DeepEqual(got, wantEvents) {
-		t.Errorf("sync 1 events = %q, want %q", got, wantEvents)
-	}
+	checkRU16Sync1(t, f, b)
 
 	// Sync 2: A reports 8 available, B 0 available: B 3 -> 5.
 	f.setRSStatus("nginx-a", 8, 8)
@@ -163,6 +148,29 @@ func TestSyncRollingUpdateTraceRU16(t *testing.T) {
 	}
 	if got := *f.rs("nginx-a").Spec.Replicas; got != 3 {
 		t.Errorf("sync 4: A = %d, want 3 (13 available - 8 min = 5 scaled down)", got)
+	}
+}
+
+// checkRU16Sync1 checks the state after sync 1 of the RU-16 trace: new
+// ReplicaSet b created at 3 with revision 2, A scaled 10 -> 8, and the two
+// ScalingReplicaSet events in that order.
+func checkRU16Sync1(t *testing.T, f *fixture, b string) {
+	t.Helper()
+	if got := *f.rs(b).Spec.Replicas; got != 3 {
+		t.Errorf("sync 1: B = %d, want 3", got)
+	}
+	if got := *f.rs("nginx-a").Spec.Replicas; got != 8 {
+		t.Errorf("sync 1: A = %d, want 8", got)
+	}
+	if f.rs(b).Annotations[rolloutstate.RevisionAnnotation] != "2" {
+		t.Errorf("B revision = %q, want 2", f.rs(b).Annotations[rolloutstate.RevisionAnnotation])
+	}
+	wantEvents := []string{
+		"Normal ScalingReplicaSet Scaled up replica set " + b + " from 0 to 3",
+		"Normal ScalingReplicaSet Scaled down replica set nginx-a from 10 to 8",
+	}
+	if got := f.Events(); !reflect.DeepEqual(got, wantEvents) {
+		t.Errorf("sync 1 events = %q, want %q", got, wantEvents)
 	}
 }
 
