@@ -149,81 +149,104 @@ func FuzzFenceposts(f *testing.F) {
 		f.Add(int32(10), false, int32(1), false, int32(1), uint8(16<<(i%2)), raw)
 	}
 	f.Add(int32(10), false, int32(1), false, int32(1), uint8(48), "abc") // both invalid
-	f.Fuzz(func(t *testing.T, replicasIn int32, surgePct bool, surgeIn int32, unavPct bool, unavIn int32, mode uint8, raw string) {
-		replicas := bounded(replicasIn, 100000)
-		s, u := fuzzFencepost(surgePct, surgeIn, 100000), fuzzFencepost(unavPct, unavIn, 100000)
-		if surgePct {
-			s = fuzzFencepost(true, surgeIn, 1000)
-		}
-		if unavPct {
-			u = fuzzFencepost(true, unavIn, 1000)
-		}
-		if mode&16 != 0 {
-			s = intstr.FromString(raw)
-		}
-		if mode&32 != 0 {
-			u = intstr.FromString(raw)
-		}
-		d := fuzzDeployment(replicas, s, u, mode&8 != 0)
-		var surge, unavailable *intstr.IntOrString
-		if ru := d.Spec.Strategy.RollingUpdate; ru != nil {
-			if mode&1 != 0 {
-				ru.MaxSurge = nil
-			}
-			if mode&2 != 0 {
-				ru.MaxUnavailable = nil
-			}
-			if mode&4 != 0 {
-				d.Spec.Strategy.RollingUpdate = nil
-			} else {
-				surge, unavailable = ru.MaxSurge, ru.MaxUnavailable
+	f.Fuzz(checkFenceposts)
+}
+
+// checkFenceposts is FuzzFenceposts' body: it builds the Deployment from the
+// fuzzed values (see fencepostsFuzzInput), checks resolveFenceposts against
+// the oracle (RU-1..RU-3, VA-8), then the resolved fenceposts (RU-3..RU-6).
+func checkFenceposts(t *testing.T, replicasIn int32, surgePct bool, surgeIn int32, unavPct bool, unavIn int32, mode uint8, raw string) {
+	t.Helper()
+	d, replicas, surge, unavailable := fencepostsFuzzInput(replicasIn, surgePct, surgeIn, unavPct, unavIn, mode, raw)
+	gotSurge, gotUnav, err := rolloutstate.ResolveFenceposts(surge, unavailable, replicas)
+	okS, parsesS := classifyFencepost(surge)
+	okU, parsesU := classifyFencepost(unavailable)
+	if (err == nil) != (parsesS && parsesU) {
+		t.Fatalf("RU-2 rolloutstate.ResolveFenceposts(%v, %v) err = %v; want an error iff a string is not an integer followed by %%", surge, unavailable, err)
+	}
+	if !okS || !okU { // outside VA-8: only unparseable values have a contract, they count as 0
+		if (okS || !parsesS) && (okU || !parsesU) {
+			wantSurge, wantUnav := resolvedOracle(parsedOrNil(surge), parsedOrNil(unavailable), replicas)
+			if gotSurge != wantSurge || gotUnav != wantUnav {
+				t.Fatalf("RU-2: invalid values must count as 0: rolloutstate.ResolveFenceposts(%v, %v, %d) = %d, %d; want %d, %d", surge, unavailable, replicas, gotSurge, gotUnav, wantSurge, wantUnav)
 			}
 		}
-		gotSurge, gotUnav, err := rolloutstate.ResolveFenceposts(surge, unavailable, replicas)
-		okS, parsesS := classifyFencepost(surge)
-		okU, parsesU := classifyFencepost(unavailable)
-		if (err == nil) != (parsesS && parsesU) {
-			t.Fatalf("RU-2 rolloutstate.ResolveFenceposts(%v, %v) err = %v; want an error iff a string is not an integer followed by %%", surge, unavailable, err)
+		return
+	}
+	wantSurge, wantUnav := resolvedOracle(surge, unavailable, replicas)
+	if err != nil || gotSurge != wantSurge || gotUnav != wantUnav {
+		t.Fatalf("RU-1..RU-3 rolloutstate.ResolveFenceposts(%v, %v, %d) = %d, %d, %v; want %d, %d", surge, unavailable, replicas, gotSurge, gotUnav, err, wantSurge, wantUnav)
+	}
+	checkFencepostsOf(t, d, replicas, surge, unavailable, wantSurge, wantUnav)
+}
+
+// fencepostsFuzzInput turns FuzzFenceposts' values into a Deployment (mode
+// bits as documented there), its bounded replicas, and the maxSurge and
+// maxUnavailable as rolloutstate.ResolveFenceposts sees them.
+func fencepostsFuzzInput(replicasIn int32, surgePct bool, surgeIn int32, unavPct bool, unavIn int32, mode uint8, raw string) (*appsv1.Deployment, int32, *intstr.IntOrString, *intstr.IntOrString) {
+	replicas := bounded(replicasIn, 100000)
+	s, u := fuzzFencepost(surgePct, surgeIn, 100000), fuzzFencepost(unavPct, unavIn, 100000)
+	if surgePct {
+		s = fuzzFencepost(true, surgeIn, 1000)
+	}
+	if unavPct {
+		u = fuzzFencepost(true, unavIn, 1000)
+	}
+	if mode&16 != 0 {
+		s = intstr.FromString(raw)
+	}
+	if mode&32 != 0 {
+		u = intstr.FromString(raw)
+	}
+	d := fuzzDeployment(replicas, s, u, mode&8 != 0)
+	var surge, unavailable *intstr.IntOrString
+	if ru := d.Spec.Strategy.RollingUpdate; ru != nil {
+		if mode&1 != 0 {
+			ru.MaxSurge = nil
 		}
-		if !okS || !okU { // outside VA-8: only unparseable values have a contract, they count as 0
-			if (okS || !parsesS) && (okU || !parsesU) {
-				wantSurge, wantUnav := resolvedOracle(parsedOrNil(surge), parsedOrNil(unavailable), replicas)
-				if gotSurge != wantSurge || gotUnav != wantUnav {
-					t.Fatalf("RU-2: invalid values must count as 0: rolloutstate.ResolveFenceposts(%v, %v, %d) = %d, %d; want %d, %d", surge, unavailable, replicas, gotSurge, gotUnav, wantSurge, wantUnav)
-				}
-			}
-			return
+		if mode&2 != 0 {
+			ru.MaxUnavailable = nil
 		}
-		wantSurge, wantUnav := resolvedOracle(surge, unavailable, replicas)
-		if err != nil || gotSurge != wantSurge || gotUnav != wantUnav {
-			t.Fatalf("RU-1..RU-3 rolloutstate.ResolveFenceposts(%v, %v, %d) = %d, %d, %v; want %d, %d", surge, unavailable, replicas, gotSurge, gotUnav, err, wantSurge, wantUnav)
+		if mode&4 != 0 {
+			d.Spec.Strategy.RollingUpdate = nil
+		} else {
+			surge, unavailable = ru.MaxSurge, ru.MaxUnavailable
 		}
-		f, err := rolloutstate.FencepostsOf(d)
-		if err != nil {
-			t.Fatalf("fencepostsOf: %v", err)
+	}
+	return d, replicas, surge, unavailable
+}
+
+// checkFencepostsOf checks rolloutstate.FencepostsOf(d) for valid values:
+// Recreate gives 0/0/replicas (RU-4, RU-5); RollingUpdate gives the oracle's
+// surge and unavailable capped at replicas (RU-4..RU-6), within bounds, and
+// never both 0 for replicas > 0 (RU-3).
+func checkFencepostsOf(t *testing.T, d *appsv1.Deployment, replicas int32, surge, unavailable *intstr.IntOrString, wantSurge, wantUnav int32) {
+	t.Helper()
+	f, err := rolloutstate.FencepostsOf(d)
+	if err != nil {
+		t.Fatalf("fencepostsOf: %v", err)
+	}
+	ms, mu, ma := f.MaxSurge, f.MaxUnavailable, f.MinAvailable()
+	if !isRollingUpdate(d) {
+		if ms != 0 || mu != 0 || ma != replicas {
+			t.Fatalf("RU-4, RU-5 Recreate: maxSurge %d, maxUnavailable %d, minAvailable %d; want 0, 0, replicas %d", ms, mu, ma, replicas)
 		}
-		ms, mu, ma := f.MaxSurge, f.MaxUnavailable, f.MinAvailable()
-		if !isRollingUpdate(d) {
-			if ms != 0 || mu != 0 || ma != replicas {
-				t.Fatalf("RU-4, RU-5 Recreate: maxSurge %d, maxUnavailable %d, minAvailable %d; want 0, 0, replicas %d", ms, mu, ma, replicas)
-			}
-			return
-		}
-		wantMU := min(wantUnav, replicas) // RU-4
-		if replicas == 0 {
-			wantMU = 0
-		}
-		if ms != wantSurge || mu != wantMU || ma != replicas-wantMU {
-			t.Fatalf("RU-4..RU-6: replicas %d (%v, %v): maxSurge %d, maxUnavailable %d, minAvailable %d; want %d, %d, %d",
-				replicas, surge, unavailable, ms, mu, ma, wantSurge, wantMU, replicas-wantMU)
-		}
-		if ms < 0 || mu < 0 || mu > replicas || ma < 0 || ma > replicas {
-			t.Fatalf("bounds: replicas %d: maxSurge %d, maxUnavailable %d, minAvailable %d", replicas, ms, mu, ma)
-		}
-		if replicas > 0 && ms == 0 && mu == 0 {
-			t.Fatalf("RU-3: replicas %d (%v, %v): surge and unavailable both 0, no rollout could progress", replicas, surge, unavailable)
-		}
-	})
+		return
+	}
+	wantMU := min(wantUnav, replicas) // RU-4
+	if replicas == 0 {
+		wantMU = 0
+	}
+	if ms != wantSurge || mu != wantMU || ma != replicas-wantMU {
+		t.Fatalf("RU-4..RU-6: replicas %d (%v, %v): maxSurge %d, maxUnavailable %d, minAvailable %d; want %d, %d, %d",
+			replicas, surge, unavailable, ms, mu, ma, wantSurge, wantMU, replicas-wantMU)
+	}
+	if ms < 0 || mu < 0 || mu > replicas || ma < 0 || ma > replicas {
+		t.Fatalf("bounds: replicas %d: maxSurge %d, maxUnavailable %d, minAvailable %d", replicas, ms, mu, ma)
+	}
+	if replicas > 0 && ms == 0 && mu == 0 {
+		t.Fatalf("RU-3: replicas %d (%v, %v): surge and unavailable both 0, no rollout could progress", replicas, surge, unavailable)
+	}
 }
 
 // validPercent is VA-8's percent form.
