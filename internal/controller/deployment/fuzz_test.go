@@ -562,95 +562,117 @@ func FuzzProportionalSizes(f *testing.F) {
 	f.Add(int32(10), int32(50), false, int32(3), false, int32(2), rsBytes(8, 0, 0, 5, 1, 0), uint8(1), int32(13))         // PS-10-like: 10 → 50
 	f.Add(int32(10), int32(30), true, int32(33), true, int32(33), rsBytes(8, 0, 0, 5, 1, 0, 0, 2, 0), uint8(1), int32(0)) // "33%", zero-size old
 	f.Add(int32(10), int32(10), true, int32(100), true, int32(0), rsBytes(8, 0, 0, 5, 1, 0), uint8(1), int32(10))         // toAdd = 0… 100% surge
-	f.Fuzz(func(t *testing.T, prevIn, replicasIn int32, surgePct bool, surgeIn int32, unavPct bool, unavIn int32, rss []byte, newIdx uint8, statusReplicas int32) {
-		prev, replicas := bounded(prevIn, 3000), bounded(replicasIn, 3000)
-		s, u := fuzzFencepost(surgePct, surgeIn, 300), fuzzFencepost(unavPct, unavIn, 300)
-		d := fuzzDeployment(replicas, s, u, false)
-		d.Status.Replicas = bounded(statusReplicas, 10000)
-		oldMax := prev + fencepostsFor(fuzzDeployment(prev, s, u, false)).MaxSurge
-		newMax := replicas + fencepostsFor(d).MaxSurge
+	f.Fuzz(checkProportionalSizes)
+}
 
-		n := min(len(rss)/3, maxFuzzRSs)
-		pick := int(newIdx) % (n + 1)
-		var oldRSs []*appsv1.ReplicaSet
-		var newOne *appsv1.ReplicaSet
-		effMax := map[*appsv1.ReplicaSet]int32{}
-		for i := range n {
-			spec := int32(rss[3*i]) * (1 + int32(rss[3*i+2]>>4)) % (oldMax + 1) // up to oldMax
-			ann := sizeAnnotations(prev, oldMax, 0)
-			if rss[3*i+2]&1 != 0 {
-				ann = nil
-			}
-			rs := newRS(d, fmt.Sprintf("rs-%d", i), fmt.Sprintf("nginx:%d", i), spec, int(rss[3*i+1]%8), ann)
-			if i == pick {
-				newOne = rs
-			} else {
-				oldRSs = append(oldRSs, rs)
-			}
+// checkProportionalSizes is FuzzProportionalSizes' body: it sizes the
+// fuzzed ReplicaSets for the new replica count and checks PS-3..PS-6 as
+// documented there.
+func checkProportionalSizes(t *testing.T, prevIn, replicasIn int32, surgePct bool, surgeIn int32, unavPct bool, unavIn int32, rss []byte, newIdx uint8, statusReplicas int32) {
+	t.Helper()
+	prev, replicas := bounded(prevIn, 3000), bounded(replicasIn, 3000)
+	s, u := fuzzFencepost(surgePct, surgeIn, 300), fuzzFencepost(unavPct, unavIn, 300)
+	d := fuzzDeployment(replicas, s, u, false)
+	d.Status.Replicas = bounded(statusReplicas, 10000)
+	oldMax := prev + fencepostsFor(fuzzDeployment(prev, s, u, false)).MaxSurge
+	newMax := replicas + fencepostsFor(d).MaxSurge
+	oldRSs, newOne := proportionalFuzzReplicaSets(d, prev, oldMax, rss, newIdx)
+	effMax := map[*appsv1.ReplicaSet]int32{}
+	active := activeReplicaSets(withNew(oldRSs, newOne))
+	for _, rs := range active {
+		m, ok := replicasAnnotation(rs, rolloutstate.MaxReplicasAnnotation)
+		if !ok || m == 0 {
+			m = d.Status.Replicas
 		}
-		active := activeReplicaSets(withNew(oldRSs, newOne))
-		for _, rs := range active {
-			m, ok := replicasAnnotation(rs, rolloutstate.MaxReplicasAnnotation)
-			if !ok || m == 0 {
-				m = d.Status.Replicas
-			}
-			effMax[rs] = m
-		}
-		before := map[*appsv1.ReplicaSet]int32{}
-		for _, rs := range active {
-			before[rs] = specReplicas(rs)
-		}
-		sortNewestFirst(oldRSs)
-		out := proportionalSizes(fencepostsFor(d), d.Status.Replicas, newOne, oldRSs)
+		effMax[rs] = m
+	}
+	before := map[*appsv1.ReplicaSet]int32{}
+	for _, rs := range active {
+		before[rs] = specReplicas(rs)
+	}
+	sortNewestFirst(oldRSs)
+	out := proportionalSizes(fencepostsFor(d), d.Status.Replicas, newOne, oldRSs)
 
-		if len(out) != len(active) {
-			t.Fatalf("PS-3: %d sizes for %d active ReplicaSets", len(out), len(active))
+	if len(out) != len(active) {
+		t.Fatalf("PS-3: %d sizes for %d active ReplicaSets", len(out), len(active))
+	}
+	allowed := int32(0)
+	if replicas > 0 {
+		allowed = newMax
+	}
+	toAdd := allowed - sumSpecReplicas(active)
+	// The direction of the scaling event: every ReplicaSet was sized for
+	// at most (grew) or at least (shrank) the new maximum; 0 is neutral.
+	grewDeployment, shrankDeployment := toAdd > 0, toAdd < 0
+	for _, m := range effMax {
+		grewDeployment = grewDeployment && m <= newMax
+		shrankDeployment = shrankDeployment && (m == 0 || m >= newMax)
+	}
+	checkProportionalSizesOut(t, out, before, replicas, allowed, toAdd, oldMax, newMax, grewDeployment, shrankDeployment)
+}
+
+// proportionalFuzzReplicaSets builds up to maxFuzzRSs ReplicaSets of d from
+// rss (3 bytes each: spec, minute, annotation mode), last sized for prev
+// replicas with max-replicas oldMax (or no annotations when the mode's low bit
+// is set); the one at newIdx mod (n+1) is the new ReplicaSet, if any.
+func proportionalFuzzReplicaSets(d *appsv1.Deployment, prev, oldMax int32, rss []byte, newIdx uint8) (oldRSs []*appsv1.ReplicaSet, newOne *appsv1.ReplicaSet) {
+	n := min(len(rss)/3, maxFuzzRSs)
+	pick := int(newIdx) % (n + 1)
+	for i := range n {
+		spec := int32(rss[3*i]) * (1 + int32(rss[3*i+2]>>4)) % (oldMax + 1) // up to oldMax
+		ann := sizeAnnotations(prev, oldMax, 0)
+		if rss[3*i+2]&1 != 0 {
+			ann = nil
 		}
-		allowed := int32(0)
-		if replicas > 0 {
-			allowed = newMax
+		rs := newRS(d, fmt.Sprintf("rs-%d", i), fmt.Sprintf("nginx:%d", i), spec, int(rss[3*i+1]%8), ann)
+		if i == pick {
+			newOne = rs
+		} else {
+			oldRSs = append(oldRSs, rs)
 		}
-		toAdd := allowed - sumSpecReplicas(active)
-		// The direction of the scaling event: every ReplicaSet was sized for
-		// at most (grew) or at least (shrank) the new maximum; 0 is neutral.
-		grewDeployment, shrankDeployment := toAdd > 0, toAdd < 0
-		for _, m := range effMax {
-			grewDeployment = grewDeployment && m <= newMax
-			shrankDeployment = shrankDeployment && (m == 0 || m >= newMax)
+	}
+	return oldRSs, newOne
+}
+
+// checkProportionalSizesOut checks proportionalSizes' result (PS-3..PS-5):
+// only active ReplicaSets (keys of before), once each; no negative size; all
+// 0 for 0 replicas; no shrinking when the Deployment grew and no growing when
+// it shrank (PS-4); the first takes the leftover max(0, allowed − rest), and
+// Σ sizes = allowed unless that clamp fired.
+func checkProportionalSizesOut(t *testing.T, out plan, before map[*appsv1.ReplicaSet]int32, replicas, allowed, toAdd, oldMax, newMax int32, grewDeployment, shrankDeployment bool) {
+	t.Helper()
+	seen := map[*appsv1.ReplicaSet]bool{}
+	var sum, rest int32
+	for i, s := range out {
+		if _, ok := before[s.rs]; !ok || seen[s.rs] {
+			t.Fatalf("PS-3: %s is not active or appears twice", s.rs.Name)
 		}
-		seen := map[*appsv1.ReplicaSet]bool{}
-		var sum, rest int32
-		for i, s := range out {
-			if _, ok := before[s.rs]; !ok || seen[s.rs] {
-				t.Fatalf("PS-3: %s is not active or appears twice", s.rs.Name)
-			}
-			seen[s.rs] = true
-			if s.size < 0 {
-				t.Fatalf("PS-3: %s sized %d", s.rs.Name, s.size)
-			}
-			if replicas == 0 && s.size != 0 {
-				t.Fatalf("PS-5: 0 replicas, yet %s keeps %d", s.rs.Name, s.size)
-			}
-			sum += s.size
-			if i > 0 {
-				rest += s.size
-			}
-			if grewDeployment && s.size < before[s.rs] {
-				t.Fatalf("PS-4 scale up (toAdd %d, max %d → %d): %s shrinks %d → %d", toAdd, oldMax, newMax, s.rs.Name, before[s.rs], s.size)
-			}
-			if shrankDeployment && s.size > before[s.rs] {
-				t.Fatalf("PS-4 scale down (toAdd %d, max %d → %d): %s grows %d → %d", toAdd, oldMax, newMax, s.rs.Name, before[s.rs], s.size)
-			}
+		seen[s.rs] = true
+		if s.size < 0 {
+			t.Fatalf("PS-3: %s sized %d", s.rs.Name, s.size)
 		}
-		if len(out) > 0 {
-			if want := max(0, allowed-rest); out[0].size != want {
-				t.Fatalf("PS-3 leftover: first ReplicaSet %s = %d, want max(0, %d − %d)", out[0].rs.Name, out[0].size, allowed, rest)
-			}
-			if sum != allowed && out[0].size != 0 {
-				t.Fatalf("PS-3: Σ sizes %d ≠ replicas+maxSurge %d without the leftover clamp", sum, allowed)
-			}
+		if replicas == 0 && s.size != 0 {
+			t.Fatalf("PS-5: 0 replicas, yet %s keeps %d", s.rs.Name, s.size)
 		}
-	})
+		sum += s.size
+		if i > 0 {
+			rest += s.size
+		}
+		if grewDeployment && s.size < before[s.rs] {
+			t.Fatalf("PS-4 scale up (toAdd %d, max %d → %d): %s shrinks %d → %d", toAdd, oldMax, newMax, s.rs.Name, before[s.rs], s.size)
+		}
+		if shrankDeployment && s.size > before[s.rs] {
+			t.Fatalf("PS-4 scale down (toAdd %d, max %d → %d): %s grows %d → %d", toAdd, oldMax, newMax, s.rs.Name, before[s.rs], s.size)
+		}
+	}
+	if len(out) > 0 {
+		if want := max(0, allowed-rest); out[0].size != want {
+			t.Fatalf("PS-3 leftover: first ReplicaSet %s = %d, want max(0, %d − %d)", out[0].rs.Name, out[0].size, allowed, rest)
+		}
+		if sum != allowed && out[0].size != 0 {
+			t.Fatalf("PS-3: Σ sizes %d ≠ replicas+maxSurge %d without the leftover clamp", sum, allowed)
+		}
+	}
 }
 
 // TestProportionalSizesLeftoverClamp records a property the spec does NOT
