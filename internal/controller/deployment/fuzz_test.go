@@ -764,60 +764,74 @@ func FuzzSyncDeploymentBadInput(f *testing.F) {
 	f.Add(int32(6), uint8(2), "", "", uint8(0), uint8(0), []byte{0, 1, 5, 0x55, 1, 0, 0, 0, 4, 0x44, 1, 1}, []byte{})                       // IM-3: Recreate scaling event
 	// A valid Deployment near MaxInt32 replicas in a scaling event with two active ReplicaSets.
 	f.Add(int32(math.MaxInt32), uint8(0), "25%", "25%", uint8(0), uint8(0), []byte{0, 1, 5, 0x55, 1, 0, 0, 6, 10, 0x55, 1, 1}, []byte{})
-	f.Fuzz(func(t *testing.T, replicas int32, strategy uint8, surge, unavailable string, selectorMode, flags uint8, rssData, podData []byte) {
-		d := badDeployment(replicas, strategy, surge, unavailable, selectorMode, flags)
-		objs := []runtime.Object{d}
-		rss := badReplicaSets(d, rssData)
-		for _, rs := range rss {
-			objs = append(objs, rs)
-		}
-		for _, p := range badPods(d, rss, podData) {
-			objs = append(objs, p)
-		}
-		fx := newFixture(t, objs...)
-		_, _ = fx.sync() // must return, with or without an error
+	f.Fuzz(checkSyncDeploymentBadInput)
+}
 
-		valid := deploymentValid(d)
-		for _, rs := range rss {
-			valid = valid && replicaSetValid(rs)
+// checkSyncDeploymentBadInput is FuzzSyncDeploymentBadInput's body: one sync
+// over the decoded objects must return; then OM-21, VA-13, VA-5 (valid input
+// only) on every written ReplicaSet, and at most one create (RU-13).
+func checkSyncDeploymentBadInput(t *testing.T, replicas int32, strategy uint8, surge, unavailable string, selectorMode, flags uint8, rssData, podData []byte) {
+	t.Helper()
+	d := badDeployment(replicas, strategy, surge, unavailable, selectorMode, flags)
+	objs := []runtime.Object{d}
+	rss := badReplicaSets(d, rssData)
+	for _, rs := range rss {
+		objs = append(objs, rs)
+	}
+	for _, p := range badPods(d, rss, podData) {
+		objs = append(objs, p)
+	}
+	fx := newFixture(t, objs...)
+	_, _ = fx.sync() // must return, with or without an error
+
+	valid := deploymentValid(d)
+	for _, rs := range rss {
+		valid = valid && replicaSetValid(rs)
+	}
+	creates, written := replicaSetWrites(fx)
+	for name := range written { // the stored result, however it was written
+		rs, err := fx.Client.AppsV1().ReplicaSets("ns").Get(fx.Ctx, name, metav1.GetOptions{})
+		if err != nil {
+			continue // the write failed
 		}
-		creates, written := 0, map[string]bool{}
-		for _, a := range fx.Client.Actions() {
-			if a.GetResource().Resource != "replicasets" || a.GetSubresource() != "" {
-				continue
-			}
-			switch a := a.(type) {
-			case clienttesting.CreateAction:
-				creates++
-				written[a.GetObject().(*appsv1.ReplicaSet).Name] = true
-			case clienttesting.UpdateAction:
-				written[a.GetObject().(*appsv1.ReplicaSet).Name] = true
-			case clienttesting.PatchAction:
-				written[a.GetName()] = true
-			}
+		if len(rs.Name) > 253 {
+			t.Fatalf("OM-21: ReplicaSet name has %d characters", len(rs.Name))
 		}
-		for name := range written { // the stored result, however it was written
-			rs, err := fx.Client.AppsV1().ReplicaSets("ns").Get(fx.Ctx, name, metav1.GetOptions{})
-			if err != nil {
-				continue // the write failed
-			}
-			if len(rs.Name) > 253 {
-				t.Fatalf("OM-21: ReplicaSet name has %d characters", len(rs.Name))
-			}
-			if !valid {
-				continue
-			}
-			if rs.Spec.Replicas == nil || *rs.Spec.Replicas < 0 {
-				t.Fatalf("VA-13: wrote ReplicaSet %s with replicas %v from a valid Deployment %s", rs.Name, ptrString(rs.Spec.Replicas), describe(d))
-			}
-			if !controllertest.SelectorMatchesTemplate(rs.Spec.Selector, rs.Spec.Template.Labels) {
-				t.Fatalf("VA-5: wrote ReplicaSet %s: selector %v does not match template labels %v", rs.Name, rs.Spec.Selector, rs.Spec.Template.Labels)
-			}
+		if !valid {
+			continue
 		}
-		if creates > 1 {
-			t.Fatalf("RU-13: %d ReplicaSet creates in one sync", creates)
+		if rs.Spec.Replicas == nil || *rs.Spec.Replicas < 0 {
+			t.Fatalf("VA-13: wrote ReplicaSet %s with replicas %v from a valid Deployment %s", rs.Name, ptrString(rs.Spec.Replicas), describe(d))
 		}
-	})
+		if !controllertest.SelectorMatchesTemplate(rs.Spec.Selector, rs.Spec.Template.Labels) {
+			t.Fatalf("VA-5: wrote ReplicaSet %s: selector %v does not match template labels %v", rs.Name, rs.Spec.Selector, rs.Spec.Template.Labels)
+		}
+	}
+	if creates > 1 {
+		t.Fatalf("RU-13: %d ReplicaSet creates in one sync", creates)
+	}
+}
+
+// replicaSetWrites counts the ReplicaSet creates among fx's client actions
+// and names every ReplicaSet created, updated or patched (status
+// subresource writes left out).
+func replicaSetWrites(fx *fixture) (int, map[string]bool) {
+	creates, written := 0, map[string]bool{}
+	for _, a := range fx.Client.Actions() {
+		if a.GetResource().Resource != "replicasets" || a.GetSubresource() != "" {
+			continue
+		}
+		switch a := a.(type) {
+		case clienttesting.CreateAction:
+			creates++
+			written[a.GetObject().(*appsv1.ReplicaSet).Name] = true
+		case clienttesting.UpdateAction:
+			written[a.GetObject().(*appsv1.ReplicaSet).Name] = true
+		case clienttesting.PatchAction:
+			written[a.GetName()] = true
+		}
+	}
+	return creates, written
 }
 
 func ptrString(p *int32) string {
@@ -935,33 +949,8 @@ func badReplicaSets(d *appsv1.Deployment, data []byte) []*appsv1.ReplicaSet {
 		case 3:
 			rs.Spec.Replicas = ptr.To(int32(math.MaxInt32 - int32(size)))
 		}
-		ref := func(kind string, uid types.UID, controller bool) metav1.OwnerReference {
-			return metav1.OwnerReference{APIVersion: "apps/v1", Kind: kind, Name: d.Name, UID: uid, Controller: ptr.To(controller)}
-		}
-		switch owner % 8 {
-		case 1:
-			rs.OwnerReferences = nil // orphan
-		case 2:
-			rs.OwnerReferences = []metav1.OwnerReference{ref("Deployment", "missing-uid", true)}
-		case 3:
-			rs.OwnerReferences = append(rs.OwnerReferences, ref("Deployment", "other-uid", true))
-		case 4:
-			rs.OwnerReferences = []metav1.OwnerReference{ref("StatefulSet", d.UID, true)}
-		case 5:
-			rs.OwnerReferences = []metav1.OwnerReference{ref("Deployment", d.UID, false)}
-		case 6:
-			rs.UID = d.UID // same UID as its owner
-		case 7:
-			rs.DeletionTimestamp = ptr.To(metav1.NewTime(baseTime))
-		}
-		annotations := []map[string]string{
-			nil,
-			sizeAnnotations(int32(ann), int32(ann)+1, int(ann%4)),
-			{rolloutstate.DesiredReplicasAnnotation: "-1", rolloutstate.MaxReplicasAnnotation: "abc", rolloutstate.RevisionAnnotation: "x"},
-			{rolloutstate.DesiredReplicasAnnotation: "4294967295", rolloutstate.MaxReplicasAnnotation: "0", rolloutstate.RevisionAnnotation: "9223372036854775807"},
-			{rolloutstate.DesiredReplicasAnnotation: strconv.Itoa(int(ptr.Deref(d.Spec.Replicas, 1))), rolloutstate.MaxReplicasAnnotation: "2147483647"},
-		}
-		rs.Annotations = annotations[int(ann)%len(annotations)]
+		setBadOwner(rs, d, owner)
+		rs.Annotations = badAnnotations(d, ann)
 		if age&8 != 0 {
 			rs.Status.TerminatingReplicas = nil
 			rs.Status.ObservedGeneration = int64(age % 3)
@@ -969,6 +958,45 @@ func badReplicaSets(d *appsv1.Deployment, data []byte) []*appsv1.ReplicaSet {
 		out = append(out, rs)
 	}
 	return out
+}
+
+// setBadOwner applies badReplicaSets' owner mode (mod 8) to rs: 0 owned by
+// d, 1 orphan, 2 a missing owner UID, 3 a second controller, 4 a
+// StatefulSet controller, 5 not a controller reference, 6 the owner's UID,
+// 7 being deleted.
+func setBadOwner(rs *appsv1.ReplicaSet, d *appsv1.Deployment, owner byte) {
+	ref := func(kind string, uid types.UID, controller bool) metav1.OwnerReference {
+		return metav1.OwnerReference{APIVersion: "apps/v1", Kind: kind, Name: d.Name, UID: uid, Controller: ptr.To(controller)}
+	}
+	switch owner % 8 {
+	case 1:
+		rs.OwnerReferences = nil // orphan
+	case 2:
+		rs.OwnerReferences = []metav1.OwnerReference{ref("Deployment", "missing-uid", true)}
+	case 3:
+		rs.OwnerReferences = append(rs.OwnerReferences, ref("Deployment", "other-uid", true))
+	case 4:
+		rs.OwnerReferences = []metav1.OwnerReference{ref("StatefulSet", d.UID, true)}
+	case 5:
+		rs.OwnerReferences = []metav1.OwnerReference{ref("Deployment", d.UID, false)}
+	case 6:
+		rs.UID = d.UID // same UID as its owner
+	case 7:
+		rs.DeletionTimestamp = ptr.To(metav1.NewTime(baseTime))
+	}
+}
+
+// badAnnotations is badReplicaSets' annotation mode (mod 5): none, valid
+// size annotations, garbage, out-of-range values, or desired = d's replicas.
+func badAnnotations(d *appsv1.Deployment, ann byte) map[string]string {
+	annotations := []map[string]string{
+		nil,
+		sizeAnnotations(int32(ann), int32(ann)+1, int(ann%4)),
+		{rolloutstate.DesiredReplicasAnnotation: "-1", rolloutstate.MaxReplicasAnnotation: "abc", rolloutstate.RevisionAnnotation: "x"},
+		{rolloutstate.DesiredReplicasAnnotation: "4294967295", rolloutstate.MaxReplicasAnnotation: "0", rolloutstate.RevisionAnnotation: "9223372036854775807"},
+		{rolloutstate.DesiredReplicasAnnotation: strconv.Itoa(int(ptr.Deref(d.Spec.Replicas, 1))), rolloutstate.MaxReplicasAnnotation: "2147483647"},
+	}
+	return annotations[int(ann)%len(annotations)]
 }
 
 // badPods decodes up to 8 pods, 3 bytes each: ReplicaSet index (past the
