@@ -73,6 +73,12 @@ func fullPod(r *rand.Rand, i int) *v1.Pod {
 	if r.IntN(8) == 0 {
 		p.Labels = map[string]string{"app": "web"}
 	}
+	fullPodStates(r, p)
+	return p
+}
+
+// fullPodStates sets random container states and an unschedulable condition on p.
+func fullPodStates(r *rand.Rand, p *v1.Pod) {
 	// What the pod cache keeps for why a pod is not available (issue 11) must not move a rank: container
 	// states on any container, of any restart count, and an unschedulable pod.
 	states := []v1.ContainerState{
@@ -93,7 +99,6 @@ func fullPod(r *rand.Rand, i int) *v1.Pod {
 	if r.IntN(6) == 0 {
 		p.Status.Conditions[0] = v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: "Unschedulable", Message: "0/3 nodes"}
 	}
-	return p
 }
 
 // TestSlimPodsRankAndCountLikeFullPods: the pod cache keeps only what

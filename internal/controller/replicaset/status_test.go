@@ -27,58 +27,7 @@ func statusRS(replicas int32, minReady int32, conds ...appsv1.ReplicaSetConditio
 
 // TestCalculateStatus covers RS-15..RS-17.
 func TestCalculateStatus(t *testing.T) {
-	full := withLabels(map[string]string{"app": "x", "tier": "web", "extra": "y"})
-	partial := withLabels(map[string]string{"app": "x"})
-	existing := appsv1.ReplicaSetCondition{Type: appsv1.ReplicaSetReplicaFailure, Status: v1.ConditionTrue, Reason: ReasonFailedCreate, Message: "old"}
-	boom := errors.New("quota exceeded")
-	cases := []struct {
-		name                                          string
-		rs                                            *appsv1.ReplicaSet
-		pods                                          []*v1.Pod
-		terminating                                   *int32
-		manageErr                                     error
-		wantReplicas, wantFully, wantReady, wantAvail int32
-		wantCond                                      *appsv1.ReplicaSetCondition
-	}{
-		{
-			name: "RS-15 counts without minReadySeconds", rs: statusRS(3, 0),
-			pods:         []*v1.Pod{newPod("a", full, readySince(testNow)), newPod("b", partial, readySince(testNow)), newPod("c", full)},
-			terminating:  ptr.To[int32](2),
-			wantReplicas: 3, wantFully: 2, wantReady: 2, wantAvail: 2,
-		},
-		{
-			name: "RS-15 minReadySeconds availability", rs: statusRS(3, 10),
-			pods: []*v1.Pod{
-				newPod("a", full, readySince(testNow.Add(-10*time.Second))), // exactly available
-				newPod("b", full, readySince(testNow.Add(-9*time.Second))),  // not yet
-				newPod("c", full, readySince(time.Time{})),                  // zero time is never available
-			},
-			wantReplicas: 3, wantFully: 3, wantReady: 3, wantAvail: 1,
-		},
-		{
-			name: "RS-17 add ReplicaFailure FailedCreate when too few", rs: statusRS(3, 0),
-			pods: []*v1.Pod{newPod("a", full)}, manageErr: boom,
-			wantReplicas: 1, wantFully: 1,
-			wantCond: &appsv1.ReplicaSetCondition{Type: appsv1.ReplicaSetReplicaFailure, Status: v1.ConditionTrue, Reason: ReasonFailedCreate, Message: "quota exceeded", LastTransitionTime: metav1.NewTime(testNow)},
-		},
-		{
-			name: "RS-17 add ReplicaFailure FailedDelete when too many", rs: statusRS(0, 0),
-			pods: []*v1.Pod{newPod("a", full)}, manageErr: boom,
-			wantReplicas: 1, wantFully: 1,
-			wantCond: &appsv1.ReplicaSetCondition{Type: appsv1.ReplicaSetReplicaFailure, Status: v1.ConditionTrue, Reason: ReasonFailedDelete, Message: "quota exceeded", LastTransitionTime: metav1.NewTime(testNow)},
-		},
-		{
-			name: "RS-17 empty reason when the diff is zero", rs: statusRS(1, 0),
-			pods: []*v1.Pod{newPod("a", full)}, manageErr: boom,
-			wantReplicas: 1, wantFully: 1,
-			wantCond: &appsv1.ReplicaSetCondition{Type: appsv1.ReplicaSetReplicaFailure, Status: v1.ConditionTrue, Message: "quota exceeded", LastTransitionTime: metav1.NewTime(testNow)},
-		},
-		{
-			name: "RS-17 existing condition kept as-is", rs: statusRS(3, 0, existing),
-			manageErr: boom, wantCond: &existing,
-		},
-		{name: "RS-17 condition removed on success", rs: statusRS(0, 0, existing)},
-	}
+	cases := calculateStatusCases()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := calculateStatus(tc.rs, tc.pods, tc.terminating, tc.manageErr, testNow)
@@ -164,5 +113,63 @@ func TestAvailabilityVectors(t *testing.T) {
 				t.Errorf("availableReplicas %d, want %d", got, want)
 			}
 		})
+	}
+}
+
+type calculateStatusCase struct {
+	name                                          string
+	rs                                            *appsv1.ReplicaSet
+	pods                                          []*v1.Pod
+	terminating                                   *int32
+	manageErr                                     error
+	wantReplicas, wantFully, wantReady, wantAvail int32
+	wantCond                                      *appsv1.ReplicaSetCondition
+}
+
+// calculateStatusCases is TestCalculateStatus's table.
+func calculateStatusCases() []calculateStatusCase {
+	full := withLabels(map[string]string{"app": "x", "tier": "web", "extra": "y"})
+	partial := withLabels(map[string]string{"app": "x"})
+	existing := appsv1.ReplicaSetCondition{Type: appsv1.ReplicaSetReplicaFailure, Status: v1.ConditionTrue, Reason: ReasonFailedCreate, Message: "old"}
+	boom := errors.New("quota exceeded")
+	return []calculateStatusCase{
+		{
+			name: "RS-15 counts without minReadySeconds", rs: statusRS(3, 0),
+			pods:         []*v1.Pod{newPod("a", full, readySince(testNow)), newPod("b", partial, readySince(testNow)), newPod("c", full)},
+			terminating:  ptr.To[int32](2),
+			wantReplicas: 3, wantFully: 2, wantReady: 2, wantAvail: 2,
+		},
+		{
+			name: "RS-15 minReadySeconds availability", rs: statusRS(3, 10),
+			pods: []*v1.Pod{
+				newPod("a", full, readySince(testNow.Add(-10*time.Second))), // exactly available
+				newPod("b", full, readySince(testNow.Add(-9*time.Second))),  // not yet
+				newPod("c", full, readySince(time.Time{})),                  // zero time is never available
+			},
+			wantReplicas: 3, wantFully: 3, wantReady: 3, wantAvail: 1,
+		},
+		{
+			name: "RS-17 add ReplicaFailure FailedCreate when too few", rs: statusRS(3, 0),
+			pods: []*v1.Pod{newPod("a", full)}, manageErr: boom,
+			wantReplicas: 1, wantFully: 1,
+			wantCond: &appsv1.ReplicaSetCondition{Type: appsv1.ReplicaSetReplicaFailure, Status: v1.ConditionTrue, Reason: ReasonFailedCreate, Message: "quota exceeded", LastTransitionTime: metav1.NewTime(testNow)},
+		},
+		{
+			name: "RS-17 add ReplicaFailure FailedDelete when too many", rs: statusRS(0, 0),
+			pods: []*v1.Pod{newPod("a", full)}, manageErr: boom,
+			wantReplicas: 1, wantFully: 1,
+			wantCond: &appsv1.ReplicaSetCondition{Type: appsv1.ReplicaSetReplicaFailure, Status: v1.ConditionTrue, Reason: ReasonFailedDelete, Message: "quota exceeded", LastTransitionTime: metav1.NewTime(testNow)},
+		},
+		{
+			name: "RS-17 empty reason when the diff is zero", rs: statusRS(1, 0),
+			pods: []*v1.Pod{newPod("a", full)}, manageErr: boom,
+			wantReplicas: 1, wantFully: 1,
+			wantCond: &appsv1.ReplicaSetCondition{Type: appsv1.ReplicaSetReplicaFailure, Status: v1.ConditionTrue, Message: "quota exceeded", LastTransitionTime: metav1.NewTime(testNow)},
+		},
+		{
+			name: "RS-17 existing condition kept as-is", rs: statusRS(3, 0, existing),
+			manageErr: boom, wantCond: &existing,
+		},
+		{name: "RS-17 condition removed on success", rs: statusRS(0, 0, existing)},
 	}
 }
