@@ -202,56 +202,59 @@ func FuzzPodsToDelete(f *testing.F) {
 	} {
 		f.Add(seed.pods, seed.diff, seed.extra)
 	}
-	f.Fuzz(func(t *testing.T, data []byte, diffIn uint8, extra []byte) {
-		pods := fuzzPods(data, 10)
-		related := append([]*v1.Pod(nil), pods...)
-		for i, b := range extra {
-			p := newPod(fmt.Sprintf("x%d", i), onNode(fmt.Sprintf("node-%d", b%4)), uid(fmt.Sprintf("x-%d", i)))
-			if b%4 == 0 {
-				p.Spec.NodeName = ""
-			}
-			if b&4 != 0 {
-				p.Status.Phase = v1.PodSucceeded // not active: no rank
-			}
-			related = append(related, p)
-		}
-		ranks := ranksOnSameNode(pods, related)
-		r := make([]rankedPod, len(pods))
-		for i, p := range pods {
-			r[i] = rankedPod{pod: p, rank: ranks[i], cost: podDeletionCost(p)}
-		}
-		orderOK := checkStrictWeakOrder(t, r)
+	f.Fuzz(fuzzPodsToDelete)
+}
 
-		diff := int(diffIn) % (len(pods) + 3)
-		out := podsToDelete(pods, related, diff, testNow, nil)
-		if len(out) != min(diff, len(pods)) {
-			t.Fatalf("RS-14: %d victims for diff %d of %d pods", len(out), diff, len(pods))
+// fuzzPodsToDelete is FuzzPodsToDelete's body.
+func fuzzPodsToDelete(t *testing.T, data []byte, diffIn uint8, extra []byte) {
+	pods := fuzzPods(data, 10)
+	related := append([]*v1.Pod(nil), pods...)
+	for i, b := range extra {
+		p := newPod(fmt.Sprintf("x%d", i), onNode(fmt.Sprintf("node-%d", b%4)), uid(fmt.Sprintf("x-%d", i)))
+		if b%4 == 0 {
+			p.Spec.NodeName = ""
 		}
-		chosen := map[*v1.Pod]bool{}
-		for _, p := range out {
-			in := false
-			for _, q := range pods {
-				in = in || p == q
-			}
-			if !in || chosen[p] {
-				t.Fatalf("RS-14: victim %s is not an input pod or is chosen twice", p.Name)
-			}
-			chosen[p] = true
+		if b&4 != 0 {
+			p.Status.Phase = v1.PodSucceeded // not active: no rank
 		}
-		if diff >= len(pods) || !orderOK {
-			return
+		related = append(related, p)
+	}
+	ranks := ranksOnSameNode(pods, related)
+	r := make([]rankedPod, len(pods))
+	for i, p := range pods {
+		r[i] = rankedPod{pod: p, rank: ranks[i], cost: podDeletionCost(p)}
+	}
+	orderOK := checkStrictWeakOrder(t, r)
+
+	diff := int(diffIn) % (len(pods) + 3)
+	out := podsToDelete(pods, related, diff, testNow, nil)
+	if len(out) != min(diff, len(pods)) {
+		t.Fatalf("RS-14: %d victims for diff %d of %d pods", len(out), diff, len(pods))
+	}
+	chosen := map[*v1.Pod]bool{}
+	for _, p := range out {
+		in := false
+		for _, q := range pods {
+			in = in || p == q
 		}
-		for i, kept := range pods {
-			if chosen[kept] {
-				continue
-			}
-			for j, victim := range pods {
-				if chosen[victim] && rankedPodsLess(r[i], r[j], testNow) {
-					t.Fatalf("RS-14: kept %s ranks before victim %s\n%s", kept.Name, victim.Name, describePods([]rankedPod{r[i], r[j]}))
-				}
+		if !in || chosen[p] {
+			t.Fatalf("RS-14: victim %s is not an input pod or is chosen twice", p.Name)
+		}
+		chosen[p] = true
+	}
+	if diff >= len(pods) || !orderOK {
+		return
+	}
+	for i, kept := range pods {
+		if chosen[kept] {
+			continue
+		}
+		for j, victim := range pods {
+			if chosen[victim] && rankedPodsLess(r[i], r[j], testNow) {
+				t.Fatalf("RS-14: kept %s ranks before victim %s\n%s", kept.Name, victim.Name, describePods([]rankedPod{r[i], r[j]}))
 			}
 		}
-	})
+	}
 }
 
 // checkStrictWeakOrder fails unless rankedPodsLess is irreflexive and
@@ -443,15 +446,7 @@ func checkBadInputSync(t *testing.T, fx *fixture, rs *appsv1.ReplicaSet, pods []
 				t.Fatalf("AD-1: patched pod %s controlled by %s/%s", p.Name, ref.Kind, ref.UID)
 			}
 		case a.GetVerb() == "update" && a.GetSubresource() == "status":
-			st := a.(clienttesting.UpdateAction).GetObject().(*appsv1.ReplicaSet).Status
-			if st.Replicas < 0 || st.FullyLabeledReplicas < 0 || st.ReadyReplicas < 0 || st.AvailableReplicas < 0 ||
-				st.AvailableReplicas > st.ReadyReplicas || st.ReadyReplicas > st.Replicas || st.FullyLabeledReplicas > st.Replicas ||
-				ptr.Deref(st.TerminatingReplicas, 0) < 0 {
-				t.Fatalf("VA-13: status %+v", st)
-			}
-			if st.ObservedGeneration != rs.Generation {
-				t.Fatalf("RS-16: observedGeneration %d, generation %d", st.ObservedGeneration, rs.Generation)
-			}
+			checkBadInputStatus(t, a.(clienttesting.UpdateAction).GetObject().(*appsv1.ReplicaSet).Status, rs)
 		}
 	}
 	switch {
@@ -551,4 +546,17 @@ func badPods(rs, sibling *appsv1.ReplicaSet, data []byte) []*v1.Pod {
 		out = append(out, p)
 	}
 	return out
+}
+
+// checkBadInputStatus checks a status write of FuzzSyncReplicaSetBadInput (VA-13, RS-16).
+func checkBadInputStatus(t *testing.T, st appsv1.ReplicaSetStatus, rs *appsv1.ReplicaSet) {
+	t.Helper()
+	if st.Replicas < 0 || st.FullyLabeledReplicas < 0 || st.ReadyReplicas < 0 || st.AvailableReplicas < 0 ||
+		st.AvailableReplicas > st.ReadyReplicas || st.ReadyReplicas > st.Replicas || st.FullyLabeledReplicas > st.Replicas ||
+		ptr.Deref(st.TerminatingReplicas, 0) < 0 {
+		t.Fatalf("VA-13: status %+v", st)
+	}
+	if st.ObservedGeneration != rs.Generation {
+		t.Fatalf("RS-16: observedGeneration %d, generation %d", st.ObservedGeneration, rs.Generation)
+	}
 }
