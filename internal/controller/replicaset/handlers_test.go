@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -21,6 +22,14 @@ func TestHandlers(t *testing.T) {
 	emptySel.Name, emptySel.UID = "empty", "empty-uid"
 	emptySel.Spec.Selector = &metav1.LabelSelector{}
 
+	testHandlersPodAdd(t, rs, db, emptySel)
+	testHandlersPodUpdate(t, rs)
+	testHandlersReplicaSet(t, rs)
+}
+
+// testHandlersPodAdd holds TestHandlers' EH-10 and first EH-11 subtests.
+func testHandlersPodAdd(t *testing.T, rs, db, emptySel *appsv1.ReplicaSet) {
+	t.Helper()
 	t.Run("EH-10 owned pod add observes a creation", func(t *testing.T) {
 		f := newFixture(t, rs)
 		f.c.expectations.ExpectCreations(klogFor(f), "ns/rs", 1)
@@ -54,6 +63,11 @@ func TestHandlers(t *testing.T) {
 			t.Errorf("queue = %d, want 1", f.c.runner.Len())
 		}
 	})
+}
+
+// testHandlersPodUpdate holds TestHandlers' issue 11 and remaining EH-11 subtests.
+func testHandlersPodUpdate(t *testing.T, rs *appsv1.ReplicaSet) {
+	t.Helper()
 	t.Run("issue 11: with a status window, pods turning Ready are reported together a window after the first", func(t *testing.T) {
 		f := newFixture(t, rs)
 		f.c.cfg.StatusSyncWindow = 100 * time.Millisecond
@@ -97,6 +111,11 @@ func TestHandlers(t *testing.T) {
 			t.Errorf("del = %d, want 0", del)
 		}
 	})
+}
+
+// testHandlersReplicaSet holds TestHandlers' EH-9 subtests.
+func testHandlersReplicaSet(t *testing.T, rs *appsv1.ReplicaSet) {
+	t.Helper()
 	t.Run("EH-9 RS recreated with a new UID drops old expectations", func(t *testing.T) {
 		f := newFixture(t, rs)
 		f.c.expectations.ExpectCreations(klogFor(f), "ns/rs", 3)

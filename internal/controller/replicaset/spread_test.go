@@ -115,6 +115,13 @@ func TestPodsToDeleteSpread(t *testing.T) {
 		return pods
 	}
 
+	testSpreadZones(t, ready, nine)
+	testSpreadTies(t, ready, nine)
+}
+
+// testSpreadZones holds TestPodsToDeleteSpread's zone-balance subtests (EX-4).
+func testSpreadZones(t *testing.T, ready podOpt, nine func() []*v1.Pod) {
+	t.Helper()
 	t.Run("9 to 4 to 2 keeps the zones within one", func(t *testing.T) {
 		pods := nine()
 		victims := podsToDelete(pods, pods, 5, testNow, zoneSpread())
@@ -160,7 +167,11 @@ func TestPodsToDeleteSpread(t *testing.T) {
 			t.Fatalf("victims %v, want one of zone c's old pods", names(got))
 		}
 	})
+}
 
+// testSpreadTies holds TestPodsToDeleteSpread's precedence and tie subtests (EX-4).
+func testSpreadTies(t *testing.T, ready podOpt, nine func() []*v1.Pod) {
+	t.Helper()
 	t.Run("higher RS-14 keys still win", func(t *testing.T) {
 		pods := nine()
 		pods[7].Status.Conditions = nil // p7 in zone c is not ready
