@@ -228,17 +228,7 @@ func serveChild(role, dir string) int {
 	}()
 	logger := klog.Background().WithName(role)
 	ctx = klog.NewContext(ctx, logger)
-	cfg := clusterConfig(dir)
-	cfg.UpstreamWorkloadControllers = role == roleUpstream
-	// Both sides' workload controllers at upstream's default client rate (CM-6): the reference runs inside
-	// kube-controller-manager, whose embedded default is the unthrottled loopback rate.
-	qps, burst := float32(20), 30
-	cfg.ControllerManagerQPS, cfg.ControllerManagerBurst = qps, burst
-	if os.Getenv(conflictRunsEnv) != "" {
-		// TestConflictsBesideUpstream: both sides' clients lifted alike.
-		qps, burst = liftedQPS, liftedBurst
-		cfg.ControllerManagerQPS, cfg.ControllerManagerBurst = qps, burst
-	}
+	cfg, qps, burst := childConfig(role, dir)
 	cp, err := controlplane.New(cfg)
 	if err != nil {
 		logger.Error(err, "Invalid control plane config")
@@ -280,6 +270,23 @@ func serveChild(role, dir string) int {
 	}
 	klog.Flush()
 	return code
+}
+
+// childConfig is the control plane config of a child for role in dir, with the client rate both sides'
+// workload controllers use.
+func childConfig(role, dir string) (cfg controlplane.Config, qps float32, burst int) {
+	cfg = clusterConfig(dir)
+	cfg.UpstreamWorkloadControllers = role == roleUpstream
+	// Both sides' workload controllers at upstream's default client rate (CM-6): the reference runs inside
+	// kube-controller-manager, whose embedded default is the unthrottled loopback rate.
+	qps, burst = float32(20), 30
+	cfg.ControllerManagerQPS, cfg.ControllerManagerBurst = qps, burst
+	if os.Getenv(conflictRunsEnv) != "" {
+		// TestConflictsBesideUpstream: both sides' clients lifted alike.
+		qps, burst = liftedQPS, liftedBurst
+		cfg.ControllerManagerQPS, cfg.ControllerManagerBurst = qps, burst
+	}
+	return cfg, qps, burst
 }
 
 // writeReady atomically writes <dir>/ready holding the kubeconfig path, so the parent never reads half a file.
