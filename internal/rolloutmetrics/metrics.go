@@ -2,7 +2,6 @@ package rolloutmetrics
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/component-base/metrics"
@@ -43,7 +42,7 @@ var (
 		[]string{"namespace", "deployment", "waiting_on", "reason"}, nil, metrics.ALPHA, "")
 
 	registerOnce sync.Once
-	// collector is the process's collector of the in-progress gauges; Use points it at a tracker.
+	// collector is the process's collector of the in-progress gauges; Use attaches trackers to it.
 	collector = &inProgressCollector{now: time.Now}
 )
 
@@ -55,10 +54,13 @@ func Register() {
 	})
 }
 
-// Use makes the process's rollout metrics those of t, from now until stop
-// is called or Use is called again (a second manager in one process, as in
-// tests): t's ended rollouts are counted and logged at V(2) with logger, and
-// its rollouts in progress are reported at each scrape. It sets t.OnEnd and
+// Use adds t to the process's rollout metrics: its ended rollouts are
+// counted and logged at V(2) with logger, and from the next scrape on until
+// stop is called its rollouts in progress are reported beside those of the
+// other trackers in use (one per controller set; in sharded mode a process
+// runs several, over disjoint namespaces). A Deployment that two trackers
+// both have in progress is reported from the one added first (Attached).
+// stop removes t only; calling it again is harmless. Use sets t.OnEnd and
 // t.OnForget.
 func Use(t *Tracker, logger klog.Logger) (stop func()) {
 	t.OnEnd = func(e Ended) {
@@ -72,17 +74,16 @@ func Use(t *Tracker, logger klog.Logger) (stop func()) {
 			rolloutsTotal.DeleteLabelValues(namespace, name, string(o))
 		}
 	}
-	collector.tracker.Store(t)
-	return func() { collector.tracker.CompareAndSwap(t, nil) }
+	return collector.trackers.Add(t)
 }
 
-// inProgressCollector reports the tracker's rollouts in progress at scrape time.
+// inProgressCollector reports the rollouts in progress of the trackers in use at scrape time.
 type inProgressCollector struct {
 	metrics.BaseStableCollector
 
 	// now is the clock the waits are brought up to; a test seam.
-	now     func() time.Time
-	tracker atomic.Pointer[Tracker]
+	now      func() time.Time
+	trackers Attached[Tracker]
 }
 
 // DescribeWithStability sends the three descriptors.
@@ -92,19 +93,28 @@ func (c *inProgressCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- waitingDesc
 }
 
-// CollectWithStability sends, per rollout in progress, its age, its waits so far and its current wait.
+// CollectWithStability sends, per rollout in progress, its age, its waits so far and its current wait. Each
+// Deployment (namespace and name) is sent once, from the first tracker in use that has it in progress.
 func (c *inProgressCollector) CollectWithStability(ch chan<- metrics.Metric) {
-	t := c.tracker.Load()
-	if t == nil {
-		return
-	}
 	now := c.now()
-	for _, r := range t.InProgress(now) {
-		ch <- metrics.NewLazyConstMetric(ageDesc, metrics.GaugeValue, now.Sub(r.Start).Seconds(), r.Namespace, r.Deployment)
-		for on, d := range r.Waited {
-			ch <- metrics.NewLazyConstMetric(waitedDesc, metrics.GaugeValue, d.Seconds(), r.Namespace, r.Deployment, string(on))
+	type deployment struct{ namespace, name string }
+	sent := map[deployment]bool{}
+	for _, t := range c.trackers.All() {
+		for _, r := range t.InProgress(now) {
+			if d := (deployment{r.Namespace, r.Deployment}); !sent[d] {
+				sent[d] = true
+				sendInProgress(ch, r, now)
+			}
 		}
-		ch <- metrics.NewLazyConstMetric(waitingDesc, metrics.GaugeValue, now.Sub(r.WaitSince).Seconds(),
-			r.Namespace, r.Deployment, string(r.Wait.On), r.Wait.Reason)
 	}
+}
+
+// sendInProgress sends r's age, its waits so far and its current wait, brought up to now.
+func sendInProgress(ch chan<- metrics.Metric, r Rollout, now time.Time) {
+	ch <- metrics.NewLazyConstMetric(ageDesc, metrics.GaugeValue, now.Sub(r.Start).Seconds(), r.Namespace, r.Deployment)
+	for on, d := range r.Waited {
+		ch <- metrics.NewLazyConstMetric(waitedDesc, metrics.GaugeValue, d.Seconds(), r.Namespace, r.Deployment, string(on))
+	}
+	ch <- metrics.NewLazyConstMetric(waitingDesc, metrics.GaugeValue, now.Sub(r.WaitSince).Seconds(),
+		r.Namespace, r.Deployment, string(r.Wait.On), r.Wait.Reason)
 }

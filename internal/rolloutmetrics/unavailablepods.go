@@ -2,7 +2,6 @@ package rolloutmetrics
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -35,7 +34,7 @@ const unavailablePodsHelp = "Number of a Deployment's pods that are not availabl
 	"Terminating, ...); only reasons with at least one pod have a series."
 
 // unavailablePods is the process's kubedeploy_deployment_unavailable_pods collector, registered by
-// RegisterUnavailablePods; UseUnavailablePods points it at a set of shared informers (the Deployment
+// RegisterUnavailablePods; UseUnavailablePods attaches sets of shared informers to it (each Deployment
 // controller's, or observe mode's).
 var (
 	unavailablePods         = &unavailablePodsCollector{now: time.Now}
@@ -50,7 +49,9 @@ func RegisterUnavailablePods() {
 
 // UseUnavailablePods makes kubedeploy_deployment_unavailable_pods read factory's pod and ReplicaSet caches
 // (asking factory for those informers, so call it before the factory starts) from the next scrape on, until
-// stop is called or it is called again (a second controller set in the same process, as in tests).
+// stop is called, beside the caches of other factories in use (one per controller set; in sharded mode a
+// process runs several, over disjoint namespaces). A series two factories both report is taken from the one
+// added first (Attached). stop removes factory's caches only; calling it again is harmless.
 func UseUnavailablePods(factory informers.SharedInformerFactory, logger klog.Logger) (stop func()) {
 	return unavailablePods.use(sharedPodCaches(factory, logger))
 }
@@ -60,13 +61,13 @@ func UseUnavailablePods(factory informers.SharedInformerFactory, logger klog.Log
 // is O(pods): it lists every cached pod, looks up each distinct owning ReplicaSet once and runs
 // unavailable.Of on each pod (about 2 ms for 10,000 pods on 2 cores, BenchmarkUnavailablePodsScrape). With no
 // caches (no Deployment controller running, a standby under leader election) or caches not synced yet it
-// reports nothing.
+// reports nothing; with several, it reports the union of those synced.
 type unavailablePodsCollector struct {
 	metrics.BaseStableCollector
 
 	// now is the clock unavailable.Of is given (MinReadySeconds); a test seam.
 	now    func() time.Time
-	caches atomic.Pointer[podCaches]
+	caches Attached[podCaches]
 }
 
 // podCaches is what the collector reads: the shared informers' pods (slimmed by podcache.Transform, which
@@ -79,11 +80,10 @@ type podCaches struct {
 	logger klog.Logger
 }
 
-// use makes the collector read caches from the next scrape on, until stop is called or use is called again
-// (a second manager in the same process, as in tests).
+// use makes the collector read caches, beside those it reads already, from the next scrape on until stop is
+// called; stop removes caches only and is harmless to call again.
 func (c *unavailablePodsCollector) use(caches *podCaches) (stop func()) {
-	c.caches.Store(caches)
-	return func() { c.caches.CompareAndSwap(caches, nil) }
+	return c.caches.Add(caches)
 }
 
 // sharedPodCaches returns the pod and ReplicaSet caches of factory.
@@ -102,20 +102,35 @@ func (c *unavailablePodsCollector) DescribeWithStability(ch chan<- *metrics.Desc
 	ch <- unavailablePodsDesc
 }
 
-// CollectWithStability sends one gauge per (namespace, Deployment, reason) with at least one pod.
+// CollectWithStability sends one gauge per (namespace, Deployment, reason) with at least one pod, in the
+// synced caches in use; a series is taken from the first caches that have it.
 func (c *unavailablePodsCollector) CollectWithStability(ch chan<- metrics.Metric) {
-	caches := c.caches.Load()
-	if caches == nil || !caches.synced() {
-		return
+	now := c.now()
+	counts := map[unavailableSeries]int{}
+	for _, caches := range c.caches.All() {
+		for s, n := range caches.countUnavailable(now) {
+			if _, sent := counts[s]; !sent {
+				counts[s] = n
+			}
+		}
 	}
-	pods, err := caches.pods.List(apilabels.Everything())
-	if err != nil {
-		caches.logger.Error(err, "Listing cached pods for kubedeploy_deployment_unavailable_pods")
-		return
-	}
-	for s, n := range countUnavailable(pods, caches.replicaSets, c.now()) {
+	for s, n := range counts {
 		ch <- metrics.NewLazyConstMetric(unavailablePodsDesc, metrics.GaugeValue, float64(n), s.namespace, s.deployment, s.reason)
 	}
+}
+
+// countUnavailable returns countUnavailable of the cached pods at now, or nil when the caches have not synced
+// or cannot be listed (logged).
+func (p *podCaches) countUnavailable(now time.Time) map[unavailableSeries]int {
+	if !p.synced() {
+		return nil
+	}
+	pods, err := p.pods.List(apilabels.Everything())
+	if err != nil {
+		p.logger.Error(err, "Listing cached pods for kubedeploy_deployment_unavailable_pods")
+		return nil
+	}
+	return countUnavailable(pods, p.replicaSets, now)
 }
 
 // unavailableSeries is the label values of one kubedeploy_deployment_unavailable_pods series.

@@ -31,6 +31,8 @@ type unavailableFixture struct {
 	replicaSets cache.Indexer
 	synced      bool
 	collector   *unavailablePodsCollector
+	caches      *podCaches // what collector reads, over pods and replicaSets
+	stop        func()     // detaches caches from collector
 }
 
 func newUnavailableFixture(t testing.TB) *unavailableFixture {
@@ -41,12 +43,13 @@ func newUnavailableFixture(t testing.TB) *unavailableFixture {
 		synced:      true,
 		collector:   &unavailablePodsCollector{now: func() time.Time { return scrapeTime }},
 	}
-	f.collector.use(&podCaches{
+	f.caches = &podCaches{
 		pods:        corelisters.NewPodLister(f.pods),
 		replicaSets: appslisters.NewReplicaSetLister(f.replicaSets),
 		synced:      func() bool { return f.synced },
 		logger:      klog.Background(),
-	})
+	}
+	f.stop = f.collector.use(f.caches)
 	return f
 }
 
@@ -99,7 +102,9 @@ func (f *unavailableFixture) check(want ...string) {
 	}
 	// A collector registers once; each comparison registers anew, so it gets its own, over the same caches.
 	c := &unavailablePodsCollector{now: f.collector.now}
-	c.caches.Store(f.collector.caches.Load())
+	for _, caches := range f.collector.caches.All() {
+		c.use(caches)
+	}
 	if err := testutil.CustomCollectAndCompare(c, strings.NewReader(expected), "kubedeploy_deployment_unavailable_pods"); err != nil {
 		f.t.Error(err)
 	}
@@ -193,15 +198,7 @@ func TestUnavailablePodsNeedsSyncedCaches(t *testing.T) {
 	f.synced = true
 	f.check(`kubedeploy_deployment_unavailable_pods{deployment="web",namespace="default",reason="ImagePullBackOff"} 1`)
 
-	caches := f.collector.caches.Load()
-	stop := f.collector.use(caches)
-	other := &podCaches{}
-	stopOther := f.collector.use(other) // a second manager in the process
-	stop()
-	if f.collector.caches.Load() != other {
-		t.Error("stopping the first manager's caches dropped the second's")
-	}
-	stopOther()
+	f.stop()
 	f.check()
 }
 
@@ -212,7 +209,7 @@ func TestUnavailablePodsServedOnMetrics(t *testing.T) {
 	f := newUnavailableFixture(t)
 	web := f.replicaSet("default", "web-7c5d", deploymentRef("web"), 0)
 	f.pod(web, "web-1", imagePullBackOff)
-	stop := unavailablePods.use(f.collector.caches.Load())
+	stop := unavailablePods.use(f.caches)
 	defer stop()
 	want := "# HELP kubedeploy_deployment_unavailable_pods [ALPHA] " + unavailablePodsHelp + "\n" +
 		"# TYPE kubedeploy_deployment_unavailable_pods gauge\n" +
@@ -239,7 +236,7 @@ func BenchmarkUnavailablePodsScrape(b *testing.B) {
 			f.pod(rs, fmt.Sprintf("web%d-%d", d, i), change)
 		}
 	}
-	caches := f.collector.caches.Load()
+	caches := f.caches
 	b.ResetTimer()
 	for range b.N {
 		pods, err := caches.pods.List(apilabels.Everything())
