@@ -33,7 +33,7 @@ func TestControllerSetLifecycle(t *testing.T) {
 		if got := len(set.ctrls); got != len(tc.controllers) {
 			t.Errorf("%v: %d controllers built", tc.controllers, got)
 		}
-		if attached := unsupportedFields.store.Load() != nil; attached != tc.wantCompanions {
+		if attached := len(unsupportedFields.stores.All()) != 0; attached != tc.wantCompanions {
 			t.Errorf("%v: unsupported-fields gauge attached = %v, want %v", tc.controllers, attached, tc.wantCompanions)
 		}
 		set.Start(ctx)
@@ -48,7 +48,7 @@ func TestControllerSetLifecycle(t *testing.T) {
 			t.Fatalf("%v: Stop did not return", tc.controllers)
 		}
 		cancel()
-		if unsupportedFields.store.Load() != nil {
+		if len(unsupportedFields.stores.All()) != 0 {
 			t.Errorf("%v: the unsupported-fields gauge still reads the stopped set's store", tc.controllers)
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	utilversion "k8s.io/apimachinery/pkg/util/version"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/kubedeploy/kubedeploy/internal/buildinfo"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
+	"github.com/kubedeploy/kubedeploy/internal/rolloutmetrics"
 )
 
 // Version skew (IM-8): kubedeploy is compiled against one Kubernetes API (buildinfo.KubernetesVersion) and may
@@ -164,20 +164,21 @@ func (r *skewReporter) check(ctx context.Context) (refused, readErr error) {
 	return refused, nil
 }
 
-// unsupportedFieldsCollector collects kubedeploy_deployment_unsupported_fields at scrape time from the store the
-// running Deployment controller's informers fill; with none it reports nothing.
+// unsupportedFieldsCollector collects kubedeploy_deployment_unsupported_fields at scrape time from the stores the
+// running Deployment controllers' informers fill (one per controller set; in sharded mode a process runs several,
+// over disjoint namespaces); with none it reports nothing.
 type unsupportedFieldsCollector struct {
 	metrics.BaseStableCollector
-	store atomic.Pointer[rawtemplate.Store]
+	stores rolloutmetrics.Attached[rawtemplate.Store]
 }
 
 // unsupportedFields is the process's collector, registered by registerMetrics.
 var unsupportedFields = &unsupportedFieldsCollector{}
 
-// use makes the collector read store until stop is called.
+// use makes the collector read store, beside the stores it reads already, until stop is called; stop removes
+// store only and is harmless to call again.
 func (c *unsupportedFieldsCollector) use(store *rawtemplate.Store) (stop func()) {
-	c.store.Store(store)
-	return func() { c.store.CompareAndSwap(store, nil) }
+	return c.stores.Add(store)
 }
 
 // DescribeWithStability sends the one descriptor.
@@ -185,11 +186,19 @@ func (c *unsupportedFieldsCollector) DescribeWithStability(ch chan<- *metrics.De
 	ch <- unsupportedFieldsDesc
 }
 
-// CollectWithStability sends 1 per Deployment and unknown field.
+// CollectWithStability sends 1 per Deployment and unknown field of the stores in use, each series once (two
+// stores that both have a Deployment's field send one series, rolloutmetrics.Attached).
 func (c *unsupportedFieldsCollector) CollectWithStability(ch chan<- metrics.Metric) {
-	for _, u := range c.store.Load().Unsupported() {
-		for _, f := range u.Fields {
-			ch <- metrics.NewLazyConstMetric(unsupportedFieldsDesc, metrics.GaugeValue, 1, u.Namespace, u.Name, f)
+	type series struct{ namespace, deployment, field string }
+	sent := map[series]bool{}
+	for _, store := range c.stores.All() {
+		for _, u := range store.Unsupported() {
+			for _, f := range u.Fields {
+				if s := (series{u.Namespace, u.Name, f}); !sent[s] {
+					sent[s] = true
+					ch <- metrics.NewLazyConstMetric(unsupportedFieldsDesc, metrics.GaugeValue, 1, u.Namespace, u.Name, f)
+				}
+			}
 		}
 	}
 }
