@@ -40,6 +40,9 @@ type upOptions struct {
 	qps                 float32
 	burst               int
 	verbosity           int
+	featureGates        string
+	auditPolicyFile     string
+	auditLogPath        string
 }
 
 func newUpCommand() *cobra.Command {
@@ -88,6 +91,9 @@ func (o *upOptions) addFlags(f *pflag.FlagSet) {
 	f.Float32Var(&o.qps, "kube-api-qps", controlplane.LoopbackQPS, "requests per second each kubedeploy controller may send to the API server (kube-controller-manager's default is 20)")
 	f.IntVar(&o.burst, "kube-api-burst", controlplane.LoopbackBurst, "burst of requests each kubedeploy controller may send to the API server (kube-controller-manager's default is 30)")
 	f.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity of the kubedeploy controllers (>= 0)")
+	f.StringVar(&o.featureGates, "feature-gates", "", fmt.Sprintf("kube-apiserver feature gates in its syntax 'A=true,B=false', applied over up's %s (alpha, for 'kubedeploy controllers --sharding'); e.g. ShardedListAndWatch=false turns it off", controlplane.DefaultFeatureGates))
+	f.StringVar(&o.auditPolicyFile, "audit-policy-file", "", "kube-apiserver audit policy (an audit.k8s.io/v1 Policy); needs --audit-log-path")
+	f.StringVar(&o.auditLogPath, "audit-log-path", "", "file kube-apiserver writes audit events to, one JSON object a line, as its own --audit-log-path: created with its directory, appended to, rotated at 100 MB keeping 100 old files ('-', stdout, is refused); needs --audit-policy-file")
 }
 
 func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
@@ -165,7 +171,38 @@ func (o upOptions) check() error {
 		cliargs.Positive("--kube-api-qps", o.qps),
 		cliargs.AtLeast("--kube-api-burst", o.burst, 1),
 		cliargs.AtLeast("-v", o.verbosity, 0),
+		featureGatesFlag(o.featureGates),
+		auditFlags(o.auditPolicyFile, o.auditLogPath),
 	)
+}
+
+// featureGatesFlag returns the error kube-apiserver would give for --feature-gates (applied over
+// controlplane.DefaultFeatureGates), naming the flag: bad syntax, an unknown gate or a locked one.
+func featureGatesFlag(gates string) error {
+	if err := controlplane.ValidateFeatureGates(gates); err != nil {
+		return fmt.Errorf("--feature-gates: %w", err)
+	}
+	return nil
+}
+
+// auditFlags returns an error, naming the flag, unless --audit-policy-file and --audit-log-path are both empty or
+// name a readable, valid audit policy and a file ("-", kube-apiserver's standard output, would mix audit events
+// into up's terminal). It only reads the policy file.
+func auditFlags(policyFile, logPath string) error {
+	switch {
+	case policyFile == "" && logPath == "":
+		return nil
+	case policyFile == "":
+		return errors.New("--audit-log-path needs --audit-policy-file: without a policy kube-apiserver audits nothing")
+	case logPath == "":
+		return errors.New("--audit-policy-file needs --audit-log-path, the file the audit events go to")
+	case logPath == "-":
+		return errors.New(`--audit-log-path "-" (standard output) is not supported: give a file`)
+	}
+	if err := controlplane.ValidateAuditPolicy(policyFile); err != nil {
+		return fmt.Errorf("--audit-policy-file %w", err)
+	}
+	return nil
 }
 
 // zonesWithinNodes returns an error when there are more zones than nodes: a
@@ -206,6 +243,9 @@ func (o upOptions) configs() (manager.Config, controlplane.Config, error) {
 		Zones:               o.zones,
 		PodStartupDelay:     o.podStartupDelay,
 		PodTerminationDelay: o.podTerminationDelay,
+		FeatureGates:        o.featureGates,
+		AuditPolicyFile:     o.auditPolicyFile,
+		AuditLogPath:        o.auditLogPath,
 	}
 	cfg.Default()
 	if err := cfg.Validate(); err != nil {

@@ -154,6 +154,54 @@ func TestUpFlagRanges(t *testing.T) {
 	}
 }
 
+// TestUpFeatureGatesAndAudit: --feature-gates reaches the control plane's Config as given (merged over
+// ShardedListAndWatch=true there), the audit flags too; a bad gate, a missing or invalid policy file, or one audit
+// flag without the other is refused on one line naming the flag (issue 35).
+func TestUpFeatureGatesAndAudit(t *testing.T) {
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "policy.yaml")
+	notPolicy := filepath.Join(dir, "not-policy.yaml")
+	for path, content := range map[string]string{policy: "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n",
+		notPolicy: "apiVersion: v1\nkind: ConfigMap\n"} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	missing, log := filepath.Join(dir, "missing.yaml"), filepath.Join(dir, "audit.log")
+	for _, tc := range []struct {
+		args      []string
+		want      controlplane.Config
+		wantError string
+	}{
+		{args: nil},
+		{args: []string{"--feature-gates=ShardedListAndWatch=false"}, want: controlplane.Config{FeatureGates: "ShardedListAndWatch=false"}},
+		{args: []string{"--audit-policy-file", policy, "--audit-log-path", log}, want: controlplane.Config{AuditPolicyFile: policy, AuditLogPath: log}},
+		{args: []string{"--feature-gates=ShardedListAndWatch"}, wantError: `--feature-gates: "ShardedListAndWatch" is not Name=true or Name=false`},
+		{args: []string{"--feature-gates=ShardedListAndWatch=yes"}, wantError: `--feature-gates: "ShardedListAndWatch=yes" is not Name=true or Name=false`},
+		{args: []string{"--feature-gates=NoSuchGate=true"}, wantError: "--feature-gates: unrecognized feature gate: NoSuchGate"},
+		{args: []string{"--audit-policy-file", missing, "--audit-log-path", log}, wantError: "--audit-policy-file " + missing + " does not exist"},
+		{args: []string{"--audit-policy-file", notPolicy, "--audit-log-path", log}, wantError: "--audit-policy-file " + notPolicy + ": "},
+		{args: []string{"--audit-log-path", log}, wantError: "--audit-log-path needs --audit-policy-file: without a policy kube-apiserver audits nothing"},
+		{args: []string{"--audit-policy-file", policy}, wantError: "--audit-policy-file needs --audit-log-path, the file the audit events go to"},
+		{args: []string{"--audit-policy-file", policy, "--audit-log-path", "-"}, wantError: `--audit-log-path "-" (standard output) is not supported: give a file`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, cfg, err := upConfigs(t, tc.args...)
+			switch {
+			case tc.wantError != "":
+				if err == nil || !strings.HasPrefix(err.Error(), tc.wantError) {
+					t.Fatalf("error %v, want one starting %q", err, tc.wantError)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case cfg.FeatureGates != tc.want.FeatureGates || cfg.AuditPolicyFile != tc.want.AuditPolicyFile || cfg.AuditLogPath != tc.want.AuditLogPath:
+				t.Errorf("config gates %q, audit %q %q; want %q, %q %q", cfg.FeatureGates, cfg.AuditPolicyFile, cfg.AuditLogPath,
+					tc.want.FeatureGates, tc.want.AuditPolicyFile, tc.want.AuditLogPath)
+			}
+		})
+	}
+}
+
 // TestUpFailsBeforeTouchingTheDataDir: up with a busy --api-port, or a flag out of range, returns one line naming
 // the problem, prints nothing else, and leaves the data dir as it was: a new one is not created, an existing one
 // keeps exactly its contents (issue 33).
@@ -184,6 +232,9 @@ func TestUpFailsBeforeTouchingTheDataDir(t *testing.T) {
 		{"busy port, existing data dir", existing, []string{"--api-port", port}, busy},
 		{"zones 0", filepath.Join(t.TempDir(), "new"), []string{"--zones", "0"}, "--zones must be in 1..26, got 0"},
 		{"negative delay, existing data dir", existing, []string{"--pod-startup-delay=-1s"}, "--pod-startup-delay must be greater than 0, got -1s"},
+		{"unknown feature gate, existing data dir", existing, []string{"--feature-gates=NoSuchGate=true"}, "--feature-gates: unrecognized feature gate: NoSuchGate"},
+		{"missing audit policy, new data dir", filepath.Join(t.TempDir(), "new"), []string{"--audit-policy-file=/nonexistent/policy.yaml", "--audit-log-path=/tmp/audit.log"},
+			"--audit-policy-file /nonexistent/policy.yaml does not exist"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := dirContents(t, tc.dataDir)

@@ -39,13 +39,19 @@ type apiserverParams struct {
 	saKeyFile string
 	saPubFile string
 	certDir   string
+	// featureGates is the value of --feature-gates (featureGates' result: DefaultFeatureGates and Config's).
+	featureGates string
+	// auditPolicyFile and auditLogPath, when set, are passed as --audit-policy-file and --audit-log-path.
+	auditPolicyFile string
+	auditLogPath    string
 }
 
 // apiserverArgs returns kube-apiserver's command-line flags: 127.0.0.1 only, TLS with our CA, client-certificate
 // authentication, no anonymous access, Node+RBAC authorization, the default admission chain, service-account
-// tokens signed by our key, and our embedded etcd. It is pure.
+// tokens signed by our key, our embedded etcd, p's feature gates and, when p names them, the audit policy and log.
+// It is pure.
 func apiserverArgs(p apiserverParams) []string {
-	return []string{
+	args := []string{
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(p.port),
@@ -68,6 +74,13 @@ func apiserverArgs(p apiserverParams) []string {
 		"--disable-admission-plugins=TaintNodesByCondition",
 		"--profiling=false",
 	}
+	if p.featureGates != "" {
+		args = append(args, "--feature-gates="+p.featureGates)
+	}
+	if p.auditPolicyFile != "" {
+		args = append(args, "--audit-policy-file="+p.auditPolicyFile, "--audit-log-path="+p.auditLogPath)
+	}
+	return args
 }
 
 // apiserver is a configured kube-apiserver ready to run on a listener we already hold.
@@ -80,19 +93,12 @@ type apiserver struct {
 // (unless the build information does not name it). ln must be the listener for the port in args; on error the
 // caller still owns it.
 func newAPIServer(ctx context.Context, args []string, ln net.Listener) (*apiserver, error) {
-	s := options.NewServerRunOptions()
-	fs := pflag.NewFlagSet("kube-apiserver", pflag.ContinueOnError)
-	for _, f := range s.Flags().FlagSets {
-		fs.AddFlagSet(f)
-	}
-	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("kube-apiserver flags: %w", err)
+	s, err := apiserverOptions(args)
+	if err != nil {
+		return nil, err
 	}
 	s.SecureServing.Listener = ln
 	s.SecureServing.BindPort = ln.Addr().(*net.TCPAddr).Port
-	if err := s.GenericServerRunOptions.ComponentGlobalsRegistry.Set(); err != nil {
-		return nil, fmt.Errorf("kube-apiserver feature gates: %w", err)
-	}
 	completed, err := s.Complete(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("kube-apiserver options: %w", err)
@@ -120,6 +126,28 @@ func newAPIServer(ctx context.Context, args []string, ln net.Listener) (*apiserv
 		return nil, fmt.Errorf("kube-apiserver prepare: %w", err)
 	}
 	return &apiserver{run: prepared.Run}, nil
+}
+
+// apiserverOptions resets the process's feature gates (resetFeatureGates), parses args into kube-apiserver's
+// options and applies their --feature-gates to the process-global gates, which kube-apiserver reads on every
+// request (utilfeature.DefaultFeatureGate) and the control plane's kube-controller-manager and kube-scheduler then
+// share. It returns an error for a flag or feature gate kube-apiserver refuses.
+func apiserverOptions(args []string) (*options.ServerRunOptions, error) {
+	if err := resetFeatureGates(); err != nil {
+		return nil, fmt.Errorf("resetting feature gates: %w", err)
+	}
+	s := options.NewServerRunOptions()
+	fs := pflag.NewFlagSet("kube-apiserver", pflag.ContinueOnError)
+	for _, f := range s.Flags().FlagSets {
+		fs.AddFlagSet(f)
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("kube-apiserver flags: %w", err)
+	}
+	if err := s.GenericServerRunOptions.ComponentGlobalsRegistry.Set(); err != nil {
+		return nil, fmt.Errorf("kube-apiserver feature gates: %w", err)
+	}
+	return s, nil
 }
 
 // waitForReadyz polls /readyz with client until it answers "ok", failed reports a component failure, or timeout.

@@ -25,6 +25,12 @@ const (
 	// unthrottled already.
 	LoopbackQPS   = 5000
 	LoopbackBurst = 10000
+
+	// DefaultFeatureGates are the kube-apiserver feature gates every control plane sets, in kube-apiserver's
+	// --feature-gates syntax; Config.FeatureGates is applied over them. ShardedListAndWatch (alpha in Kubernetes
+	// 1.36, KEP-5866) serves metav1.ListOptions.ShardSelector on LIST and WATCH, which `kubedeploy controllers
+	// --sharding` needs.
+	DefaultFeatureGates = "ShardedListAndWatch=true"
 )
 
 // Config configures an embedded control plane. Call Default to fill zero values and Validate before New.
@@ -61,6 +67,22 @@ type Config struct {
 	// implementation kubedeploy's controllers are compared against. The cluster must then run none of
 	// kubedeploy's controllers. `kubedeploy up` never sets it; no non-test code outside this package may.
 	UpstreamWorkloadControllers bool
+
+	// FeatureGates are kube-apiserver feature gates in its --feature-gates syntax ("A=true,B=false", gate names as
+	// Kubernetes spells them), applied over DefaultFeatureGates: "ShardedListAndWatch=false" turns the default
+	// off. Feature gates are process-global: kube-controller-manager and kube-scheduler of the same control plane
+	// see the same values, and each Start resets every gate to its default before applying these, so a control
+	// plane never inherits the gates of an earlier one in the process.
+	FeatureGates string
+	// AuditPolicyFile is the path of an audit policy (an audit.k8s.io/v1 Policy), kube-apiserver's
+	// --audit-policy-file. It must be given together with AuditLogPath.
+	AuditPolicyFile string
+	// AuditLogPath is the file kube-apiserver writes the audit events the policy selects to, one JSON object per
+	// line, as its --audit-log-path does: relative paths are relative to the working directory; the file
+	// (mode 0600) and its directory are created if missing, appended to, and rotated at 100 MB (100 old files
+	// kept). "-", which would make kube-apiserver write to standard output, is refused: that is the terminal
+	// `kubedeploy up` reports on.
+	AuditLogPath string
 }
 
 // Default fills zero values: Nodes DefaultNodes (3), both pod delays 1s, the controller-manager's client rate
@@ -78,11 +100,20 @@ func (c *Config) Default() {
 }
 
 // Validate returns an error naming the first invalid field: an empty data dir, a port outside 0–65535, a
-// negative or zero node count, a zone count outside 0–MaxZones or above the node count, a negative delay, QPS or burst, a kube controller that must never run (KCM's
-// deployment or replicaset controller, any alias, or "*"). It does not touch the file system.
+// negative or zero node count, a zone count outside 0–MaxZones or above the node count, a negative delay, QPS or
+// burst, a kube controller that must never run (KCM's deployment or replicaset controller, any alias, or "*"),
+// feature gates kube-apiserver would refuse (bad syntax, an unknown gate, a locked one), an audit policy file
+// that cannot be read or is not a valid policy, or only one of AuditPolicyFile and AuditLogPath, or AuditLogPath
+// "-". It reads AuditPolicyFile and writes nothing.
 func (c Config) Validate() error {
 	if err := checkControllers(c.KubeControllers, false); err != nil {
 		return fmt.Errorf("kube controllers: %w", err)
+	}
+	if err := ValidateFeatureGates(c.FeatureGates); err != nil {
+		return fmt.Errorf("feature gates: %w", err)
+	}
+	if err := checkAudit(c.AuditPolicyFile, c.AuditLogPath); err != nil {
+		return err
 	}
 	switch {
 	case c.DataDir == "":

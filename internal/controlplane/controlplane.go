@@ -260,6 +260,10 @@ func closeEtcd(e *embed.Etcd) error {
 }
 
 func (cp *ControlPlane) startAPIServer(ctx context.Context, etcdCfg *embed.Config, ln net.Listener) error {
+	gates, err := featureGates(cp.cfg.FeatureGates)
+	if err != nil {
+		return fmt.Errorf("feature gates: %w", err)
+	}
 	args := apiserverArgs(apiserverParams{
 		port:      cp.port,
 		etcdURL:   etcdClientURL(etcdCfg),
@@ -269,8 +273,12 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, etcdCfg *embed.Confi
 		saKeyFile: cp.pki.saKeyFile(),
 		saPubFile: cp.pki.saPubFile(),
 		certDir:   cp.layout.pki("apiserver-generated"),
+
+		featureGates:    gates,
+		auditPolicyFile: cp.cfg.AuditPolicyFile,
+		auditLogPath:    cp.cfg.AuditLogPath,
 	})
-	err := cp.sup.goRun("kube-apiserver", apiserverStopTimeout, func(ctx context.Context) (func(context.Context) error, error) {
+	err = cp.sup.goRun("kube-apiserver", apiserverStopTimeout, func(ctx context.Context) (func(context.Context) error, error) {
 		s, err := newAPIServer(ctx, args, ln)
 		if err != nil {
 			_ = ln.Close()

@@ -14,7 +14,11 @@
 //
 // Only one ControlPlane may run per process at a time: kube-apiserver, kube-controller-manager and
 // kube-scheduler register global metrics, feature gates and configz entries. A ControlPlane may be stopped and a
-// new one started in the same process (tests do this), but never two at once.
+// new one started in the same process (tests do this), but never two at once. Feature gates are one set per
+// process (utilfeature.DefaultFeatureGate, which kube-apiserver reads on every request and the embedded
+// kube-controller-manager and kube-scheduler share): each Start resets every gate to its default, then applies
+// DefaultFeatureGates (ShardedListAndWatch on) and Config.FeatureGates, so a control plane never inherits the
+// gates of an earlier one in the process.
 //
 // KWOK drives pods through their lifecycle with stages (see stages/*.yaml): a scheduled pod becomes Running and
 // Ready after Config.PodStartupDelay; a Ready pod owned by a Job succeeds one Config.PodStartupDelay later; a pod
