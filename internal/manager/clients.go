@@ -25,6 +25,9 @@ func (c Config) restConfigFor(controller string) *rest.Config {
 	cfg.UserAgent = UserAgent(controller, c.Version)
 	cfg.QPS = c.QPS
 	cfg.Burst = c.Burst
+	if c.shard != nil {
+		c.shard.applyShard(cfg, controller, c.QPS, c.Burst)
+	}
 	return cfg
 }
 

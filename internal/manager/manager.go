@@ -51,7 +51,11 @@ type Config struct {
 	// event as upstream does.
 	StatusSyncWindow time.Duration
 	// LeaderElection, when enabled, runs the controllers only while this process holds the Lease (CM-7).
+	// In sharded mode its durations, namespace and identity serve the replica's own Lease instead.
 	LeaderElection LeaderElection
+	// Sharding, when enabled, runs this replica's controllers only for the namespaces of the buckets it owns,
+	// beside other active replicas (issue 35, SH-1…SH-7); it takes the place of leader election.
+	Sharding Sharding
 	// Serving, when enabled, serves /healthz, /readyz, /livez and /metrics over HTTPS.
 	Serving Serving
 	// Connectivity says how often the API server is probed and an outage
@@ -65,6 +69,9 @@ type Config struct {
 	// ShadowQuiet is how long observe mode's shadow check waits to see a divergent Deployment unchanged
 	// before it reports it (shadow.DefaultQuiet, 5 s, when 0); < 0 is invalid.
 	ShadowQuiet time.Duration
+	// shard, set only on the Config of a sharded bucket's ControllerSet, scopes its informers and fences its
+	// writes.
+	shard *shardContext
 	// Started, if set, is called from Run's goroutines each time the
 	// controllers have started (with leader election: once this process
 	// leads) and their informer caches have synced; with no controllers,
@@ -101,6 +108,7 @@ func (c *Config) Default() {
 		c.StatusSyncWindow = DefaultStatusSyncWindow
 	}
 	c.LeaderElection.Default()
+	c.Sharding.Default()
 	c.Connectivity.Default()
 	if c.Observe {
 		c.Serving.Plain = true
@@ -115,8 +123,11 @@ func (c Config) Validate() error {
 	if c.RESTConfig == nil {
 		return fmt.Errorf("no API server configuration")
 	}
-	if c.Observe && (len(c.Controllers) > 0 || c.LeaderElection.Enabled) {
-		return errors.New("observe mode runs no controllers and needs no leader election")
+	if c.Observe && (len(c.Controllers) > 0 || c.LeaderElection.Enabled || c.Sharding.Enabled) {
+		return errors.New("observe mode runs no controllers and needs no leader election or sharding")
+	}
+	if err := c.Sharding.Validate(); err != nil {
+		return err
 	}
 	if err := ValidateControllers(c.Controllers); err != nil {
 		return err
@@ -130,7 +141,9 @@ func (c Config) Validate() error {
 	if c.ExpectationsTimeout < 0 || c.MaxCacheWait < 0 || c.ShadowQuiet < 0 {
 		return fmt.Errorf("expectations timeout, max cache wait and shadow quiet time must not be negative")
 	}
-	if err := c.LeaderElection.Validate(); err != nil {
+	le := c.LeaderElection
+	le.Enabled = le.Enabled || c.Sharding.Enabled // sharded mode uses the same durations
+	if err := le.Validate(); err != nil {
 		return err
 	}
 	if err := c.Connectivity.Validate(); err != nil {
@@ -167,7 +180,7 @@ func Run(ctx context.Context, cfg Config) error {
 		syncCheck serving.SyncCheck
 		watchdog  *leaderelection.HealthzAdaptor
 	)
-	if cfg.LeaderElection.Enabled {
+	if cfg.LeaderElection.Enabled && !cfg.Sharding.Enabled {
 		// As kube-controller-manager: unhealthy when leading but not renewed for RenewDeadline + 20s.
 		watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 	}
@@ -180,6 +193,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.Observe {
 		return runObserving(ctx, cfg, &syncCheck)
+	}
+	if cfg.Sharding.Enabled {
+		return runSharded(ctx, cfg, &syncCheck)
 	}
 	return runElected(ctx, cfg, watchdog, &syncCheck)
 }

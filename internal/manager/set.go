@@ -8,11 +8,15 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
@@ -78,11 +82,30 @@ func newSharedInformers(ctx context.Context, cfg Config) (kubernetes.Interface, 
 	resync := time.Duration(float64(minResyncPeriod) * (1 + rand.Float64()))
 	templates := rawtemplate.NewStore(klog.FromContext(ctx), infDynamic)
 	factory := informers.NewSharedInformerFactoryWithOptions(infClient, resync, informers.WithTransform(podcache.Transform))
-	if err := templates.Informers(factory, infConfig); err != nil {
+	var scoped func(cache.ListerWatcher) cache.ListerWatcher
+	if cfg.shard != nil {
+		scoped = cfg.shard.scope.ListWatch
+		factory.InformerFor(&v1.Pod{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+			return cache.NewSharedIndexInformer(scoped(podListWatch(client)), &v1.Pod{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		})
+	}
+	if err := templates.Informers(factory, infConfig, scoped); err != nil {
 		factory.Shutdown()
 		return nil, Inputs{}, err
 	}
 	return infClient, Inputs{Config: cfg, Informers: factory, Templates: templates}, nil
+}
+
+// podListWatch lists and watches the pods of every namespace through client.
+func podListWatch(client kubernetes.Interface) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
+		},
+	}
 }
 
 // optionalInformersReadable asks, once per resource, whether client may list each optional informer of the

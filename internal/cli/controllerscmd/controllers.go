@@ -19,6 +19,7 @@ import (
 	"github.com/kubedeploy/kubedeploy/internal/buildinfo"
 	"github.com/kubedeploy/kubedeploy/internal/cli/cliargs"
 	"github.com/kubedeploy/kubedeploy/internal/manager"
+	"github.com/kubedeploy/kubedeploy/internal/shard"
 )
 
 // controllersOptions are the flags of `kubedeploy controllers` and `kubedeploy-controllers`, named as
@@ -44,6 +45,9 @@ Switch the cluster's own controllers off first (kube-controller-manager
 --controllers=*,-deployment,-replicaset). With --leader-elect (default) only the holder of
 the Lease runs the controllers; on SIGTERM it finishes in-flight syncs, releases the Lease
 and exits 0; if it loses the Lease it stops its workers and exits 1.
+With --sharding every replica is active instead: each holds a Lease of its own, owns buckets
+of the namespace hash space (a ConfigMap, --shard-ring-name, in the Lease namespace) and
+runs the controllers, and their informers, only for its namespaces (spec SH-1..SH-7).
 /healthz, /livez, /readyz and /metrics are served over HTTPS on --bind-address:--secure-port,
 authenticated and authorized by the API server like kube-controller-manager's.`,
 		Args: cobra.NoArgs,
@@ -70,6 +74,9 @@ func addControllersFlags(cmd *cobra.Command, o *controllersOptions) {
 	f.DurationVar(&le.RetryPeriod, "leader-elect-retry-period", manager.DefaultRetryPeriod, "time between attempts to acquire or renew the Lease")
 	f.StringVar(&le.ResourceName, "leader-elect-resource-name", manager.DefaultResourceName, "name of the Lease")
 	f.StringVar(&le.ResourceNamespace, "leader-elect-resource-namespace", manager.DefaultResourceNamespace, "namespace of the Lease")
+	f.BoolVar(&m.Sharding.Enabled, "sharding", false, "run as one of several active replicas, each syncing only its share of namespaces (takes the place of --leader-elect; uses its durations and namespace)")
+	f.IntVar(&m.Sharding.Buckets, "shard-buckets", manager.DefaultShardBuckets, "buckets of the namespace hash space in a ring this replica creates, 1..1024 (a ring that exists keeps its own)")
+	f.StringVar(&m.Sharding.RingName, "shard-ring-name", shard.DefaultRingName, "name of the ConfigMap that holds the shard ring, in --leader-elect-resource-namespace")
 	f.IntVar(&m.Serving.Port, "secure-port", manager.DefaultSecurePort, "HTTPS port for /healthz, /readyz, /livez and /metrics, 0..65535 (0 disables)")
 	f.StringVar(&m.Serving.BindAddress, "bind-address", "127.0.0.1", "IP address for --secure-port (0.0.0.0 for all interfaces, e.g. in a pod)")
 	f.BoolVar(&m.Serving.Profiling, "profiling", true, "serve Go's pprof profiles under /debug/pprof/ on --secure-port, to users allowed get on that nonResourceURL")
@@ -102,6 +109,7 @@ func (o *controllersOptions) check() error {
 		cliargs.Positive("--leader-elect-renew-deadline", le.RenewDeadline),
 		cliargs.Positive("--leader-elect-retry-period", le.RetryPeriod),
 		checkLeaseOrder(*le),
+		cliargs.InRange("--shard-buckets", m.Sharding.Buckets, 1, 1024),
 		cliargs.InRange("--secure-port", m.Serving.Port, 0, 65535),
 		checkLoggingFlags(o.logging),
 	)
@@ -157,7 +165,7 @@ func runControllers(ctx context.Context, o *controllersOptions) error {
 		return err
 	}
 	return runManager(ctx, cfg, o.kubeconfig, o.logging, "Starting kubedeploy controllers",
-		"controllers", cfg.Controllers, "leaderElect", cfg.LeaderElection.Enabled, "identity", cfg.LeaderElection.Identity)
+		"controllers", cfg.Controllers, "leaderElect", cfg.LeaderElection.Enabled && !cfg.Sharding.Enabled, "sharding", cfg.Sharding.Enabled, "identity", cfg.LeaderElection.Identity)
 }
 
 // runManager applies GOGC and the logging flags, loads the kubeconfig into cfg, logs msg with keysAndValues and

@@ -2,6 +2,7 @@ package rawtemplate
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	"k8s.io/client-go/kubernetes"
@@ -39,12 +41,13 @@ const (
 // on the bytes the API server sent, for spec fields kubedeploy's API does not know: protobuf decoding skips such
 // fields, so a spec message longer than the typed spec's encoding has some (JSON, from a server or proxy that speaks
 // nothing else, is decoded strictly). Such an object is noted as unread at its generation; Resolve reads it as JSON
-// when a controller needs its template. Deletes reach s.Forget. Errors are rest.RESTClientFor's (a
+// when a controller needs its template. Deletes reach s.Forget. A non-nil scoped restricts the informer's list and
+// watch to some namespaces (sharded mode, SH-4: shard.Scope.ListWatch). Errors are rest.RESTClientFor's (a
 // configuration it rejects) or client-go's event-handler registration.
 //
 // On a cluster of kubedeploy's own version no object has unknown fields, and the check costs a length comparison
 // per object (BenchmarkDecodeProtobufChecked).
-func (s *Store) NewInformer(cfg *rest.Config, example runtime.Object, resync time.Duration) (cache.SharedIndexInformer, error) {
+func (s *Store) NewInformer(cfg *rest.Config, example runtime.Object, resync time.Duration, scoped func(cache.ListerWatcher) cache.ListerWatcher) (cache.SharedIndexInformer, error) {
 	client, err := s.appsClient(cfg)
 	if err != nil {
 		return nil, err
@@ -52,10 +55,14 @@ func (s *Store) NewInformer(cfg *rest.Config, example runtime.Object, resync tim
 	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 	var inf cache.SharedIndexInformer
 	switch example.(type) {
-	case *appsv1.Deployment:
-		inf = appsinformers.NewDeploymentInformer(client, metav1.NamespaceAll, resync, indexers)
-	case *appsv1.ReplicaSet:
-		inf = appsinformers.NewReplicaSetInformer(client, metav1.NamespaceAll, resync, indexers)
+	case *appsv1.Deployment, *appsv1.ReplicaSet:
+		if scoped != nil {
+			inf = cache.NewSharedIndexInformer(scoped(appsListWatch(client, example)), example, resync, indexers)
+		} else if _, ok := example.(*appsv1.Deployment); ok {
+			inf = appsinformers.NewDeploymentInformer(client, metav1.NamespaceAll, resync, indexers)
+		} else {
+			inf = appsinformers.NewReplicaSetInformer(client, metav1.NamespaceAll, resync, indexers)
+		}
 	default:
 		return nil, fmt.Errorf("rawtemplate: no informer for %T", example)
 	}
@@ -65,14 +72,36 @@ func (s *Store) NewInformer(cfg *rest.Config, example runtime.Object, resync tim
 	return inf, nil
 }
 
+// appsListWatch lists and watches example's kind (Deployment or ReplicaSet) in every namespace through client.
+func appsListWatch(client kubernetes.Interface, example runtime.Object) *cache.ListWatch {
+	if _, ok := example.(*appsv1.Deployment); ok {
+		return &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return client.AppsV1().Deployments(metav1.NamespaceAll).Watch(ctx, o)
+			},
+		}
+	}
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return client.AppsV1().ReplicaSets(metav1.NamespaceAll).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return client.AppsV1().ReplicaSets(metav1.NamespaceAll).Watch(ctx, o)
+		},
+	}
+}
+
 // Informers is NewInformer for both kinds, registered in factory so that every controller and collector asking
 // factory for a Deployment or ReplicaSet informer gets the checked one. Call it before anything asks factory for
-// either; the errors are NewInformer's.
-func (s *Store) Informers(factory informers.SharedInformerFactory, cfg *rest.Config) error {
+// either; scoped is NewInformer's. The errors are NewInformer's.
+func (s *Store) Informers(factory informers.SharedInformerFactory, cfg *rest.Config, scoped func(cache.ListerWatcher) cache.ListerWatcher) error {
 	var errs []error
 	for _, example := range []runtime.Object{&appsv1.Deployment{}, &appsv1.ReplicaSet{}} {
 		factory.InformerFor(example, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			inf, err := s.NewInformer(cfg, example, resync)
+			inf, err := s.NewInformer(cfg, example, resync, scoped)
 			if err != nil {
 				errs = append(errs, err)
 				// The factory wants an informer; this one is never started, as Run returns the error first.

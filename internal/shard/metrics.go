@@ -1,0 +1,46 @@
+package shard
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+var (
+	metricOwnedBuckets = metrics.NewGauge(&metrics.GaugeOpts{
+		Name: "kubedeploy_shard_owned_buckets", StabilityLevel: metrics.ALPHA,
+		Help: "Buckets of the namespace hash space the ring gives this replica (sharded mode, SH-1).",
+	})
+	metricRunningBuckets = metrics.NewGauge(&metrics.GaugeOpts{
+		Name: "kubedeploy_shard_running_buckets", StabilityLevel: metrics.ALPHA,
+		Help: "Buckets this replica runs controllers for now (a claim won and valid, SH-2).",
+	})
+	metricRingPods = metrics.NewGauge(&metrics.GaugeOpts{
+		Name: "kubedeploy_shard_owned_pods", StabilityLevel: metrics.ALPHA,
+		Help: "Pods in the namespaces of this replica's buckets, as the ring last measured them (pods).",
+	})
+	metricHandovers = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name: "kubedeploy_shard_handovers_total", StabilityLevel: metrics.ALPHA,
+		Help: "Buckets this replica took (unowned or from an expired replica), accepted (handed to it or claimed again), or released to another replica.",
+	}, []string{"direction"})
+	metricUnownedSeconds = metrics.NewHistogram(&metrics.HistogramOpts{
+		Name: "kubedeploy_shard_unowned_seconds", StabilityLevel: metrics.ALPHA,
+		Help:    "Seconds a bucket this replica took or accepted had gone unowned: since its release, or since its expired owner's Lease last changed.",
+		Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 15, 20, 30, 60, 120},
+	})
+	// MetricServerSideFiltering is 1 when the API server filters this replica's lists and watches by shard
+	// (ShardedListAndWatch), 0 when only the client does (SH-4).
+	MetricServerSideFiltering = metrics.NewGauge(&metrics.GaugeOpts{
+		Name: "kubedeploy_shard_server_side_filtering", StabilityLevel: metrics.ALPHA,
+		Help: "1 when the API server filters this replica's lists and watches by shard (ShardedListAndWatch), 0 when only the client does (SH-4).",
+	})
+	registerOnce sync.Once
+)
+
+// RegisterMetrics registers the sharded mode's metrics in the legacy registry, once.
+func RegisterMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(metricOwnedBuckets, metricRunningBuckets, metricRingPods, metricHandovers, metricUnownedSeconds, MetricServerSideFiltering)
+	})
+}

@@ -1,0 +1,320 @@
+package shard
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+)
+
+// reconcile is one round of the coordinator: stop what it may no longer run, then at most one ring write
+// (accept what it owns, finish its release, or make the plan's next move).
+func (c *Coordinator) reconcile(ctx context.Context) {
+	epoch := c.member.Epoch()
+	if epoch == 0 {
+		c.stopAll("membership lapsed or not yet renewed")
+		return
+	}
+	cm, ring, err := c.readRing()
+	if err != nil {
+		c.stopAll("the ring cannot be read")
+		return
+	}
+	if cm == nil {
+		if err := c.createRing(ctx); err != nil {
+			c.logger.Error(err, "Could not create the shard ring")
+		}
+		return
+	}
+	c.stopLost(ring, epoch)
+	c.observeOwners(ring)
+	if c.accept(ctx, cm, ring, epoch) || c.finishRelease(ctx, cm, ring) {
+		return
+	}
+	c.move(ctx, cm, ring, epoch)
+}
+
+// observeOwners starts the clock on owners this replica has not seen a Lease of, and publishes the gauges.
+func (c *Coordinator) observeOwners(ring Ring) {
+	owners := make([]string, 0, len(ring.Buckets))
+	for _, b := range ring.Buckets {
+		owners = append(owners, b.Owner)
+	}
+	c.member.Known(owners...)
+	ownedBuckets, ownedPods := 0, 0
+	for _, b := range ring.Buckets {
+		if b.Owner == c.cfg.Identity {
+			ownedBuckets++
+			ownedPods += b.Pods
+		}
+	}
+	c.owned.Store(int64(ownedBuckets))
+	metricOwnedBuckets.Set(float64(ownedBuckets))
+	metricRingPods.Set(float64(ownedPods))
+}
+
+// stopLost stops every bucket this replica runs but may not: no longer its own, being released, bounds
+// changed, or claimed in an older epoch (SH-2, SH-3).
+func (c *Coordinator) stopLost(ring Ring, epoch int64) {
+	var lost []int
+	c.mu.Lock()
+	for i, run := range c.running {
+		if i >= len(ring.Buckets) {
+			lost = append(lost, i)
+			continue
+		}
+		b := ring.Buckets[i]
+		if b.Owner != c.cfg.Identity || b.ReleasingTo != "" || b.Range() != run.rng || run.epoch != epoch {
+			lost = append(lost, i)
+		}
+	}
+	c.mu.Unlock()
+	c.stop(lost, "no longer this replica's to run")
+}
+
+// stopAll stops every bucket this replica runs.
+func (c *Coordinator) stopAll(why string) {
+	c.mu.Lock()
+	all := make([]int, 0, len(c.running))
+	for i := range c.running {
+		all = append(all, i)
+	}
+	c.mu.Unlock()
+	c.stop(all, why)
+}
+
+// stop revokes the buckets' fences at once, then stops them side by side (each drains its in-flight syncs
+// and stops its informers) and returns when all have stopped.
+func (c *Coordinator) stop(buckets []int, why string) {
+	if len(buckets) == 0 {
+		return
+	}
+	c.mu.Lock()
+	runs := make([]*bucketRun, 0, len(buckets))
+	for _, i := range buckets {
+		run := c.running[i]
+		run.fence.Revoke()
+		runs = append(runs, run)
+		delete(c.running, i)
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, run := range runs {
+		wg.Go(run.running.Stop)
+	}
+	wg.Wait()
+	slices.Sort(buckets)
+	c.logger.Info("Stopped shard buckets", "buckets", buckets, "reason", why)
+	metricRunningBuckets.Set(float64(c.runningCount()))
+}
+
+func (c *Coordinator) runningCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.running)
+}
+
+// accept claims, with one conditional write, every bucket the ring gives this replica that it does not run
+// (handed to it, or its own from before a lapse: SH-2's "won a claim again"), then starts them. It reports
+// whether it tried a write.
+func (c *Coordinator) accept(ctx context.Context, cm *v1.ConfigMap, ring Ring, epoch int64) bool {
+	var pending []int
+	c.mu.Lock()
+	for i, b := range ring.Buckets {
+		if _, ok := c.running[i]; !ok && b.Owner == c.cfg.Identity && b.ReleasingTo == "" {
+			pending = append(pending, i)
+		}
+	}
+	c.mu.Unlock()
+	if len(pending) == 0 {
+		return false
+	}
+	next := ring.Clone()
+	for _, i := range pending {
+		next.Buckets[i].Claims++
+		next.Buckets[i].UnownedSince = nil
+	}
+	if c.claim(ctx, cm, next, epoch, "accepted") {
+		for _, i := range pending {
+			metricHandovers.WithLabelValues("accepted").Inc()
+			c.observeUnowned(ring.Buckets[i].UnownedSince, time.Time{})
+			c.start(ctx, i, ring.Buckets[i].Range(), epoch)
+		}
+	}
+	return true
+}
+
+// claim writes next and reports whether it is a claim won in epoch (written, and the epoch still current).
+func (c *Coordinator) claim(ctx context.Context, cm *v1.ConfigMap, next Ring, epoch int64, how string) bool {
+	if err := c.writeRing(ctx, cm, next); err != nil {
+		c.logWriteError(err, how)
+		return false
+	}
+	if c.member.Epoch() != epoch {
+		c.logger.Info("Membership lapsed during a shard claim; it is claimed again", "how", how)
+		return false
+	}
+	return true
+}
+
+func (c *Coordinator) logWriteError(err error, what string) {
+	if apierrors.IsConflict(err) {
+		c.logger.V(2).Info("The shard ring changed first; reading it again", "write", what)
+		return
+	}
+	c.logger.Error(err, "Could not write the shard ring", "write", what)
+}
+
+// start starts bucket i's run with a fresh fence of epoch; a build error is logged and retried next round.
+func (c *Coordinator) start(ctx context.Context, i int, rng Range, epoch int64) {
+	fence := NewFence(func() bool { return c.member.Valid(epoch) })
+	running, err := c.cfg.Runner.Start(ctx, Claim{Bucket: i, Range: rng, Fence: fence})
+	if err != nil {
+		c.logger.Error(err, "Could not start a shard bucket", "bucket", i, "range", rng.String())
+		return
+	}
+	c.mu.Lock()
+	c.running[i] = &bucketRun{rng: rng, epoch: epoch, fence: fence, running: running}
+	n := len(c.running)
+	c.mu.Unlock()
+	c.logger.Info("Started shard bucket", "bucket", i, "range", rng.String(), "epoch", epoch)
+	metricRunningBuckets.Set(float64(n))
+}
+
+// finishRelease completes this replica's release (stopLost has stopped the bucket): the bucket goes to the
+// replica it is released to if that one is live, else the release is called off. It reports whether it tried
+// a write.
+func (c *Coordinator) finishRelease(ctx context.Context, cm *v1.ConfigMap, ring Ring) bool {
+	i := slices.IndexFunc(ring.Buckets, func(b Bucket) bool { return b.Owner == c.cfg.Identity && b.ReleasingTo != "" })
+	if i < 0 {
+		return false
+	}
+	next := ring.Clone()
+	b := &next.Buckets[i]
+	to := b.ReleasingTo
+	if slices.Contains(c.member.Live(), to) {
+		b.Owner, b.UnownedSince = to, &metav1.MicroTime{Time: c.now()}
+	}
+	b.ReleasingTo = ""
+	if err := c.writeRing(ctx, cm, next); err != nil {
+		c.logWriteError(err, "release")
+		return true
+	}
+	if b.Owner == to {
+		metricHandovers.WithLabelValues("released").Inc()
+		c.logger.Info("Released shard bucket", "bucket", i, "to", to)
+	} else {
+		c.logger.Info("Called off a shard bucket release: the replica is gone", "bucket", i, "to", to)
+	}
+	return true
+}
+
+// move makes the plan's next move if it is this replica's: take a bucket (after confirming from the API
+// server that its owner's Lease expired) or start releasing one.
+func (c *Coordinator) move(ctx context.Context, cm *v1.ConfigMap, ring Ring, epoch int64) {
+	m := Next(ring, c.member.Live())
+	switch {
+	case m.Kind == Take && m.To == c.cfg.Identity:
+		c.take(ctx, cm, ring, m, epoch)
+	case m.Kind == Release && m.From == c.cfg.Identity:
+		next := ring.Clone()
+		next.Buckets[m.Bucket].ReleasingTo = m.To
+		if err := c.writeRing(ctx, cm, next); err != nil {
+			c.logWriteError(err, "start release")
+			return
+		}
+		c.logger.Info("Releasing shard bucket", "bucket", m.Bucket, "to", m.To)
+	}
+}
+
+// take claims an unowned bucket, or one whose owner's Lease the API server confirms expired (SH-7), and
+// starts it.
+func (c *Coordinator) take(ctx context.Context, cm *v1.ConfigMap, ring Ring, m Move, epoch int64) {
+	var lastSeen time.Time
+	if m.From != "" {
+		expired, err := c.member.ConfirmExpired(ctx, m.From)
+		if err != nil || !expired {
+			if err != nil {
+				c.logger.Error(err, "Could not read a shard replica's Lease", "replica", m.From)
+			}
+			return
+		}
+		lastSeen = c.member.LastSeen(m.From)
+	}
+	next := ring.Clone()
+	b := &next.Buckets[m.Bucket]
+	b.Owner, b.ReleasingTo, b.UnownedSince = c.cfg.Identity, "", nil
+	b.Claims++
+	if !c.claim(ctx, cm, next, epoch, "take") {
+		return
+	}
+	c.logger.Info("Took shard bucket", "bucket", m.Bucket, "from", m.From)
+	metricHandovers.WithLabelValues("taken").Inc()
+	c.observeUnowned(ring.Buckets[m.Bucket].UnownedSince, lastSeen)
+	c.start(ctx, m.Bucket, b.Range(), epoch)
+}
+
+// observeUnowned records how long a bucket went unowned: since it was released, or since its dead owner's
+// Lease last changed.
+func (c *Coordinator) observeUnowned(since *metav1.MicroTime, lastSeen time.Time) {
+	switch {
+	case since != nil:
+		metricUnownedSeconds.Observe(c.now().Sub(since.Time).Seconds())
+	case !lastSeen.IsZero():
+		metricUnownedSeconds.Observe(c.now().Sub(lastSeen).Seconds())
+	}
+}
+
+// leave stops every bucket, releases this replica's buckets in the ring (Owner ""), and deletes its Lease, so
+// peers take the buckets at once. It gives up after RenewDeadline; peers then wait for the Lease to expire.
+func (c *Coordinator) leave(ctx context.Context) {
+	c.stopAll("shutting down")
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Durations.RenewDeadline)
+	defer cancel()
+	for ctx.Err() == nil {
+		err := c.releaseAll(ctx)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) {
+			c.logger.Error(err, "Could not release the shard buckets; peers take them when the Lease expires")
+			return
+		}
+	}
+	if err := c.member.Leave(ctx); err != nil {
+		c.logger.Error(err, "Could not delete the shard membership Lease; it expires by itself")
+	}
+	c.logger.Info("Left the shard ring", "ring", klog.KRef(c.cfg.Namespace, c.cfg.RingName))
+}
+
+// releaseAll reads the ring from the API server and writes it with this replica's buckets unowned.
+func (c *Coordinator) releaseAll(ctx context.Context) error {
+	cm, err := c.cfg.Client.CoreV1().ConfigMaps(c.cfg.Namespace).Get(ctx, c.cfg.RingName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ring, err := DecodeRing(cm)
+	if err != nil {
+		return err
+	}
+	next, changed := ring.Clone(), false
+	for i, b := range next.Buckets {
+		if b.Owner == c.cfg.Identity {
+			next.Buckets[i].Owner, next.Buckets[i].ReleasingTo = "", ""
+			next.Buckets[i].UnownedSince = &metav1.MicroTime{Time: c.now()}
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return c.writeRing(ctx, cm, next)
+}

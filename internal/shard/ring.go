@@ -1,0 +1,165 @@
+package shard
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RingKey is the ConfigMap data key that holds the ring as JSON.
+const RingKey = "ring.json"
+
+// DefaultRingName is the name of the ring's ConfigMap (in the namespace of the replicas' Leases).
+const DefaultRingName = "kubedeploy-shards"
+
+// Ring is the sharded mode's one shared object (SH-5, SH-7): the buckets, in hash order, covering the
+// namespace hash space without gap or overlap, their weights and who owns each. It lives in a ConfigMap
+// (RingKey) and changes only by an update conditioned on the resourceVersion it was read at.
+type Ring struct {
+	// Buckets in hash order.
+	Buckets []Bucket `json:"buckets"`
+}
+
+// Bucket is one range of the namespace hash space and its ownership.
+type Bucket struct {
+	// Start and End are the range's bounds as shardRange takes them (End exclusive; Range.StartHex/EndHex).
+	Start string `json:"start"`
+	End   string `json:"end"`
+	// Pods and Namespaces are what the range held when last measured (pods, namespaces); Pods is its weight
+	// in the plan.
+	Pods       int `json:"pods"`
+	Namespaces int `json:"namespaces"`
+	// Owner is the identity of the replica that owns the bucket; "" when none does (released on shutdown, or
+	// never taken).
+	Owner string `json:"owner,omitempty"`
+	// ReleasingTo, while set, names the replica Owner is handing the bucket to: Owner stops its controllers
+	// and informers for the bucket, then writes Owner = ReleasingTo and clears it. At most one bucket of a
+	// ring is being released at a time (SH-5).
+	ReleasingTo string `json:"releasingTo,omitempty"`
+	// Claims counts the conditional writes by which an owner won the bucket (took it, accepted it, or
+	// claimed it again after its membership lapsed); each is one claim (SH-2, SH-7).
+	Claims int64 `json:"claims"`
+	// UnownedSince, when set, is when the bucket was last released (Owner "" or handed over): the next owner
+	// reports how long it went unowned.
+	UnownedSince *metav1.MicroTime `json:"unownedSince,omitempty"`
+}
+
+// Range returns b's hash range; the ring was checked by DecodeRing, so its bounds parse.
+func (b Bucket) Range() Range {
+	r, _ := parseRange(b.Start, b.End)
+	return r
+}
+
+// Weight is b's weight in the plan: its pods + 1 (so that buckets without pods spread too).
+func (b Bucket) Weight() int { return max(b.Pods, 0) + 1 }
+
+// NewRing returns an unowned ring over ranges, each bucket's pods and namespaces counted from pods
+// (namespace → pods).
+func NewRing(ranges []Range, pods map[string]int) Ring {
+	ring := Ring{Buckets: make([]Bucket, len(ranges))}
+	for i, r := range ranges {
+		ring.Buckets[i] = Bucket{Start: r.StartHex(), End: r.EndHex()}
+	}
+	for ns, p := range pods {
+		if i := ring.Find(ns); i >= 0 {
+			ring.Buckets[i].Pods += max(p, 0)
+			ring.Buckets[i].Namespaces++
+		}
+	}
+	return ring
+}
+
+// Find returns the index of the bucket holding namespace, or -1 for a ring that does not cover it (none
+// that DecodeRing accepted).
+func (r Ring) Find(namespace string) int {
+	h := Hash(namespace)
+	for i, b := range r.Buckets {
+		if rg := b.Range(); h >= rg.Start && h <= rg.Last {
+			return i
+		}
+	}
+	return -1
+}
+
+// Clone returns a deep copy of r.
+func (r Ring) Clone() Ring {
+	out := Ring{Buckets: make([]Bucket, len(r.Buckets))}
+	for i, b := range r.Buckets {
+		out.Buckets[i] = b
+		if b.UnownedSince != nil {
+			t := *b.UnownedSince
+			out.Buckets[i].UnownedSince = &t
+		}
+	}
+	return out
+}
+
+// Validate returns an error unless r has at least one bucket, every bound parses, the buckets cover the
+// hash space in order without gap or overlap, and at most one bucket is being released (its ReleasingTo set,
+// and only with an Owner).
+func (r Ring) Validate() error {
+	if len(r.Buckets) == 0 {
+		return errors.New("the ring has no buckets")
+	}
+	next, releasing := uint64(0), 0
+	for i, b := range r.Buckets {
+		rg, err := parseRange(b.Start, b.End)
+		if err != nil {
+			return fmt.Errorf("bucket %d: %w", i, err)
+		}
+		if rg.Start != next || (i > 0 && next == 0) {
+			return fmt.Errorf("bucket %d starts at %s: the buckets must cover the hash space in order", i, b.Start)
+		}
+		next = rg.Last + 1
+		if b.ReleasingTo != "" {
+			releasing++
+			if b.Owner == "" {
+				return fmt.Errorf("bucket %d is released to %q by no owner", i, b.ReleasingTo)
+			}
+		}
+	}
+	if r.Buckets[len(r.Buckets)-1].Range().Last != math.MaxUint64 {
+		return errors.New("the last bucket must end at " + hashSpaceEnd)
+	}
+	if releasing > 1 {
+		return fmt.Errorf("%d buckets are being released; at most one may be", releasing)
+	}
+	return nil
+}
+
+// DecodeRing reads the ring from cm (RingKey) and validates it. The error says what is wrong and where, so
+// that an operator can fix or delete the ConfigMap: a ring that does not decode is never overwritten.
+func DecodeRing(cm *v1.ConfigMap) (Ring, error) {
+	raw, ok := cm.Data[RingKey]
+	if !ok {
+		return Ring{}, fmt.Errorf("ConfigMap %s/%s has no %q key", cm.Namespace, cm.Name, RingKey)
+	}
+	var ring Ring
+	if err := json.Unmarshal([]byte(raw), &ring); err != nil {
+		return Ring{}, fmt.Errorf("ConfigMap %s/%s %q: %w", cm.Namespace, cm.Name, RingKey, err)
+	}
+	if err := ring.Validate(); err != nil {
+		return Ring{}, fmt.Errorf("ConfigMap %s/%s %q: %w", cm.Namespace, cm.Name, RingKey, err)
+	}
+	return ring, nil
+}
+
+// EncodeRing returns a copy of cm (or a new ConfigMap namespace/name when cm is nil) holding ring.
+func EncodeRing(cm *v1.ConfigMap, namespace, name string, ring Ring) *v1.ConfigMap {
+	raw, _ := json.MarshalIndent(ring, "", "  ") // plain data: cannot fail
+	var out *v1.ConfigMap
+	if cm == nil {
+		out = &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	} else {
+		out = cm.DeepCopy()
+	}
+	if out.Data == nil {
+		out.Data = map[string]string{}
+	}
+	out.Data[RingKey] = string(raw)
+	return out
+}
