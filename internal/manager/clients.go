@@ -19,10 +19,16 @@ func UserAgent(controller, version string) string {
 func EventSource(controller string) string { return controller + "-controller" }
 
 // restConfigFor is the named controller's client configuration: its user
-// agent (so its field manager), the configured QPS and burst.
+// agent (so its field manager), the configured QPS and burst. In sharded
+// mode the user agent ends with the replica's identity in parentheses (the
+// field manager, the user agent up to its first "/", is unchanged), so that
+// an audit log tells the replicas apart.
 func (c Config) restConfigFor(controller string) *rest.Config {
 	cfg := rest.CopyConfig(c.RESTConfig)
 	cfg.UserAgent = UserAgent(controller, c.Version)
+	if c.Sharding.Enabled {
+		cfg.UserAgent += " (" + c.LeaderElection.Identity + ")"
+	}
 	cfg.QPS = c.QPS
 	cfg.Burst = c.Burst
 	if c.shard != nil {
