@@ -55,11 +55,12 @@ type Membership struct {
 	observed   map[string]observation
 }
 
-// observation is a peer's Lease as this replica last saw it change: its resourceVersion ("" when deleted or
-// never seen) and when (this replica's clock), as leader election observes a leader.
+// observation is a peer's Lease as this replica last saw it change: whether it exists, its resourceVersion,
+// and when (this replica's clock), as leader election observes a leader.
 type observation struct {
-	rv string
-	at time.Time
+	present bool
+	rv      string
+	at      time.Time
 }
 
 // NewMembership returns the membership of identity in the ring named ring, its Lease in namespace.
@@ -176,19 +177,23 @@ func (m *Membership) Leave(ctx context.Context) error {
 // Observe records a peer's Lease as seen now (nil: deleted); an unchanged resourceVersion keeps the time it
 // was first seen.
 func (m *Membership) Observe(identity string, lease *coordinationv1.Lease) {
-	rv := ""
+	now := observation{present: lease != nil, at: m.clock.Now()}
 	if lease != nil {
-		rv = lease.ResourceVersion
+		now.rv = lease.ResourceVersion
+		if lease.Spec.RenewTime != nil { // renewTime too: a renewal shows even where resourceVersions are not kept
+			now.rv += "/" + lease.Spec.RenewTime.UTC().Format(time.RFC3339Nano)
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if o, ok := m.observed[identity]; !ok || o.rv != rv {
-		m.observed[identity] = observation{rv: rv, at: m.clock.Now()}
+	if o, ok := m.observed[identity]; !ok || o.present != now.present || o.rv != now.rv {
+		m.observed[identity] = now
 	}
 }
 
-// Known starts the clock on identities never observed (a ring's owners seen before their Leases): they count
-// as live for LeaseDuration from now, as a new standby counts a leader.
+// Known starts the clock on identities never observed (a ring's owners without a Lease this replica has
+// seen): they are not live, but ConfirmExpired counts their LeaseDuration from now, as a new standby counts a
+// leader's.
 func (m *Membership) Known(identities ...string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -210,7 +215,7 @@ func (m *Membership) Live() []string {
 	defer m.mu.Unlock()
 	now := m.clock.Now()
 	for id, o := range m.observed {
-		if id != m.identity && o.rv != "" && now.Sub(o.at) < m.d.LeaseDuration {
+		if id != m.identity && o.present && now.Sub(o.at) < m.d.LeaseDuration {
 			live = append(live, id)
 		}
 	}

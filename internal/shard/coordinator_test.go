@@ -1,0 +1,204 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/util/watchlist"
+	"k8s.io/klog/v2/ktesting"
+)
+
+// fastDurations keep the scenarios short; RenewDeadline < LeaseDuration as leader election requires.
+var fastDurations = Durations{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond}
+
+// newRingClient is a fake clientset whose ConfigMaps keep resourceVersions and refuse an update at a stale
+// one, as the API server does (SH-7 rests on it).
+func newRingClient() *fake.Clientset {
+	client := fake.NewClientset()
+	var rv atomic.Int64
+	gvr := v1.SchemeGroupVersion.WithResource("configmaps")
+	client.PrependReactor("create", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		cm := a.(k8stesting.CreateAction).GetObject().(*v1.ConfigMap).DeepCopy()
+		cm.ResourceVersion = strconv.FormatInt(rv.Add(1), 10)
+		if err := client.Tracker().Create(gvr, cm, cm.Namespace); err != nil {
+			return true, nil, err
+		}
+		return true, cm, nil
+	})
+	client.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		cm := a.(k8stesting.UpdateAction).GetObject().(*v1.ConfigMap).DeepCopy()
+		cur, err := client.Tracker().Get(gvr, cm.Namespace, cm.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		if cur.(*v1.ConfigMap).ResourceVersion != cm.ResourceVersion {
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), cm.Name, errors.New("stale resourceVersion"))
+		}
+		cm.ResourceVersion = strconv.FormatInt(rv.Add(1), 10)
+		return true, cm, client.Tracker().Update(gvr, cm, cm.Namespace)
+	})
+	return client
+}
+
+// cutClient is a replica's client whose Lease writes fail while cut is set: it cannot renew, as if the API
+// server could not be reached for them.
+type cutClient struct {
+	kubernetes.Interface
+	cut *atomic.Bool
+}
+
+// IsWatchListSemanticsUnSupported passes the fake clientset's watch-list opt-out through the wrapper.
+func (c cutClient) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(c.Interface)
+}
+
+func (c cutClient) CoordinationV1() coordinationclient.CoordinationV1Interface {
+	return cutCoordination{c.Interface.CoordinationV1(), c.cut}
+}
+
+type cutCoordination struct {
+	coordinationclient.CoordinationV1Interface
+	cut *atomic.Bool
+}
+
+func (c cutCoordination) Leases(ns string) coordinationclient.LeaseInterface {
+	return cutLeases{c.CoordinationV1Interface.Leases(ns), c.cut}
+}
+
+type cutLeases struct {
+	coordinationclient.LeaseInterface
+	cut *atomic.Bool
+}
+
+var errCut = errors.New("cut off by the test")
+
+func (l cutLeases) Update(ctx context.Context, lease *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	if l.cut.Load() {
+		return nil, errCut
+	}
+	return l.LeaseInterface.Update(ctx, lease, o)
+}
+
+func (l cutLeases) Create(ctx context.Context, lease *coordinationv1.Lease, o metav1.CreateOptions) (*coordinationv1.Lease, error) {
+	if l.cut.Load() {
+		return nil, errCut
+	}
+	return l.LeaseInterface.Create(ctx, lease, o)
+}
+
+// recorder is every replica's Runner: it records what runs, and a sampler checks SH-1 all along: no bucket
+// is ever run by two replicas whose fences both hold.
+type recorder struct {
+	mu         sync.Mutex
+	runs       map[int][]*fakeRun
+	violations []string
+}
+
+type fakeRun struct {
+	id    string
+	fence *Fence
+	live  atomic.Bool
+}
+
+func (r *fakeRun) Stop()                    { r.live.Store(false) }
+func (r *fakeRun) HasSynced() bool          { return true }
+func (r *fakeRun) Pods() (pods, nss int)    { return 0, 0 }
+func (r *recorder) runner(id string) Runner { return runnerFunc{r, id} }
+
+type runnerFunc struct {
+	r  *recorder
+	id string
+}
+
+func (f runnerFunc) Start(_ context.Context, c Claim) (Running, error) {
+	run := &fakeRun{id: f.id, fence: c.Fence}
+	run.live.Store(true)
+	f.r.mu.Lock()
+	defer f.r.mu.Unlock()
+	f.r.runs[c.Bucket] = append(f.r.runs[c.Bucket], run)
+	return run, nil
+}
+
+// sample records a violation for every bucket run by two replicas with valid fences.
+func (r *recorder) sample() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for b, runs := range r.runs {
+		var acting []string
+		for _, run := range runs {
+			if run.live.Load() && run.fence.Valid() {
+				acting = append(acting, run.id)
+			}
+		}
+		if len(acting) > 1 {
+			r.violations = append(r.violations, fmt.Sprintf("bucket %d acted on by %v", b, acting))
+		}
+	}
+}
+
+// replica is one coordinator under test.
+type replica struct {
+	c      *Coordinator
+	cut    atomic.Bool
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startReplica(t *testing.T, client kubernetes.Interface, rec *recorder, id string) *replica {
+	t.Helper()
+	r := &replica{done: make(chan error, 1)}
+	r.c = NewCoordinator(Config{
+		Client: cutClient{client, &r.cut}, Namespace: "kube-system", Identity: id, Buckets: 4, Durations: fastDurations,
+		Measure: func(context.Context) (map[string]int, error) { return sequential("ns-%02d", 20, 5), nil },
+		Runner:  rec.runner(id),
+	})
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, r.cancel = context.WithCancel(ctx)
+	go func() { r.done <- r.c.Run(ctx) }()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *replica) stop() {
+	r.cancel()
+	<-r.done
+	r.done <- nil
+}
+
+// waitRunning waits until each replica runs the given number of buckets.
+func waitRunning(t *testing.T, what string, want map[*replica]int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok := true
+		for r, n := range want {
+			ok = ok && len(r.c.Running()) == n
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			got := map[string][]int{}
+			for r := range want {
+				got[r.c.cfg.Identity] = r.c.Running()
+			}
+			t.Fatalf("%s: running %v", what, got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,88 @@
+package shard
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// TestReplicasShareAndHandOver plays SH-1, SH-2, SH-5 and SH-7 out on two coordinators over a fake API server
+// that keeps resourceVersions: the first creates the ring and runs every bucket; the second joins and gets half,
+// one release at a time; the first is cut off from its Lease, stops acting within RenewDeadline, and the
+// second takes its buckets once the Lease has expired; the first comes back, claims nothing of its old epoch,
+// and gets half again by the plan. A sampler checks all along that no bucket is acted on by both. Then both
+// leave: every bucket is unowned and the Leases are gone.
+func TestReplicasShareAndHandOver(t *testing.T) {
+	client := newRingClient()
+	rec := &recorder{runs: map[int][]*fakeRun{}}
+	stopSampling := sampleEvery(rec, 2*time.Millisecond)
+	a := startReplica(t, client, rec, "a")
+	waitRunning(t, "a alone", map[*replica]int{a: 4})
+	b := startReplica(t, client, rec, "b")
+	waitRunning(t, "a and b", map[*replica]int{a: 2, b: 2})
+
+	a.cut.Store(true)
+	cutAt := time.Now()
+	waitRunning(t, "a cut off", map[*replica]int{a: 0, b: 4})
+	if took := time.Since(cutAt); took < fastDurations.LeaseDuration-fastDurations.RetryPeriod {
+		t.Errorf("b had every bucket %v after a was cut off, before a's Lease could expire (%v)", took, fastDurations.LeaseDuration)
+	}
+	a.cut.Store(false)
+	waitRunning(t, "a back", map[*replica]int{a: 2, b: 2})
+	stopSampling()
+	if len(rec.violations) > 0 {
+		t.Fatalf("SH-1 broken: %v", rec.violations[:min(5, len(rec.violations))])
+	}
+	a.stop()
+	b.stop()
+	checkLeft(t, client)
+}
+
+// sampleEvery runs rec.sample every d until the returned stop is called.
+func sampleEvery(rec *recorder, d time.Duration) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(d):
+				rec.sample()
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// checkLeft checks that replicas that left released every bucket and deleted their Leases.
+func checkLeft(t *testing.T, client *fake.Clientset) {
+	t.Helper()
+	ctx := context.Background()
+	cm, err := client.CoreV1().ConfigMaps("kube-system").Get(ctx, DefaultRingName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := DecodeRing(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range ring.Buckets {
+		if b.Owner != "" || b.UnownedSince == nil {
+			t.Errorf("bucket %d after both left: owner %q, unowned since %v", i, b.Owner, b.UnownedSince)
+		}
+		if b.Claims < 1 {
+			t.Errorf("bucket %d was never claimed", i)
+		}
+	}
+	for _, id := range []string{"a", "b"} {
+		if _, err := client.CoordinationV1().Leases("kube-system").Get(ctx, MemberLeaseName(id), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the Lease of %s after it left: %v", id, err)
+		}
+	}
+}
