@@ -117,25 +117,26 @@ func startUp(ctx context.Context, bins binaries, dir string, upstream bool) (*ch
 }
 
 // runSide runs the specs on a fresh cluster with side's controllers and returns their results. Its files go to
-// work/<side>: up.log, upstream-kcm.log, e2e.log and report.json.
-func runSide(ctx context.Context, bins binaries, work, side string, timeout time.Duration) (results []Result, err error) {
+// work/<side>: up.log, upstream-kcm.log, sharded-<i>.log, e2e.log and report.json. With sharded > 0, kubedeploy's
+// side runs that many sharded replicas instead of up's controllers.
+func runSide(ctx context.Context, bins binaries, work, side string, timeout time.Duration, sharded int) (results []Result, err error) {
 	dir := filepath.Join(work, side)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	up, kubeconfig, err := startUp(ctx, bins, dir, side == sideUpstream)
+	up, kubeconfig, err := startUp(ctx, bins, dir, side == sideUpstream || sharded > 0)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, up.stop()) }()
-	if side == sideUpstream {
-		kcm, err := start("upstream kube-controller-manager", filepath.Join(dir, "upstream-kcm.log"), bins.upstream,
-			"--kubeconfig="+kubeconfig, "--controllers=deployment-controller,replicaset-controller",
-			"--leader-elect=false", "--secure-port=0")
-		if err != nil {
-			return nil, err
+	controllers, err := startControllers(bins, dir, kubeconfig, side, sharded)
+	defer func() {
+		for _, c := range controllers {
+			err = errors.Join(err, c.stop())
 		}
-		defer func() { err = errors.Join(err, kcm.stop()) }()
+	}()
+	if err != nil {
+		return nil, err
 	}
 	report := filepath.Join(dir, "report.json")
 	logPath := filepath.Join(dir, "e2e.log")
@@ -151,6 +152,36 @@ func runSide(ctx context.Context, bins binaries, work, side string, timeout time
 	}
 	defer f.Close()
 	return readReport(f)
+}
+
+// startControllers starts the controllers up does not run: upstream's kube-controller-manager with its
+// Deployment and ReplicaSet controllers for the upstream side, or sharded `kubedeploy controllers --sharding`
+// replicas; none for kubedeploy's side without sharding. It returns those it started.
+func startControllers(bins binaries, dir, kubeconfig, side string, sharded int) ([]*child, error) {
+	if side == sideUpstream {
+		kcm, err := start("upstream kube-controller-manager", filepath.Join(dir, "upstream-kcm.log"), bins.upstream,
+			"--kubeconfig="+kubeconfig, "--controllers=deployment-controller,replicaset-controller",
+			"--leader-elect=false", "--secure-port=0")
+		if err != nil {
+			return nil, err
+		}
+		return []*child{kcm}, nil
+	}
+	var started []*child
+	for i := range sharded {
+		c, err := start(fmt.Sprintf("sharded replica %d", i), filepath.Join(dir, fmt.Sprintf("sharded-%d.log", i)), bins.kubedeploy,
+			"controllers", "--sharding", "--kubeconfig="+kubeconfig, "--secure-port=0",
+			// up's loopback rate limits, so that the sharded side runs at the rate up's own controllers do
+			"--kube-api-qps=5000", "--kube-api-burst=10000")
+		if err != nil {
+			return started, err
+		}
+		started = append(started, c)
+	}
+	if sharded > 0 {
+		logf("%s side: %d sharded replicas (logs: %s)", side, sharded, filepath.Join(dir, "sharded-*.log"))
+	}
+	return started, nil
 }
 
 // e2eArgs returns the e2e binary's command line: the skeleton provider, the focus and skip expressions, a JSON

@@ -39,6 +39,9 @@ type options struct {
 	work    string
 	keep    bool
 	timeout time.Duration
+	// sharded, when > 0, runs kubedeploy's side as that many `kubedeploy controllers --sharding` processes
+	// against `up --controllers=` (issue 35's fidelity check) instead of up's own controllers.
+	sharded int
 }
 
 func main() {
@@ -48,6 +51,7 @@ func main() {
 	flag.StringVar(&o.work, "work", "", "directory for the binaries, the clusters' data dirs, e2e logs and reports (default: a new temporary one)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory after a passing run (a failing run always keeps it)")
 	flag.DurationVar(&o.timeout, "timeout", 45*time.Minute, "how long one side's e2e run may take")
+	flag.IntVar(&o.sharded, "sharded", 0, "run kubedeploy's side as this many `kubedeploy controllers --sharding` replicas beside `up --controllers=` (0: up's own controllers)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, o)
@@ -69,6 +73,9 @@ func run(ctx context.Context, o options) error {
 	default:
 		return fmt.Errorf("-side must be %s, %s or %s, got %q", sideOurs, sideUpstream, sideBoth, o.side)
 	}
+	if o.sharded < 0 || o.sharded > 16 {
+		return fmt.Errorf("-sharded must be in 0..16, got %d", o.sharded)
+	}
 	work, err := workDir(o.work)
 	if err != nil {
 		return err
@@ -80,7 +87,7 @@ func run(ctx context.Context, o options) error {
 	results := map[string][]Result{}
 	var failed error
 	for _, side := range sides {
-		res, err := runSide(ctx, bins, work, side, o.timeout)
+		res, err := runSide(ctx, bins, work, side, o.timeout, o.sharded)
 		if err != nil {
 			return fmt.Errorf("%s side: %w (logs in %s)", side, err, work)
 		}
