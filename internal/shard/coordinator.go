@@ -97,6 +97,8 @@ type Coordinator struct {
 	logger  klog.Logger
 	// badRing is the last undecodable ring's error, logged once.
 	badRing string
+	// lastRefresh is when refreshWeights last wrote the ring.
+	lastRefresh time.Time
 
 	// owned is how many buckets the ring gave this replica when last read, -1 before it was read.
 	owned atomic.Int64

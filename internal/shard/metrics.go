@@ -20,6 +20,14 @@ var (
 		Name: "kubedeploy_shard_owned_pods", StabilityLevel: metrics.ALPHA,
 		Help: "Pods in the namespaces of this replica's buckets, as the ring last measured them (pods).",
 	})
+	metricCachedPods = metrics.NewGauge(&metrics.GaugeOpts{
+		Name: "kubedeploy_shard_cached_pods", StabilityLevel: metrics.ALPHA,
+		Help: "Pods in the informer caches of the buckets this replica runs (pods; SH-4: only its namespaces').",
+	})
+	metricCachedNamespaces = metrics.NewGauge(&metrics.GaugeOpts{
+		Name: "kubedeploy_shard_cached_namespaces", StabilityLevel: metrics.ALPHA,
+		Help: "Namespaces with pods in the informer caches of the buckets this replica runs.",
+	})
 	metricHandovers = metrics.NewCounterVec(&metrics.CounterOpts{
 		Name: "kubedeploy_shard_handovers_total", StabilityLevel: metrics.ALPHA,
 		Help: "Buckets this replica took (unowned or from an expired replica), accepted (handed to it or claimed again), or released to another replica.",
@@ -41,6 +49,6 @@ var (
 // RegisterMetrics registers the sharded mode's metrics in the legacy registry, once.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(metricOwnedBuckets, metricRunningBuckets, metricRingPods, metricHandovers, metricUnownedSeconds, MetricServerSideFiltering)
+		legacyregistry.MustRegister(metricOwnedBuckets, metricRunningBuckets, metricRingPods, metricCachedPods, metricCachedNamespaces, metricHandovers, metricUnownedSeconds, MetricServerSideFiltering)
 	})
 }

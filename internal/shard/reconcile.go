@@ -33,10 +33,52 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 	}
 	c.stopLost(ring, epoch)
 	c.observeOwners(ring)
-	if c.accept(ctx, cm, ring, epoch) || c.finishRelease(ctx, cm, ring) {
+	if c.accept(ctx, cm, ring, epoch) || c.finishRelease(ctx, cm, ring) || c.move(ctx, cm, ring, epoch) {
 		return
 	}
-	c.move(ctx, cm, ring, epoch)
+	c.refreshWeights(ctx, cm, ring)
+}
+
+// weightRefreshInterval is the least time between two rewrites of this replica's buckets' pods in the ring.
+const weightRefreshInterval = time.Minute
+
+// refreshWeights publishes the cached pods and namespaces of the buckets this replica runs, and, when one
+// bucket's pods differ from the ring's by more than a fifth (and 10 pods), rewrites its buckets' counts in
+// the ring (at most once per weightRefreshInterval), so that the plan spreads pods, not buckets (SH-5). A ring
+// whose counts hold costs no write (SH-6).
+func (c *Coordinator) refreshWeights(ctx context.Context, cm *v1.ConfigMap, ring Ring) {
+	counts := map[int][2]int{}
+	totalPods, totalNamespaces := 0, 0
+	c.mu.Lock()
+	for i, run := range c.running {
+		if run.running.HasSynced() {
+			pods, nss := run.running.Pods()
+			counts[i] = [2]int{pods, nss}
+			totalPods, totalNamespaces = totalPods+pods, totalNamespaces+nss
+		}
+	}
+	c.mu.Unlock()
+	metricCachedPods.Set(float64(totalPods))
+	metricCachedNamespaces.Set(float64(totalNamespaces))
+	stale := false
+	for i, n := range counts {
+		if d := abs(n[0] - ring.Buckets[i].Pods); d > 10 && d*5 > ring.Buckets[i].Pods {
+			stale = true
+		}
+	}
+	if !stale || c.now().Sub(c.lastRefresh) < weightRefreshInterval {
+		return
+	}
+	next := ring.Clone()
+	for i, n := range counts {
+		next.Buckets[i].Pods, next.Buckets[i].Namespaces = n[0], n[1]
+	}
+	c.lastRefresh = c.now()
+	if err := c.writeRing(ctx, cm, next); err != nil {
+		c.logWriteError(err, "pods")
+		return
+	}
+	c.logger.V(2).Info("Updated the pods of this replica's shard buckets", "buckets", len(counts), "pods", totalPods)
 }
 
 // observeOwners starts the clock on owners this replica has not seen a Lease of, and publishes the gauges.
@@ -215,21 +257,25 @@ func (c *Coordinator) finishRelease(ctx context.Context, cm *v1.ConfigMap, ring 
 }
 
 // move makes the plan's next move if it is this replica's: take a bucket (after confirming from the API
-// server that its owner's Lease expired) or start releasing one.
-func (c *Coordinator) move(ctx context.Context, cm *v1.ConfigMap, ring Ring, epoch int64) {
+// server that its owner's Lease expired) or start releasing one. It reports whether the move was this
+// replica's.
+func (c *Coordinator) move(ctx context.Context, cm *v1.ConfigMap, ring Ring, epoch int64) bool {
 	m := Next(ring, c.member.Live())
 	switch {
 	case m.Kind == Take && m.To == c.cfg.Identity:
 		c.take(ctx, cm, ring, m, epoch)
+		return true
 	case m.Kind == Release && m.From == c.cfg.Identity:
 		next := ring.Clone()
 		next.Buckets[m.Bucket].ReleasingTo = m.To
 		if err := c.writeRing(ctx, cm, next); err != nil {
 			c.logWriteError(err, "start release")
-			return
+			return true
 		}
 		c.logger.Info("Releasing shard bucket", "bucket", m.Bucket, "to", m.To)
+		return true
 	}
+	return false
 }
 
 // take claims an unowned bucket, or one whose owner's Lease the API server confirms expired (SH-7), and
