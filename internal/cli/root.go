@@ -29,7 +29,7 @@ process; "kubedeploy kubectl" is kubectl, pointed at it.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newUpCommand(), controllerscmd.NewCommand(), controllerscmd.NewObserveCommand(), newKubectlCommand(),
-		newRolloutCommand(), newVersionCommand())
+		newRolloutCommand(), newShardsCommand(), newVersionCommand())
 	cliargs.RefuseUnknownSubcommands(root)
 	return root
 }

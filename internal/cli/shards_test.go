@@ -1,0 +1,207 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubedeploy/kubedeploy/internal/shard"
+)
+
+// shardsNow is the tests' clock.
+var shardsNow = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// quarter returns the namespaces "ns-<i>" whose hash falls in quarter q of the hash space (the tests' ring has
+// four equal buckets), n of them.
+func quarter(q uint64, n int) []string {
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		ns := fmt.Sprintf("ns-%d", i)
+		if shard.Hash(ns)>>62 == q {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+// quarters is a ring of four equal buckets: 0 owned by shard-a, 1 by shard-b (its Lease expired), 2 by shard-a
+// being released to shard-c (live, owning nothing yet), 3 unowned.
+func quarters() shard.Ring {
+	ring := shard.Ring{}
+	for q := range uint64(4) {
+		last := (q+1)<<62 - 1
+		if q == 3 {
+			last = math.MaxUint64
+		}
+		r := shard.Range{Start: q << 62, Last: last}
+		ring.Buckets = append(ring.Buckets, shard.Bucket{Start: r.StartHex(), End: r.EndHex(), Pods: 10 * int(q)})
+	}
+	ring.Buckets[0].Owner = "shard-a"
+	ring.Buckets[1].Owner = "shard-b"
+	ring.Buckets[2].Owner, ring.Buckets[2].ReleasingTo = "shard-a", "shard-c"
+	return ring
+}
+
+func memberLease(identity, ring string, renewedAgo time.Duration) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: shard.MemberLeaseName(identity), Namespace: "kube-system", Labels: map[string]string{shard.MemberLabel: ring}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(identity), LeaseDurationSeconds: ptr.To(int32(15)),
+			RenewTime: &metav1.MicroTime{Time: shardsNow.Add(-renewedAgo)}},
+	}
+}
+
+// shardsCluster returns fake clients holding ring (nil: none) and the namespaces of each quarter: pods[q] pods
+// in each of quarter q's namespaces, 2 namespaces a quarter.
+func shardsCluster(t *testing.T, ring *v1.ConfigMap, pods [4]int) (*fake.Clientset, *metadatafake.FakeMetadataClient) {
+	t.Helper()
+	objs := []runtime.Object{
+		memberLease("shard-a", shard.DefaultRingName, 2*time.Second),
+		memberLease("shard-b", shard.DefaultRingName, 3*time.Minute),
+		memberLease("shard-c", shard.DefaultRingName, time.Second),
+		memberLease("other-ring", "another-ring", time.Second),
+	}
+	if ring != nil {
+		objs = append(objs, ring)
+	}
+	scheme := runtime.NewScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	var podObjs []runtime.Object
+	for q, n := range pods {
+		for _, ns := range quarter(uint64(q), 2) {
+			objs = append(objs, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+			for i := range n {
+				podObjs = append(podObjs, &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("p-%d", i)}})
+			}
+		}
+	}
+	return fake.NewClientset(objs...), metadatafake.NewSimpleMetadataClient(scheme, podObjs...)
+}
+
+// TestShardsTable: each replica with its Lease's state, buckets, namespaces, pods and share; the unowned
+// buckets; each bucket with its range, owner and the replica it is released to; and the balance over the
+// replicas that are live or own a bucket. A Lease of another ring is not shown.
+func TestShardsTable(t *testing.T) {
+	ring := shard.EncodeRing(nil, "kube-system", shard.DefaultRingName, quarters())
+	client, meta := shardsCluster(t, ring, [4]int{10, 5, 20, 1})
+	view, err := readShards(context.Background(), client, meta, "kube-system", shard.DefaultRingName, shardsNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := printShards(&out, view); err != nil {
+		t.Fatal(err)
+	}
+	want := `Ring kube-system/kubedeploy-shards: 4 buckets, 3 replicas, 8 namespaces, 72 pods
+
+REPLICA     LEASE                     BUCKETS   NAMESPACES   PODS   SHARE
+shard-a     live, renewed 2s ago      0,2       4            60     83.3%
+shard-b     expired, renewed 3m ago   1         2            10     13.9%
+shard-c     live, renewed 1s ago      -         0            0      0.0%
+(unowned)   no Lease                  3         2            2      2.8%
+
+BUCKET   RANGE                                       OWNER     RELEASING TO   NAMESPACES   PODS
+0        [0x0000000000000000, 0x4000000000000000)    shard-a   -              2            20
+1        [0x4000000000000000, 0x8000000000000000)    shard-b   -              2            10
+2        [0x8000000000000000, 0xc000000000000000)    shard-a   shard-c        2            40
+3        [0xc000000000000000, 0x10000000000000000)   -         -              2            2
+
+Balance: 2.57 (the biggest replica, shard-a, holds 60 pods; the mean of 3 replicas is 23.3); 2 pods are in unowned buckets
+`
+	if got := out.String(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestShardsJSON: -o json prints the same view, with the ring's measured pods beside the pods now.
+func TestShardsJSON(t *testing.T) {
+	ring := shard.EncodeRing(nil, "kube-system", shard.DefaultRingName, quarters())
+	client, meta := shardsCluster(t, ring, [4]int{1, 1, 1, 1})
+	var out bytes.Buffer
+	view, err := readShards(context.Background(), client, meta, "kube-system", shard.DefaultRingName, shardsNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := json.NewEncoder(&out)
+	if err := enc.Encode(view); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Ring     string `json:"ring"`
+		Replicas []struct {
+			Identity string `json:"identity"`
+			Live     bool   `json:"live"`
+			Buckets  []int  `json:"buckets"`
+		} `json:"replicas"`
+		Buckets []struct {
+			Pods         int `json:"pods"`
+			MeasuredPods int `json:"measuredPods"`
+		} `json:"buckets"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Ring != "kube-system/kubedeploy-shards" || len(got.Replicas) != 3 || got.Replicas[1].Identity != "shard-b" || got.Replicas[1].Live {
+		t.Errorf("replicas %+v of %s", got.Replicas, got.Ring)
+	}
+	if len(got.Buckets) != 4 || got.Buckets[3].Pods != 2 || got.Buckets[3].MeasuredPods != 30 {
+		t.Errorf("buckets %+v", got.Buckets)
+	}
+}
+
+// TestShardsErrors: no ring, and a ring that does not decode, say so.
+func TestShardsErrors(t *testing.T) {
+	bad := shard.EncodeRing(nil, "kube-system", shard.DefaultRingName, shard.Ring{})
+	for _, tc := range []struct {
+		name string
+		ring *v1.ConfigMap
+		want string
+	}{
+		{"no ring", nil, "no shard ring kube-system/kubedeploy-shards: is kubedeploy controllers running with --sharding?"},
+		{"undecodable", bad, `ConfigMap kube-system/kubedeploy-shards "ring.json": the ring has no buckets`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client, meta := shardsCluster(t, tc.ring, [4]int{})
+			_, err := readShards(context.Background(), client, meta, "kube-system", shard.DefaultRingName, shardsNow)
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestShardsOutputFlag: an unknown -o is refused before the cluster is read.
+func TestShardsOutputFlag(t *testing.T) {
+	_, err := execute(t, NewRootCommand(), "shards", "-o", "yaml")
+	if err == nil || !strings.Contains(err.Error(), "--output must be json") {
+		t.Errorf("error %v", err)
+	}
+}
+
+func TestIndexRanges(t *testing.T) {
+	for _, tc := range []struct {
+		in   []int
+		want string
+	}{
+		{nil, "-"}, {[]int{3}, "3"}, {[]int{0, 1, 2, 3, 7}, "0-3,7"}, {[]int{1, 3, 4, 6}, "1,3-4,6"},
+	} {
+		if got := indexRanges(tc.in); got != tc.want {
+			t.Errorf("indexRanges(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
