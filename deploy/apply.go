@@ -22,6 +22,21 @@ func ApplyIdentity(ctx context.Context, client kubernetes.Interface) error {
 	if err != nil {
 		return err
 	}
+	return applyAll(ctx, client, objs)
+}
+
+// ApplyShardedIdentity applies, as ApplyIdentity does, the RBAC of deploy/sharded: what sharded mode adds to
+// ApplyIdentity's (call that first: the ServiceAccount and namespace are its). It returns the first API error.
+func ApplyShardedIdentity(ctx context.Context, client kubernetes.Interface) error {
+	objs, err := ShardedObjects()
+	if err != nil {
+		return err
+	}
+	return applyAll(ctx, client, objs)
+}
+
+// applyAll applies the identity and RBAC objects of objs in order (applyOne), stopping at the first error.
+func applyAll(ctx context.Context, client kubernetes.Interface, objs []runtime.Object) error {
 	for _, obj := range objs {
 		if err := applyOne(ctx, client, obj); err != nil {
 			return err

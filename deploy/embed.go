@@ -30,7 +30,7 @@ const (
 	User = "system:serviceaccount:" + Namespace + ":" + ServiceAccount
 )
 
-//go:embed *.yaml observe/*.yaml
+//go:embed *.yaml observe/*.yaml sharded/*.yaml
 var manifests embed.FS
 
 // Files returns the names of the embedded manifests of the controllers, in apply order.
@@ -40,6 +40,12 @@ func Files() []string { return files("*.yaml") }
 // ClusterRole, its ServiceAccount and binding, a Deployment running `kubedeploy-controllers observe`), in apply
 // order.
 func ObserveFiles() []string { return files("observe/*.yaml") }
+
+// ShardedFiles returns the names of the embedded manifests of sharded mode (deploy/sharded: the Role for the
+// ring and the replicas' Leases, the ClusterRole for listing namespaces, their bindings, and a StatefulSet running
+// `kubedeploy-controllers --sharding`), in apply order. They add to Files' identity and RBAC; its StatefulSet is
+// replaced, never joined.
+func ShardedFiles() []string { return files("sharded/*.yaml") }
 
 func files(pattern string) []string {
 	names, _ := fs.Glob(manifests, pattern) // the patterns are valid
@@ -53,6 +59,9 @@ func Objects() ([]runtime.Object, error) { return objects(Files()) }
 
 // ObserveObjects decodes observe mode's manifests as Objects decodes the controllers'.
 func ObserveObjects() ([]runtime.Object, error) { return objects(ObserveFiles()) }
+
+// ShardedObjects decodes sharded mode's manifests as Objects decodes the controllers'.
+func ShardedObjects() ([]runtime.Object, error) { return objects(ShardedFiles()) }
 
 func objects(names []string) ([]runtime.Object, error) {
 	var out []runtime.Object

@@ -28,12 +28,9 @@ func TestManifestsDecode(t *testing.T) {
 }
 
 // TestNoWildcards: least privilege means every verb, resource, API group and
-// URL is named.
+// URL is named, in deploy/ and deploy/sharded.
 func TestNoWildcards(t *testing.T) {
-	objs, err := Objects()
-	if err != nil {
-		t.Fatal(err)
-	}
+	objs := allObjects(t)
 	for _, o := range objs {
 		var rules []rbacv1.PolicyRule
 		switch r := o.(type) {
@@ -58,12 +55,10 @@ func TestNoWildcards(t *testing.T) {
 	}
 }
 
-// TestBindingsNameTheServiceAccount: every binding binds our ServiceAccount to a role shipped here.
+// TestBindingsNameTheServiceAccount: every binding, of deploy/ and deploy/sharded, binds our ServiceAccount to a
+// role shipped here.
 func TestBindingsNameTheServiceAccount(t *testing.T) {
-	objs, err := Objects()
-	if err != nil {
-		t.Fatal(err)
-	}
+	objs := allObjects(t)
 	roles := map[string]bool{}
 	for _, o := range objs {
 		switch r := o.(type) {
