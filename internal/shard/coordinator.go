@@ -82,6 +82,9 @@ type Config struct {
 	// Measure returns the cluster's namespaces and their pods (namespace → pods), for the bounds of a new ring.
 	Measure func(ctx context.Context) (map[string]int, error)
 	Runner  Runner
+	// MinResplitInterval is the least time between two re-splits this replica asks for (default
+	// DefaultMinResplitInterval).
+	MinResplitInterval time.Duration
 	// Clock is the membership's and the loop's clock (clock.RealClock{} when nil).
 	Clock clock.WithTicker
 }
@@ -97,8 +100,8 @@ type Coordinator struct {
 	logger  klog.Logger
 	// badRing is the last undecodable ring's error, logged once.
 	badRing string
-	// lastRefresh is when refreshWeights last wrote the ring.
-	lastRefresh time.Time
+	// lastRefresh is when refreshWeights last wrote the ring; lastMeasure when maybeResplit last measured.
+	lastRefresh, lastMeasure time.Time
 
 	// owned is how many buckets the ring gave this replica when last read, -1 before it was read.
 	owned atomic.Int64
@@ -121,6 +124,9 @@ func NewCoordinator(cfg Config) *Coordinator {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.MinResplitInterval == 0 {
+		cfg.MinResplitInterval = DefaultMinResplitInterval
 	}
 	c := &Coordinator{cfg: cfg, trigger: make(chan struct{}, 1), running: map[int]*bucketRun{},
 		member: NewMembership(cfg.Client, cfg.Namespace, cfg.RingName, cfg.Identity, cfg.Durations, cfg.Clock)}

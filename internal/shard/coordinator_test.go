@@ -104,20 +104,35 @@ func (l cutLeases) Create(ctx context.Context, lease *coordinationv1.Lease, o me
 // recorder is every replica's Runner: it records what runs, and a sampler checks SH-1 all along: no bucket
 // is ever run by two replicas whose fences both hold.
 type recorder struct {
+	// cluster is namespace → pods, what a run's caches hold of its range; nil for none.
+	cluster map[string]int
+
 	mu         sync.Mutex
 	runs       map[int][]*fakeRun
 	violations []string
 }
 
 type fakeRun struct {
-	id    string
-	fence *Fence
-	live  atomic.Bool
+	id      string
+	fence   *Fence
+	rng     Range
+	cluster map[string]int
+	live    atomic.Bool
 }
 
-func (r *fakeRun) Stop()                    { r.live.Store(false) }
-func (r *fakeRun) HasSynced() bool          { return true }
-func (r *fakeRun) Pods() (pods, nss int)    { return 0, 0 }
+func (r *fakeRun) Stop()           { r.live.Store(false) }
+func (r *fakeRun) HasSynced() bool { return true }
+
+// Pods counts the recorder's cluster in the run's range.
+func (r *fakeRun) Pods() (pods, nss int) {
+	for ns, p := range r.cluster {
+		if r.rng.Contains(ns) {
+			pods, nss = pods+p, nss+1
+		}
+	}
+	return pods, nss
+}
+
 func (r *recorder) runner(id string) Runner { return runnerFunc{r, id} }
 
 type runnerFunc struct {
@@ -126,7 +141,7 @@ type runnerFunc struct {
 }
 
 func (f runnerFunc) Start(_ context.Context, c Claim) (Running, error) {
-	run := &fakeRun{id: f.id, fence: c.Fence}
+	run := &fakeRun{id: f.id, fence: c.Fence, rng: c.Range, cluster: f.r.cluster}
 	run.live.Store(true)
 	f.r.mu.Lock()
 	defer f.r.mu.Unlock()
@@ -134,19 +149,24 @@ func (f runnerFunc) Start(_ context.Context, c Claim) (Running, error) {
 	return run, nil
 }
 
-// sample records a violation for every bucket run by two replicas with valid fences.
+// sample records a violation for every two acting runs (running, fence valid) whose ranges overlap: the same
+// bucket, or old and new bounds across a re-split.
 func (r *recorder) sample() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for b, runs := range r.runs {
-		var acting []string
+	var acting []*fakeRun
+	for _, runs := range r.runs {
 		for _, run := range runs {
 			if run.live.Load() && run.fence.Valid() {
-				acting = append(acting, run.id)
+				acting = append(acting, run)
 			}
 		}
-		if len(acting) > 1 {
-			r.violations = append(r.violations, fmt.Sprintf("bucket %d acted on by %v", b, acting))
+	}
+	for i, x := range acting {
+		for _, y := range acting[i+1:] {
+			if x.rng.Start <= y.rng.Last && y.rng.Start <= x.rng.Last {
+				r.violations = append(r.violations, fmt.Sprintf("%s %v and %s %v act at once", x.id, x.rng, y.id, y.rng))
+			}
 		}
 	}
 }
@@ -161,12 +181,17 @@ type replica struct {
 
 func startReplica(t *testing.T, client kubernetes.Interface, rec *recorder, id string) *replica {
 	t.Helper()
+	return startReplicaWith(t, client, rec, Config{Identity: id,
+		Measure: func(context.Context) (map[string]int, error) { return sequential("ns-%02d", 20, 5), nil }})
+}
+
+// startReplicaWith starts a coordinator of cfg (Identity and Measure set) over 4 buckets with fastDurations.
+func startReplicaWith(t *testing.T, client kubernetes.Interface, rec *recorder, cfg Config) *replica {
+	t.Helper()
 	r := &replica{done: make(chan error, 1)}
-	r.c = NewCoordinator(Config{
-		Client: cutClient{client, &r.cut}, Namespace: "kube-system", Identity: id, Buckets: 4, Durations: fastDurations,
-		Measure: func(context.Context) (map[string]int, error) { return sequential("ns-%02d", 20, 5), nil },
-		Runner:  rec.runner(id),
-	})
+	cfg.Client, cfg.Namespace, cfg.Buckets, cfg.Durations = cutClient{client, &r.cut}, "kube-system", 4, fastDurations
+	cfg.Runner = rec.runner(cfg.Identity)
+	r.c = NewCoordinator(cfg)
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, r.cancel = context.WithCancel(ctx)
 	go func() { r.done <- r.c.Run(ctx) }()

@@ -29,9 +29,9 @@ type Move struct {
 // the bucket that best halves their difference, but only when that narrows their difference by more than a
 // twentieth of the mean load (so the ring settles instead of trading single pods). Load is the buckets'
 // Weight. Ties break by bucket index and identity, so replicas with the same view agree. With no live
-// replica it returns NoMove.
+// replica, or while the ring is being re-split, it returns NoMove.
 func Next(ring Ring, live []string) Move {
-	if len(live) == 0 {
+	if len(live) == 0 || ring.Resplitting() {
 		return Move{}
 	}
 	loads := loadsOf(ring, live)

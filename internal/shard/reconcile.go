@@ -33,10 +33,16 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 	}
 	c.stopLost(ring, epoch)
 	c.observeOwners(ring)
+	if ring.Resplitting() {
+		c.resplitStep(ctx, cm, ring)
+		return
+	}
 	if c.accept(ctx, cm, ring, epoch) || c.finishRelease(ctx, cm, ring) || c.move(ctx, cm, ring, epoch) {
 		return
 	}
-	c.refreshWeights(ctx, cm, ring)
+	if !c.refreshWeights(ctx, cm, ring) {
+		c.maybeResplit(ctx, cm, ring)
+	}
 }
 
 // weightRefreshInterval is the least time between two rewrites of this replica's buckets' pods in the ring.
@@ -45,8 +51,8 @@ const weightRefreshInterval = time.Minute
 // refreshWeights publishes the cached pods and namespaces of the buckets this replica runs, and, when one
 // bucket's pods differ from the ring's by more than a fifth (and 10 pods), rewrites its buckets' counts in
 // the ring (at most once per weightRefreshInterval), so that the plan spreads pods, not buckets (SH-5). A ring
-// whose counts hold costs no write (SH-6).
-func (c *Coordinator) refreshWeights(ctx context.Context, cm *v1.ConfigMap, ring Ring) {
+// whose counts hold costs no write (SH-6). It reports whether it tried a write.
+func (c *Coordinator) refreshWeights(ctx context.Context, cm *v1.ConfigMap, ring Ring) bool {
 	counts := map[int][2]int{}
 	totalPods, totalNamespaces := 0, 0
 	c.mu.Lock()
@@ -67,18 +73,19 @@ func (c *Coordinator) refreshWeights(ctx context.Context, cm *v1.ConfigMap, ring
 		}
 	}
 	if !stale || c.now().Sub(c.lastRefresh) < weightRefreshInterval {
-		return
+		return false
 	}
 	next := ring.Clone()
 	for i, n := range counts {
 		next.Buckets[i].Pods, next.Buckets[i].Namespaces = n[0], n[1]
 	}
-	c.lastRefresh = c.now()
 	if err := c.writeRing(ctx, cm, next); err != nil {
 		c.logWriteError(err, "pods")
-		return
+		return true
 	}
+	c.lastRefresh = c.now()
 	c.logger.V(2).Info("Updated the pods of this replica's shard buckets", "buckets", len(counts), "pods", totalPods)
+	return true
 }
 
 // observeOwners starts the clock on owners this replica has not seen a Lease of, and publishes the gauges.
@@ -111,7 +118,7 @@ func (c *Coordinator) stopLost(ring Ring, epoch int64) {
 			continue
 		}
 		b := ring.Buckets[i]
-		if b.Owner != c.cfg.Identity || b.ReleasingTo != "" || b.Range() != run.rng || run.epoch != epoch {
+		if b.Owner != c.cfg.Identity || b.ReleasingTo != "" || b.Range() != run.rng || run.epoch != epoch || ring.Resplitting() {
 			lost = append(lost, i)
 		}
 	}

@@ -22,6 +22,12 @@ const DefaultRingName = "kubedeploy-shards"
 type Ring struct {
 	// Buckets in hash order.
 	Buckets []Bucket `json:"buckets"`
+	// Resplit, while set, is a change of the buckets' bounds under way (SH-5: bounds follow the namespaces
+	// weighted by pods): no bucket moves, every owner stops its buckets and releases them, and once no live
+	// replica owns one, the ring's buckets become Resplit's (all unowned), to be taken as usual.
+	Resplit []Bucket `json:"resplit,omitempty"`
+	// LastResplit is when the last re-split was asked for.
+	LastResplit *metav1.MicroTime `json:"lastResplit,omitempty"`
 }
 
 // Bucket is one range of the namespace hash space and its ownership.
@@ -87,12 +93,24 @@ func (r Ring) Find(namespace string) int {
 
 // Clone returns a deep copy of r.
 func (r Ring) Clone() Ring {
-	out := Ring{Buckets: make([]Bucket, len(r.Buckets))}
-	for i, b := range r.Buckets {
-		out.Buckets[i] = b
+	out := Ring{Buckets: cloneBuckets(r.Buckets), Resplit: cloneBuckets(r.Resplit)}
+	if r.LastResplit != nil {
+		t := *r.LastResplit
+		out.LastResplit = &t
+	}
+	return out
+}
+
+func cloneBuckets(buckets []Bucket) []Bucket {
+	if buckets == nil {
+		return nil
+	}
+	out := make([]Bucket, len(buckets))
+	for i, b := range buckets {
+		out[i] = b
 		if b.UnownedSince != nil {
 			t := *b.UnownedSince
-			out.Buckets[i].UnownedSince = &t
+			out[i].UnownedSince = &t
 		}
 	}
 	return out
@@ -100,8 +118,30 @@ func (r Ring) Clone() Ring {
 
 // Validate returns an error unless r has at least one bucket, every bound parses, the buckets cover the
 // hash space in order without gap or overlap, and at most one bucket is being released (its ReleasingTo set,
-// and only with an Owner).
+// and only with an Owner); a Resplit must be such a cover too, with no owner.
 func (r Ring) Validate() error {
+	if err := validateBuckets(r.Buckets); err != nil {
+		return err
+	}
+	if len(r.Resplit) == 0 {
+		return nil
+	}
+	if err := validateBuckets(r.Resplit); err != nil {
+		return fmt.Errorf("resplit: %w", err)
+	}
+	for i, b := range r.Resplit {
+		if b.Owner != "" || b.ReleasingTo != "" {
+			return fmt.Errorf("resplit: bucket %d has an owner", i)
+		}
+	}
+	return nil
+}
+
+// Resplitting reports whether a re-split is under way.
+func (r Ring) Resplitting() bool { return len(r.Resplit) > 0 }
+
+func validateBuckets(buckets []Bucket) error {
+	r := Ring{Buckets: buckets}
 	if len(r.Buckets) == 0 {
 		return errors.New("the ring has no buckets")
 	}

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +41,64 @@ func TestReplicasShareAndHandOver(t *testing.T) {
 	a.stop()
 	b.stop()
 	checkLeft(t, client)
+}
+
+// TestResplitFollowsThePods is SH-5's "bounds follow the namespaces weighted by pods": a ring made on an empty
+// cluster has equal-width buckets, and sequential namespaces created afterwards all fall into few of them;
+// once the owners' caches show it, the lowest replica asks for a re-split, every owner stops and releases its
+// buckets, the new bounds replace the old only when no live replica owns one, and the buckets are taken again,
+// each holding a quarter of the namespaces. No namespace is ever acted on by two runs at once (the sampler
+// compares ranges, old bounds against new).
+func TestResplitFollowsThePods(t *testing.T) {
+	client := newRingClient()
+	cluster := sequential("ns-%02d", 20, 10)
+	rec := &recorder{runs: map[int][]*fakeRun{}, cluster: cluster}
+	var measured atomic.Int32
+	measure := func(context.Context) (map[string]int, error) {
+		if measured.Add(1) == 1 {
+			return map[string]int{}, nil // the ring is made before the namespaces exist
+		}
+		return cluster, nil
+	}
+	stopSampling := sampleEvery(rec, 2*time.Millisecond)
+	a := startReplicaWith(t, client, rec, Config{Identity: "a", Measure: measure, MinResplitInterval: time.Millisecond})
+	b := startReplicaWith(t, client, rec, Config{Identity: "b", Measure: measure, MinResplitInterval: time.Millisecond})
+	waitRunning(t, "a and b", map[*replica]int{a: 2, b: 2})
+	deadline := time.Now().Add(30 * time.Second)
+	for ring := ringIn(t, client); ring.LastResplit == nil || ring.Resplitting() || !evenly(ring, 5); ring = ringIn(t, client) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no balanced re-split: %+v", ring)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitRunning(t, "a and b after the re-split", map[*replica]int{a: 2, b: 2})
+	stopSampling()
+	if len(rec.violations) > 0 {
+		t.Fatalf("SH-1 broken: %v", rec.violations[:min(5, len(rec.violations))])
+	}
+}
+
+func ringIn(t *testing.T, client *fake.Clientset) Ring {
+	t.Helper()
+	cm, err := client.CoreV1().ConfigMaps("kube-system").Get(context.Background(), DefaultRingName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := DecodeRing(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ring
+}
+
+// evenly reports whether every bucket holds per±1 namespaces and has an owner.
+func evenly(ring Ring, per int) bool {
+	for _, b := range ring.Buckets {
+		if abs(b.Namespaces-per) > 1 || b.Owner == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // sampleEvery runs rec.sample every d until the returned stop is called.
