@@ -136,6 +136,17 @@ type shardsView struct {
 	Balance float64 `json:"balance"`
 	// Biggest is the identity of that replica.
 	Biggest string `json:"biggest,omitempty"`
+	// Resplit, while the ring's bounds are being changed (SH-5), says to how many buckets; nil otherwise.
+	Resplit *resplitView `json:"resplit,omitempty"`
+}
+
+// resplitView is a change of the ring's bounds under way: every owner releases its buckets, and once no live
+// replica owns one the ring's buckets become Buckets new ones.
+type resplitView struct {
+	Buckets int          `json:"buckets"`
+	AskedAt *metav1.Time `json:"askedAt,omitempty"`
+
+	askedAgo time.Duration
 }
 
 // replicaView is one replica of the ring.
@@ -243,6 +254,7 @@ func buildShardsView(ring shard.Ring, leases []coordinationv1.Lease, pods map[st
 		r.Namespaces += b.Namespaces
 		r.Pods += b.Pods
 	}
+	view.Resplit = resplitOf(ring, now)
 	view.Unowned = byID[""]
 	delete(byID, "")
 	for _, r := range byID {
@@ -279,6 +291,19 @@ func replicasOf(ring shard.Ring, leases []coordinationv1.Lease, now time.Time) m
 		}
 	}
 	return out
+}
+
+// resplitOf returns ring's re-split under way at now, or nil.
+func resplitOf(ring shard.Ring, now time.Time) *resplitView {
+	if !ring.Resplitting() {
+		return nil
+	}
+	r := &resplitView{Buckets: len(ring.Resplit)}
+	if ring.LastResplit != nil {
+		r.AskedAt = &metav1.Time{Time: ring.LastResplit.Time}
+		r.askedAgo = now.Sub(ring.LastResplit.Time)
+	}
+	return r
 }
 
 func ptrOr[T any](p *T, def T) T {
@@ -329,6 +354,14 @@ func (v *shardsView) podsOf(identity string) int {
 func printShards(w io.Writer, view shardsView) error {
 	fmt.Fprintf(w, "Ring %s: %d buckets, %d replicas, %d namespaces, %d pods\n\n", view.Ring, len(view.Buckets),
 		len(view.Replicas), view.Namespaces, view.Pods)
+	if r := view.Resplit; r != nil {
+		asked := ""
+		if r.AskedAt != nil {
+			asked = " (asked " + duration.HumanDuration(r.askedAgo) + " ago)"
+		}
+		fmt.Fprintf(w, "Re-split under way%s: every owner releases its buckets; once no live replica owns one, the ring's %d buckets become %d new ones\n\n",
+			asked, len(view.Buckets), r.Buckets)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	fmt.Fprintln(tw, "REPLICA\tLEASE\tBUCKETS\tNAMESPACES\tPODS\tSHARE")
 	rows := view.Replicas

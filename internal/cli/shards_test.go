@@ -164,6 +164,28 @@ func TestShardsJSON(t *testing.T) {
 	}
 }
 
+// TestShardsResplit: a change of the ring's bounds under way (SH-5) is said before the tables.
+func TestShardsResplit(t *testing.T) {
+	ring := quarters()
+	ring.Resplit = quarters().Buckets[:2]
+	ring.Resplit[0].Owner, ring.Resplit[1].Owner, ring.Resplit[0].ReleasingTo = "", "", ""
+	ring.Resplit[0].End, ring.Resplit[1].Start, ring.Resplit[1].End = "0x8000000000000000", "0x8000000000000000", "0x10000000000000000"
+	ring.LastResplit = &metav1.MicroTime{Time: shardsNow.Add(-90 * time.Second)}
+	client, meta := shardsCluster(t, shard.EncodeRing(nil, "kube-system", shard.DefaultRingName, ring), [4]int{1, 1, 1, 1})
+	view, err := readShards(context.Background(), client, meta, "kube-system", shard.DefaultRingName, shardsNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := printShards(&out, view); err != nil {
+		t.Fatal(err)
+	}
+	want := "Re-split under way (asked 90s ago): every owner releases its buckets; once no live replica owns one, the ring's 4 buckets become 2 new ones\n"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("got\n%s\nwant a line %q", out.String(), want)
+	}
+}
+
 // TestShardsErrors: no ring, and a ring that does not decode, say so.
 func TestShardsErrors(t *testing.T) {
 	bad := shard.EncodeRing(nil, "kube-system", shard.DefaultRingName, shard.Ring{})
