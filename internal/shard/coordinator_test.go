@@ -104,8 +104,9 @@ func (l cutLeases) Create(ctx context.Context, lease *coordinationv1.Lease, o me
 // recorder is every replica's Runner: it records what runs, and a sampler checks SH-1 all along: no bucket
 // is ever run by two replicas whose fences both hold.
 type recorder struct {
-	// cluster is namespace → pods, what a run's caches hold of its range; nil for none.
+	// cluster is namespace → pods, what a run's caches hold of its range once visible (nil: always) says so.
 	cluster map[string]int
+	visible *atomic.Bool
 
 	mu         sync.Mutex
 	runs       map[int][]*fakeRun
@@ -117,6 +118,7 @@ type fakeRun struct {
 	fence   *Fence
 	rng     Range
 	cluster map[string]int
+	visible *atomic.Bool
 	live    atomic.Bool
 }
 
@@ -125,6 +127,9 @@ func (r *fakeRun) HasSynced() bool { return true }
 
 // Pods counts the recorder's cluster in the run's range.
 func (r *fakeRun) Pods() (pods, nss int) {
+	if r.visible != nil && !r.visible.Load() {
+		return 0, 0
+	}
 	for ns, p := range r.cluster {
 		if r.rng.Contains(ns) {
 			pods, nss = pods+p, nss+1
@@ -141,7 +146,7 @@ type runnerFunc struct {
 }
 
 func (f runnerFunc) Start(_ context.Context, c Claim) (Running, error) {
-	run := &fakeRun{id: f.id, fence: c.Fence, rng: c.Range, cluster: f.r.cluster}
+	run := &fakeRun{id: f.id, fence: c.Fence, rng: c.Range, cluster: f.r.cluster, visible: f.r.visible}
 	run.live.Store(true)
 	f.r.mu.Lock()
 	defer f.r.mu.Unlock()

@@ -52,16 +52,18 @@ func TestReplicasShareAndHandOver(t *testing.T) {
 func TestResplitFollowsThePods(t *testing.T) {
 	client := newRingClient()
 	cluster := sequential("ns-%02d", 20, 10)
-	rec := &recorder{runs: map[int][]*fakeRun{}, cluster: cluster}
-	var measured atomic.Int32
+	var created atomic.Bool
+	rec := &recorder{runs: map[int][]*fakeRun{}, cluster: cluster, visible: &created}
 	measure := func(context.Context) (map[string]int, error) {
-		if measured.Add(1) == 1 {
+		if !created.Load() {
 			return map[string]int{}, nil // the ring is made before the namespaces exist
 		}
 		return cluster, nil
 	}
 	stopSampling := sampleEvery(rec, 2*time.Millisecond)
 	a := startReplicaWith(t, client, rec, Config{Identity: "a", Measure: measure, MinResplitInterval: time.Millisecond})
+	waitRunning(t, "a alone", map[*replica]int{a: 4})
+	created.Store(true)
 	b := startReplicaWith(t, client, rec, Config{Identity: "b", Measure: measure, MinResplitInterval: time.Millisecond})
 	waitRunning(t, "a and b", map[*replica]int{a: 2, b: 2})
 	deadline := time.Now().Add(30 * time.Second)
