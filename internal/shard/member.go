@@ -60,7 +60,9 @@ type Membership struct {
 type observation struct {
 	present bool
 	rv      string
-	at      time.Time
+	// resourceVersion is the Lease's own, for a delete conditioned on it.
+	resourceVersion string
+	at              time.Time
 }
 
 // NewMembership returns the membership of identity in the ring named ring, its Lease in namespace.
@@ -179,7 +181,7 @@ func (m *Membership) Leave(ctx context.Context) error {
 func (m *Membership) Observe(identity string, lease *coordinationv1.Lease) {
 	now := observation{present: lease != nil, at: m.clock.Now()}
 	if lease != nil {
-		now.rv = lease.ResourceVersion
+		now.rv, now.resourceVersion = lease.ResourceVersion, lease.ResourceVersion
 		if lease.Spec.RenewTime != nil { // renewTime too: a renewal shows even where resourceVersions are not kept
 			now.rv += "/" + lease.Spec.RenewTime.UTC().Format(time.RFC3339Nano)
 		}
@@ -239,6 +241,36 @@ func (m *Membership) ConfirmExpired(ctx context.Context, identity string) (bool,
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.clock.Now().Sub(m.observed[identity].at) >= m.d.LeaseDuration, nil
+}
+
+// staleLeaseAge is how long a peer's Lease must have stood unchanged before a replica deletes it (a replica
+// killed without leaving; each process has a new identity, so nothing else ever would).
+const staleLeaseAge = 10 * time.Minute
+
+// DeleteStale deletes the Leases of peers that have not changed for max(staleLeaseAge, 10 × LeaseDuration)
+// and own none of owned's buckets (a ring's owners), each conditioned on the resourceVersion observed, so a
+// peer that renews meanwhile keeps its Lease. It returns the identities deleted and the first API error.
+func (m *Membership) DeleteStale(ctx context.Context, owners []string) ([]string, error) {
+	limit := max(staleLeaseAge, 10*m.d.LeaseDuration)
+	type stale struct{ id, rv string }
+	var candidates []stale
+	m.mu.Lock()
+	for id, o := range m.observed {
+		if id != m.identity && o.present && m.clock.Now().Sub(o.at) >= limit && !slices.Contains(owners, id) {
+			candidates = append(candidates, stale{id, o.resourceVersion})
+		}
+	}
+	m.mu.Unlock()
+	var deleted []string
+	for _, c := range candidates {
+		err := m.client.CoordinationV1().Leases(m.namespace).Delete(ctx, MemberLeaseName(c.id),
+			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &c.rv}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return deleted, err
+		}
+		deleted = append(deleted, c.id)
+	}
+	return deleted, nil
 }
 
 // LastSeen returns when identity's Lease was last seen to change (zero if never).

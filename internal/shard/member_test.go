@@ -111,3 +111,32 @@ func getLease(t *testing.T, client *fake.Clientset, identity string) *coordinati
 	}
 	return l
 }
+
+// TestDeleteStale: a peer's Lease unchanged for staleLeaseAge is deleted unless the peer still owns a bucket;
+// a renewal in between keeps it.
+func TestDeleteStale(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	client := fake.NewClientset()
+	m := NewMembership(client, "kube-system", DefaultRingName, "me", testDurations, clk)
+	for _, id := range []string{"gone", "owner", "renewing"} {
+		p := NewMembership(client, "kube-system", DefaultRingName, id, testDurations, clk)
+		mustRenew(t, p)
+		m.Observe(id, getLease(t, client, id))
+	}
+	clk.Step(staleLeaseAge - time.Second)
+	renewing := NewMembership(client, "kube-system", DefaultRingName, "renewing", testDurations, clk)
+	mustRenew(t, renewing)
+	m.Observe("renewing", getLease(t, client, "renewing"))
+	clk.Step(time.Second)
+	deleted, err := m.DeleteStale(ctx, []string{"owner"})
+	if err != nil || !equal(deleted, []string{"gone"}) {
+		t.Fatalf("DeleteStale = %v, %v; want [gone]", deleted, err)
+	}
+	for id, want := range map[string]bool{"gone": false, "owner": true, "renewing": true} {
+		_, err := client.CoordinationV1().Leases("kube-system").Get(ctx, MemberLeaseName(id), metav1.GetOptions{})
+		if (err == nil) != want {
+			t.Errorf("Lease of %s: %v, want kept %v", id, err, want)
+		}
+	}
+}
