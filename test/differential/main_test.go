@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -238,15 +239,7 @@ func serveChild(role, dir string) int {
 		logger.Error(err, "Starting the control plane")
 		return 1
 	}
-	managerDone := make(chan error, 1)
-	if role == roleOurs {
-		go func() {
-			managerDone <- manager.Run(ctx, manager.Config{RESTConfig: rest.CopyConfig(cp.AdminConfig()),
-				Controllers: manager.KnownControllers, Version: "differential", QPS: qps, Burst: burst})
-		}()
-	} else {
-		close(managerDone)
-	}
+	managerDone := runOurs(ctx, role, cp, qps, burst)
 	code := 0
 	if err := writeReady(dir, cp.KubeconfigPath()); err != nil {
 		logger.Error(err, "Writing the ready file")
@@ -270,6 +263,42 @@ func serveChild(role, dir string) int {
 	}
 	klog.Flush()
 	return code
+}
+
+// shardedEnv, set to N > 0, runs our side as N sharded replicas (manager.Sharding) instead of one manager:
+// issue 35's fidelity check, `KUBEDEPLOY_DIFF_SHARDED=3 go test ./test/differential/`.
+const shardedEnv = "KUBEDEPLOY_DIFF_SHARDED"
+
+// runOurs starts kubedeploy's controllers for role ours (one manager, or shardedEnv's sharded replicas) and
+// returns a channel that yields their joined error once all have returned; for another role, a closed one.
+func runOurs(ctx context.Context, role string, cp *controlplane.ControlPlane, qps float32, burst int) <-chan error {
+	done := make(chan error, 1)
+	if role != roleOurs {
+		close(done)
+		return done
+	}
+	replicas, _ := strconv.Atoi(os.Getenv(shardedEnv))
+	cfg := manager.Config{RESTConfig: rest.CopyConfig(cp.AdminConfig()), Controllers: manager.KnownControllers,
+		Version: "differential", QPS: qps, Burst: burst}
+	if replicas < 1 {
+		go func() { done <- manager.Run(ctx, cfg) }()
+		return done
+	}
+	errs := make(chan error, replicas)
+	for i := range replicas {
+		c := cfg
+		c.Sharding = manager.Sharding{Enabled: true}
+		c.LeaderElection.Identity = fmt.Sprintf("differential-shard-%d", i)
+		go func() { errs <- manager.Run(ctx, c) }()
+	}
+	go func() {
+		var all []error
+		for range replicas {
+			all = append(all, <-errs)
+		}
+		done <- errors.Join(all...)
+	}()
+	return done
 }
 
 // childConfig is the control plane config of a child for role in dir, with the client rate both sides'
