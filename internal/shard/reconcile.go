@@ -17,12 +17,12 @@ import (
 func (c *Coordinator) reconcile(ctx context.Context) {
 	epoch := c.member.Epoch()
 	if epoch == 0 {
-		c.stopAll("membership lapsed or not yet renewed")
+		c.stopAll(true, "membership lapsed or not yet renewed")
 		return
 	}
 	cm, ring, err := c.readRing()
 	if err != nil {
-		c.stopAll("the ring cannot be read")
+		c.stopAll(true, "the ring cannot be read")
 		return
 	}
 	if cm == nil {
@@ -107,39 +107,41 @@ func (c *Coordinator) observeOwners(ring Ring) {
 	metricRingPods.Set(float64(ownedPods))
 }
 
-// stopLost stops every bucket this replica runs but may not: no longer its own, being released, bounds
-// changed, or claimed in an older epoch (SH-2, SH-3).
+// stopLost stops every bucket this replica runs but may not: being released or re-split (drained, SH-3), or no
+// longer its own, bounds changed, or claimed in an older epoch (cut, SH-2).
 func (c *Coordinator) stopLost(ring Ring, epoch int64) {
-	var lost []int
+	var drained, cut []int
 	c.mu.Lock()
 	for i, run := range c.running {
-		if i >= len(ring.Buckets) {
-			lost = append(lost, i)
-			continue
-		}
-		b := ring.Buckets[i]
-		if b.Owner != c.cfg.Identity || b.ReleasingTo != "" || b.Range() != run.rng || run.epoch != epoch || ring.Resplitting() {
-			lost = append(lost, i)
+		switch {
+		case i >= len(ring.Buckets) || ring.Buckets[i].Owner != c.cfg.Identity || ring.Buckets[i].Range() != run.rng || run.epoch != epoch:
+			cut = append(cut, i)
+		case ring.Buckets[i].ReleasingTo != "" || ring.Resplitting():
+			drained = append(drained, i)
 		}
 	}
 	c.mu.Unlock()
-	c.stop(lost, "no longer this replica's to run")
+	c.stop(cut, true, "no longer this replica's to run")
+	c.stop(drained, false, "handing over")
 }
 
-// stopAll stops every bucket this replica runs.
-func (c *Coordinator) stopAll(why string) {
+// stopAll stops every bucket this replica runs: cut when it may no longer act, drained when it still owns them
+// (shutting down, before it releases them).
+func (c *Coordinator) stopAll(cut bool, why string) {
 	c.mu.Lock()
 	all := make([]int, 0, len(c.running))
 	for i := range c.running {
 		all = append(all, i)
 	}
 	c.mu.Unlock()
-	c.stop(all, why)
+	c.stop(all, cut, why)
 }
 
-// stop revokes the buckets' fences at once, then stops them side by side (each drains its in-flight syncs
-// and stops its informers) and returns when all have stopped.
-func (c *Coordinator) stop(buckets []int, why string) {
+// stop stops the buckets side by side (each stops enqueuing, finishes its in-flight syncs and stops its
+// informers) and returns when all have stopped. Cut revokes their fences first, so that nothing more is
+// written (the claim is gone); otherwise in-flight syncs finish their writes and the fences are revoked after
+// (a drain before a release, SH-3).
+func (c *Coordinator) stop(buckets []int, cut bool, why string) {
 	if len(buckets) == 0 {
 		return
 	}
@@ -147,18 +149,23 @@ func (c *Coordinator) stop(buckets []int, why string) {
 	runs := make([]*bucketRun, 0, len(buckets))
 	for _, i := range buckets {
 		run := c.running[i]
-		run.fence.Revoke()
+		if cut {
+			run.fence.Revoke()
+		}
 		runs = append(runs, run)
 		delete(c.running, i)
 	}
 	c.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, run := range runs {
-		wg.Go(run.running.Stop)
+		wg.Go(func() {
+			run.running.Stop()
+			run.fence.Revoke()
+		})
 	}
 	wg.Wait()
 	slices.Sort(buckets)
-	c.logger.Info("Stopped shard buckets", "buckets", buckets, "reason", why)
+	c.logger.Info("Stopped shard buckets", "buckets", buckets, "reason", why, "cut", cut)
 	metricRunningBuckets.Set(float64(c.runningCount()))
 }
 
@@ -326,7 +333,7 @@ func (c *Coordinator) observeUnowned(since *metav1.MicroTime, lastSeen time.Time
 // leave stops every bucket, releases this replica's buckets in the ring (Owner ""), and deletes its Lease, so
 // peers take the buckets at once. It gives up after RenewDeadline; peers then wait for the Lease to expire.
 func (c *Coordinator) leave(ctx context.Context) {
-	c.stopAll("shutting down")
+	c.stopAll(false, "shutting down")
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Durations.RenewDeadline)
 	defer cancel()
 	for ctx.Err() == nil {
