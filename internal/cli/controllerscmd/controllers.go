@@ -108,7 +108,7 @@ func (o *controllersOptions) check() error {
 		cliargs.Positive("--leader-elect-lease-duration", le.LeaseDuration),
 		cliargs.Positive("--leader-elect-renew-deadline", le.RenewDeadline),
 		cliargs.Positive("--leader-elect-retry-period", le.RetryPeriod),
-		checkLeaseOrder(*le),
+		checkLeaseOrder(*le, m.Sharding.Enabled),
 		cliargs.InRange("--shard-buckets", m.Sharding.Buckets, 1, 1024),
 		cliargs.InRange("--secure-port", m.Serving.Port, 0, 65535),
 		checkLoggingFlags(o.logging),
@@ -121,11 +121,12 @@ func checkClientFlags(qps float32, burst int) error {
 	return cliargs.First(cliargs.Positive("--kube-api-qps", qps), cliargs.AtLeast("--kube-api-burst", burst, 1))
 }
 
-// checkLeaseOrder returns, when leader election is on, an error unless lease duration > renew deadline > retry
-// period (client-go's rule, which manager.LeaderElection.Validate checks too), naming the flags.
-func checkLeaseOrder(le manager.LeaderElection) error {
+// checkLeaseOrder returns, when leader election or sharding is on, an error unless lease duration > renew
+// deadline > retry period (client-go's rule, which manager.LeaderElection.Validate checks too; sharded replicas'
+// Leases follow it), naming the flags.
+func checkLeaseOrder(le manager.LeaderElection, sharding bool) error {
 	switch {
-	case !le.Enabled:
+	case !le.Enabled && !sharding:
 		return nil
 	case le.RenewDeadline <= le.RetryPeriod:
 		return fmt.Errorf("--leader-elect-renew-deadline must be greater than --leader-elect-retry-period (%v), got %v", le.RetryPeriod, le.RenewDeadline)
