@@ -21,20 +21,24 @@ import (
 // binaries are the paths of the programs the bench runs.
 type binaries struct {
 	kubedeploy, controllers, upstream string
+	// floor is test/bench/floor, the shards mode's informers-only side.
+	floor string
 }
 
-// build compiles the three binaries into dir/bin with `go build` (the build cache makes repeated runs quick).
+// build compiles the four binaries into dir/bin with `go build` (the build cache makes repeated runs quick).
 func build(ctx context.Context, dir string) (binaries, error) {
 	bin := filepath.Join(dir, "bin")
 	b := binaries{
 		kubedeploy:  filepath.Join(bin, "kubedeploy"),
 		controllers: filepath.Join(bin, "kubedeploy-controllers"),
 		upstream:    filepath.Join(bin, "upstreamkcm"),
+		floor:       filepath.Join(bin, "floor"),
 	}
 	for out, pkg := range map[string]string{
 		b.kubedeploy:  "./cmd/kubedeploy",
 		b.controllers: "./cmd/kubedeploy-controllers",
 		b.upstream:    "./internal/controlplane/upstreamkcm",
+		b.floor:       "./test/bench/floor",
 	} {
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
 		if msg, err := cmd.CombinedOutput(); err != nil {

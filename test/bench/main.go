@@ -33,6 +33,20 @@
 // With -mode idle it measures instead what an idle `kubedeploy up` (its own controllers, its default
 // kube-controller-manager controllers, -nodes KWOK nodes, no workload) costs: the process's CPU-seconds over 30 s and its RSS, after a minute to settle, once per run.
 //
+// With -mode shards it compares, in one run against one cluster, one unsharded `kubedeploy-controllers` with 2 and
+// 3 sharded replicas (--sharding, 16 buckets, each side with a ring of its own) and a floor: test/bench/floor,
+// a program that runs only the informers the controllers run (same types, same pod transform, no controller),
+// beside an unmeasured unsharded kubedeploy that performs the rollout. The workload is -namespaces namespaces
+// ns-001… (default 120) with one Deployment each, -pods pods in all (default 10,000), created, with their pods,
+// before the measured sides start (so a ring is measured with them). Each side is first measured idle (started on
+// the cluster before the workload exists, ready, settled 5 s: its idle baseline); then, one side at a time, it is
+// started on the workload, waited for until ready (sharded: every bucket running, the same for two polls, every
+// pod cached), settled 5 s (RSS, and live heap right after a forced GC), and measured through a rollout of every
+// Deployment (a new image, until all are complete): its CPU-seconds and bytes read per process, the rollout's
+// wall time, the `up` process's CPU (the API server and the rest of the cluster) and the API server's watch
+// events; then stopped before the next starts. It prints a table per side, the floor's CPU beside each
+// replica's, and issue 35's Done-when ratios (sharded ÷ unsharded), which it reports, not asserts.
+//
 // Each repetition also measures B, the raw pod-create rate of the cluster: N bare pods created by 32 concurrent
 // unthrottled clients (pods no scheduler or kubelet takes, so only the API server and etcd work).
 //
@@ -49,6 +63,7 @@
 //	go run ./test/bench -replicas 1000 -runs 3
 //	go run ./test/bench -replicas 1000 -runs 6 -qps lifted -json /tmp/bench.json
 //	go run ./test/bench -mode many -runs 3
+//	go run ./test/bench -mode shards -runs 1
 //
 // CI runs it once at -replicas 20 and once at -mode many -pods 200 so it does not rot.
 package main
@@ -72,8 +87,9 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 3, "repetitions; each runs every rate limit for both sides")
 	flag.StringVar(&o.qps, "qps", "", "client rate limits to run: default (20/30), lifted (5000/10000) (default: both in single mode, lifted in many)")
 	flag.StringVar(&o.sides, "sides", "kubedeploy,upstream", "controllers to measure: kubedeploy, upstream, observe (kubedeploy-controllers observe, following upstream's controllers run beside it unmeasured)")
-	flag.StringVar(&o.mode, "mode", modeSingle, "scenario: single (one -replicas Deployment), many (the clusterloader2 load mix of -pods pods) or idle (the whole `kubedeploy up`, idle)")
-	flag.IntVar(&o.pods, "pods", 10000, "pods of the many-Deployments mode (at least 100)")
+	flag.StringVar(&o.mode, "mode", modeSingle, "scenario: single (one -replicas Deployment), many (the clusterloader2 load mix of -pods pods), shards (unsharded against 2 and 3 sharded replicas and the informers-only floor, -pods pods in -namespaces namespaces) or idle (the whole `kubedeploy up`, idle)")
+	flag.IntVar(&o.pods, "pods", 10000, "pods of the many-Deployments mode (at least 100) and of the shards mode")
+	flag.IntVar(&o.namespaces, "namespaces", 120, "namespaces of the shards mode (ns-001…), one Deployment each")
 	flag.IntVar(&o.nodes, "nodes", 0, "KWOK nodes of the cluster, 1,000 pods each (default: enough for the scenario's peak, at least 3)")
 	flag.StringVar(&o.workDir, "work-dir", "", "directory for binaries, the cluster's data dir and the controllers' logs (default: a new temporary directory, removed on success)")
 	flag.StringVar(&o.jsonOut, "json", "", "also write every measurement to this file as JSON")
@@ -95,7 +111,7 @@ func main() {
 // options are the command-line flags.
 type options struct {
 	replicas, runs, nodes int
-	pods                  int
+	pods, namespaces      int
 	mode, qps, sides      string
 	workDir, jsonOut      string
 	phaseTimeout          time.Duration
@@ -122,10 +138,12 @@ func (o options) validate() error {
 		return fmt.Errorf("-replicas must be at least 10, got %d", o.replicas)
 	case o.runs < 1:
 		return fmt.Errorf("-runs must be at least 1, got %d", o.runs)
-	case o.mode != modeSingle && o.mode != modeMany && o.mode != modeIdle:
-		return fmt.Errorf("-mode: unknown mode %q (want %s, %s, %s)", o.mode, modeSingle, modeMany, modeIdle)
+	case o.mode != modeSingle && o.mode != modeMany && o.mode != modeIdle && o.mode != modeShards:
+		return fmt.Errorf("-mode: unknown mode %q (want %s, %s, %s, %s)", o.mode, modeSingle, modeMany, modeShards, modeIdle)
 	case o.mode == modeMany && o.pods < 100:
 		return fmt.Errorf("-pods must be at least 100, got %d", o.pods)
+	case o.mode == modeShards && (o.namespaces < 1 || o.pods < o.namespaces):
+		return fmt.Errorf("-namespaces must be at least 1 and at most -pods, got %d namespaces and %d pods", o.namespaces, o.pods)
 	case o.nodes < 0:
 		return fmt.Errorf("-nodes must not be negative, got %d", o.nodes)
 	case o.nodes > 0 && o.peakPods() > o.nodes*1000:
@@ -147,8 +165,11 @@ func (o options) validate() error {
 // peakPods is the most pods the scenario holds at once: the Deployment, or the fleet, in mid-rollout with its
 // whole 25% surge.
 func (o options) peakPods() int {
-	if o.mode == modeMany {
+	switch o.mode {
+	case modeMany:
 		return peakPods(o.pods)
+	case modeShards:
+		return newShardWorkload(o.pods, o.namespaces).peak()
 	}
 	return o.replicas + (o.replicas+3)/4
 }
@@ -227,6 +248,9 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}()
 	logf("cluster up: %s (%s)", cl.server, machine())
+	if o.mode == modeShards {
+		return runShards(ctx, cl, bins, o)
+	}
 	var results []result
 	var probes []probe
 	for rep := range o.runs {

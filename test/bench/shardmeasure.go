@@ -1,0 +1,366 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+)
+
+func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }
+
+// measureIdle starts s on the cluster as it is before the workload (a sharded side with a ring of its own,
+// bench-idle-<side>), waits until it is ready (waitReady), settles and returns each replica's RSS and live heap
+// as its idle baseline (IdleRSSMB, IdleHeapMB), then stops it.
+func measureIdle(ctx context.Context, cl *cluster, bins binaries, s shardSide, o options) ([]replicaResult, error) {
+	ps, err := startSide(ctx, cl, bins, shardSide{name: "idle-" + s.name, replicas: s.replicas, sharded: s.sharded, floor: s.floor}, "bench-idle-"+s.name)
+	if err != nil {
+		return nil, err
+	}
+	defer stopAll(ps)
+	if err := waitReady(ctx, cl, s, ps, o.phaseTimeout); err != nil {
+		return nil, err
+	}
+	rs, err := settledFigures(ctx, cl, s, ps)
+	for i := range rs {
+		rs[i].IdleRSSMB, rs[i].IdleHeapMB = rs[i].RSSMB, rs[i].HeapMB
+	}
+	logf("idle %-10s RSS %s MB, heap %s MB", s.name, joinFigures(rs, func(r replicaResult) float64 { return r.IdleRSSMB }),
+		joinFigures(rs, func(r replicaResult) float64 { return r.IdleHeapMB }))
+	return rs, err
+}
+
+// measureShardSide starts s (a sharded side with its ring in bench-ring-<side>; the floor beside an unmeasured
+// unsharded kubedeploy that performs the rollout), waits until it is ready and settled, reads each replica's
+// figures, then sets every Deployment's image to image and measures until every rollout is complete: the wall
+// time, each replica's CPU and bytes read, the cluster's CPU and the API server's watch events. It stops s
+// before it returns.
+func measureShardSide(ctx context.Context, cl *cluster, bins binaries, s shardSide, w shardWorkload, image string, o options) (sideResult, error) {
+	r := sideResult{Side: s.name, Pods: w.pods()}
+	var driver []*process
+	if s.floor {
+		var err error
+		if driver, err = startSide(ctx, cl, bins, shardSide{name: "floor-driver", replicas: 1}, ""); err != nil {
+			return r, err
+		}
+		defer stopAll(driver)
+	}
+	ps, err := startSide(ctx, cl, bins, s, "bench-ring-"+s.name)
+	if err != nil {
+		return r, err
+	}
+	defer stopAll(ps)
+	if err := waitReady(ctx, cl, s, append(slices.Clone(ps), driver...), o.phaseTimeout); err != nil {
+		return r, err
+	}
+	if r.Replicas, err = settledFigures(ctx, cl, s, ps); err != nil {
+		return r, err
+	}
+	pods, err := clusterPods(ctx, cl.client)
+	if err != nil {
+		return r, err
+	}
+	if !s.sharded && !s.floor {
+		for i := range r.Replicas {
+			r.Replicas[i].CachedPods = pods
+		}
+	}
+	alive := func() error { return aliveAll(append(slices.Clone(ps), driver...)) }
+	err = rollout(ctx, cl, ps, &r, func() error {
+		if err := w.roll(ctx, cl, image); err != nil {
+			return err
+		}
+		return w.wait(ctx, cl, alive, o.phaseTimeout)
+	})
+	return r, err
+}
+
+// rollout runs act, which returns once the rollout is complete, and records in r its wall time and what the
+// cluster and each of ps spent meanwhile.
+func rollout(ctx context.Context, cl *cluster, ps []*process, r *sideResult, act func() error) error {
+	before, err := readRollout(ctx, cl, ps)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := act(); err != nil {
+		return err
+	}
+	r.RolloutSeconds = time.Since(start).Seconds()
+	after, err := readRollout(ctx, cl, ps)
+	if err != nil {
+		return err
+	}
+	r.ClusterCPUSeconds = (after.cluster - before.cluster).Seconds()
+	r.WatchEvents = after.watchEvents - before.watchEvents
+	for i := range r.Replicas {
+		r.Replicas[i].RolloutCPUSeconds = (after.cpu[i] - before.cpu[i]).Seconds()
+		r.Replicas[i].ReadMB = float64(after.read[i]-before.read[i]) / (1 << 20)
+		r.Replicas[i].Events = after.events[i] - before.events[i]
+	}
+	return nil
+}
+
+// rolloutCounts are the counters a rollout is measured by, at one moment: per process its CPU time, bytes read
+// (rchar) and, for the floor, informer notifications; the cluster's CPU time and the API server's watch events.
+type rolloutCounts struct {
+	cpu         []time.Duration
+	read        []int64
+	events      []float64
+	cluster     time.Duration
+	watchEvents float64
+}
+
+// readRollout reads rolloutCounts now.
+func readRollout(ctx context.Context, cl *cluster, ps []*process) (rolloutCounts, error) {
+	var c rolloutCounts
+	var err error
+	if c.cluster, err = cpuOf(cl.cmd.Process.Pid); err != nil {
+		return c, err
+	}
+	if c.watchEvents, err = scrapeWatchEvents(ctx, cl.client); err != nil {
+		return c, err
+	}
+	for _, p := range ps {
+		cpu, err := p.cpu()
+		if err != nil {
+			return c, err
+		}
+		read, err := readChars(p.cmd.Process.Pid)
+		if err != nil {
+			return c, err
+		}
+		events := 0.0
+		if p.plain {
+			v, err := scrapeValues(ctx, cl.metrics, p.metricsURL())
+			if err != nil {
+				return c, err
+			}
+			events = v["kubedeploy_bench_floor_events_total"]
+		}
+		c.cpu, c.read, c.events = append(c.cpu, cpu), append(c.read, read), append(c.events, events)
+	}
+	return c, nil
+}
+
+// ringQuiet is how long a sharded side's buckets and handovers must stay unchanged before it is measured: buckets
+// move one at a time, each some seconds after the owners have counted their pods, so a few seconds without a
+// move do not mean the ring has settled.
+const ringQuiet = 20 * time.Second
+
+// waitReady polls every 2 s until s's processes ps are ready: each answers /readyz; for a sharded side, every
+// bucket is running on some replica, each replica runs at least one, and neither that nor the replicas'
+// handovers have changed for ringQuiet, and the replicas cache as many pods between them as the cluster holds;
+// for the floor, it caches them all. It logs what it waits for every 30 s.
+func waitReady(ctx context.Context, cl *cluster, s shardSide, ps []*process, timeout time.Duration) error {
+	var last, state string
+	var since time.Time
+	logged := time.Now()
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		if time.Since(logged) > 30*time.Second {
+			logf("%s: waiting (%s)", s.name, state)
+			logged = time.Now()
+		}
+		if err := aliveAll(ps); err != nil {
+			return false, err
+		}
+		for _, p := range ps {
+			if err := getOK(ctx, cl.metrics, strings.TrimSuffix(p.metricsURL(), "/metrics")+"/readyz"); err != nil {
+				state = err.Error()
+				return false, nil
+			}
+		}
+		if !s.sharded && !s.floor {
+			return true, nil
+		}
+		owned, handovers, cached, err := ownership(ctx, cl, ps[:s.replicas])
+		pods, podsErr := clusterPods(ctx, cl.client)
+		if err = errors.Join(err, podsErr); err != nil {
+			state = err.Error()
+			return false, nil
+		}
+		if key := fmt.Sprintf("%s %d", owned, handovers); key != last {
+			last, since = key, time.Now()
+		}
+		state = fmt.Sprintf("buckets %s, %d handovers, cached pods %d of %d", owned, handovers, cached, pods)
+		return cached == pods && (s.floor || balanced(owned, s.replicas, time.Since(since) >= ringQuiet)), nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s not ready (%s): %w", s.name, state, err)
+	}
+	return nil
+}
+
+// balanced reports whether the running buckets per replica, formatted "a/b/c", cover shardBuckets with at least
+// one per replica, and stable says the ring has been quiet long enough.
+func balanced(owned string, replicas int, stable bool) bool {
+	parts := strings.Split(owned, "/")
+	total := 0
+	for _, s := range parts {
+		n, _ := strconv.Atoi(s)
+		if n == 0 {
+			return false
+		}
+		total += n
+	}
+	return stable && len(parts) == replicas && total == shardBuckets
+}
+
+// ownership returns the buckets each of ps runs ("a/b/c"; for the floor, "-"), and the handovers they have
+// made and the pods they cache between them (kubedeploy_shard_running_buckets, kubedeploy_shard_handovers_total,
+// kubedeploy_shard_cached_pods; the floor's own count).
+func ownership(ctx context.Context, cl *cluster, ps []*process) (owned string, handovers, cached int, err error) {
+	var each []string
+	for _, p := range ps {
+		v, err := scrapeValues(ctx, cl.metrics, p.metricsURL())
+		if err != nil {
+			return "", 0, 0, err
+		}
+		if p.plain {
+			each = append(each, "-")
+			cached += int(v["kubedeploy_bench_floor_cached_pods"])
+			continue
+		}
+		each = append(each, strconv.Itoa(int(v["kubedeploy_shard_running_buckets"])))
+		handovers += int(v["kubedeploy_shard_handovers_total"])
+		cached += int(v["kubedeploy_shard_cached_pods"])
+	}
+	return strings.Join(each, "/"), handovers, cached, nil
+}
+
+// settledFigures waits settleFor, then reads each of ps's RSS, live heap (go_memstats_heap_alloc_bytes right after
+// a forced GC: /debug/pprof/heap?gc=1) and, for a sharded side or the floor, the pods, namespaces and buckets it
+// caches and owns.
+func settledFigures(ctx context.Context, cl *cluster, s shardSide, ps []*process) ([]replicaResult, error) {
+	if err := sleep(ctx, settleFor); err != nil {
+		return nil, err
+	}
+	var out []replicaResult
+	for i, p := range ps {
+		rss, err := readRSS(p.cmd.Process.Pid)
+		if err != nil {
+			return nil, err
+		}
+		base := strings.TrimSuffix(p.metricsURL(), "/metrics")
+		if _, err := get(ctx, cl.metrics, base+"/debug/pprof/heap?gc=1"); err != nil {
+			return nil, err
+		}
+		v, err := scrapeValues(ctx, cl.metrics, p.metricsURL())
+		if err != nil {
+			return nil, err
+		}
+		r := replicaResult{Side: s.name, Replica: i, RSSMB: float64(rss) / 1024, HeapMB: v["go_memstats_heap_alloc_bytes"] / (1 << 20)}
+		r.readCache(v)
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// readCache fills the cache and ownership figures from a sharded replica's or the floor's metrics v.
+func (r *replicaResult) readCache(v map[string]float64) {
+	if _, ok := v["kubedeploy_bench_floor_cached_pods"]; ok {
+		r.CachedPods, r.CachedNamespaces = int(v["kubedeploy_bench_floor_cached_pods"]), int(v["kubedeploy_bench_floor_cached_namespaces"])
+		return
+	}
+	if _, ok := v["kubedeploy_shard_cached_pods"]; !ok {
+		return
+	}
+	r.Sharded = true
+	r.CachedPods, r.CachedNamespaces = int(v["kubedeploy_shard_cached_pods"]), int(v["kubedeploy_shard_cached_namespaces"])
+	r.OwnedPods, r.OwnedBuckets = int(v["kubedeploy_shard_owned_pods"]), int(v["kubedeploy_shard_owned_buckets"])
+	r.ServerSide = v["kubedeploy_shard_server_side_filtering"] == 1
+}
+
+// clusterPods counts the pods of the cluster.
+func clusterPods(ctx context.Context, client kubernetes.Interface) (int, error) {
+	list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return 0, err
+	}
+	return len(list.Items), nil
+}
+
+// getOK returns nil if GET url answers 200.
+func getOK(ctx context.Context, client *http.Client, url string) error {
+	_, err := get(ctx, client, url)
+	return err
+}
+
+// scrapeValues reads the metrics at url and returns, per family, its series' values added up (gauges, counters
+// and untyped).
+func scrapeValues(ctx context.Context, client *http.Client, url string) (map[string]float64, error) {
+	body, err := get(ctx, client, url)
+	if err != nil {
+		return nil, err
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+	if err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", url, err)
+	}
+	out := map[string]float64{}
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			out[name] += m.GetGauge().GetValue() + m.GetCounter().GetValue() + m.GetUntyped().GetValue()
+		}
+	}
+	return out, nil
+}
+
+// watchedKinds are the resources whose watch events scrapeWatchEvents counts, by the names the API server's
+// apiserver_watch_events_total labels them with (kind or resource, by version).
+var watchedKinds = map[string]bool{"Pod": true, "ReplicaSet": true, "Deployment": true, "pods": true, "replicasets": true, "deployments": true}
+
+// scrapeWatchEvents returns the API server's apiserver_watch_events_total for pods, ReplicaSets and Deployments:
+// the events it sent to every watcher of the cluster.
+func scrapeWatchEvents(ctx context.Context, client kubernetes.Interface) (float64, error) {
+	body, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading kube-apiserver /metrics: %w", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+	if err != nil {
+		return 0, fmt.Errorf("parsing kube-apiserver /metrics: %w", err)
+	}
+	n := 0.0
+	for _, m := range families["apiserver_watch_events_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if (l.GetName() == "kind" || l.GetName() == "resource") && watchedKinds[l.GetValue()] {
+				n += m.GetCounter().GetValue()
+				break
+			}
+		}
+	}
+	return n, nil
+}
+
+// readChars returns rchar of /proc/<pid>/io: the bytes the process has read through read(2) and the like,
+// sockets included, so mostly what the API server sent it.
+func readChars(pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "rchar: "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, errors.New("no rchar in /proc io")
+}
