@@ -105,7 +105,9 @@ func rollout(ctx context.Context, cl *cluster, ps []*process, r *sideResult, act
 		return err
 	}
 	r.ClusterCPUSeconds = (after.cluster - before.cluster).Seconds()
-	r.WatchEvents = after.watchEvents - before.watchEvents
+	r.WatchEvents = after.watches.sent - before.watches.sent
+	r.FilteredWatchEvents = after.watches.filtered - before.watches.filtered
+	r.ShardedWatches = after.watches.sharded
 	for i := range r.Replicas {
 		r.Replicas[i].RolloutCPUSeconds = (after.cpu[i] - before.cpu[i]).Seconds()
 		r.Replicas[i].ReadMB = float64(after.read[i]-before.read[i]) / (1 << 20)
@@ -120,8 +122,8 @@ type rolloutCounts struct {
 	cpu         []time.Duration
 	read        []int64
 	events      []float64
-	cluster     time.Duration
-	watchEvents float64
+	cluster time.Duration
+	watches apiWatches
 }
 
 // readRollout reads rolloutCounts now.
@@ -131,7 +133,7 @@ func readRollout(ctx context.Context, cl *cluster, ps []*process) (rolloutCounts
 	if c.cluster, err = cpuOf(cl.cmd.Process.Pid); err != nil {
 		return c, err
 	}
-	if c.watchEvents, err = scrapeWatchEvents(ctx, cl.client); err != nil {
+	if c.watches, err = scrapeWatchEvents(ctx, cl.client); err != nil {
 		return c, err
 	}
 	for _, p := range ps {
@@ -324,28 +326,40 @@ func scrapeValues(ctx context.Context, client *http.Client, url string) (map[str
 // apiserver_watch_events_total labels them with (kind or resource, by version).
 var watchedKinds = map[string]bool{"Pod": true, "ReplicaSet": true, "Deployment": true, "pods": true, "replicasets": true, "deployments": true}
 
-// scrapeWatchEvents returns the API server's apiserver_watch_events_total for pods, ReplicaSets and Deployments:
-// the events it sent to every watcher of the cluster.
-func scrapeWatchEvents(ctx context.Context, client kubernetes.Interface) (float64, error) {
+// apiWatches are the API server's watch figures for pods, ReplicaSets and Deployments at one moment.
+type apiWatches struct {
+	// sent is apiserver_watch_events_total: the events it sent to every watcher of the cluster; filtered is
+	// apiserver_watch_filtered_events_total: those its watch cache dropped for a watcher's shard selector.
+	sent, filtered float64
+	// sharded is apiserver_watch_shards_total: the sharded watches open.
+	sharded float64
+}
+
+// scrapeWatchEvents reads the API server's apiWatches.
+func scrapeWatchEvents(ctx context.Context, client kubernetes.Interface) (apiWatches, error) {
 	body, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("reading kube-apiserver /metrics: %w", err)
+		return apiWatches{}, fmt.Errorf("reading kube-apiserver /metrics: %w", err)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
 	if err != nil {
-		return 0, fmt.Errorf("parsing kube-apiserver /metrics: %w", err)
+		return apiWatches{}, fmt.Errorf("parsing kube-apiserver /metrics: %w", err)
 	}
-	n := 0.0
-	for _, m := range families["apiserver_watch_events_total"].GetMetric() {
-		for _, l := range m.GetLabel() {
-			if (l.GetName() == "kind" || l.GetName() == "resource") && watchedKinds[l.GetValue()] {
-				n += m.GetCounter().GetValue()
-				break
+	sum := func(family string) float64 {
+		n := 0.0
+		for _, m := range families[family].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if (l.GetName() == "kind" || l.GetName() == "resource") && watchedKinds[l.GetValue()] {
+					n += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+					break
+				}
 			}
 		}
+		return n
 	}
-	return n, nil
+	return apiWatches{sent: sum("apiserver_watch_events_total"), filtered: sum("apiserver_watch_filtered_events_total"),
+		sharded: sum("apiserver_watch_shards_total")}, nil
 }
 
 // readChars returns rchar of /proc/<pid>/io: the bytes the process has read through read(2) and the like,

@@ -49,6 +49,10 @@ type sideResult struct {
 	// the rollout: what it sent to every watcher (the bench's own, the scheduler's, KWOK's and the garbage
 	// collector's too).
 	WatchEvents float64
+	// FilteredWatchEvents is the API server's apiserver_watch_filtered_events_total for the same resources during
+	// the rollout: the events its watch cache did not send to a watcher because of the watcher's shard selector;
+	// ShardedWatches its apiserver_watch_shards_total at the rollout's end: the sharded watches open.
+	FilteredWatchEvents, ShardedWatches float64
 	// Pods is the workload's pods.
 	Pods int
 }
@@ -88,8 +92,8 @@ func (r sideResult) cachedPods() int {
 
 // logSide prints a progress line with a side's main figures.
 func logSide(r sideResult) {
-	logf("run %d %-10s rollout %6.1fs  cluster %6.1f CPU-s  watch events %.0f  CPU-s %s  heap above idle %s MB  cached pods %s",
-		r.Run, r.Side, r.RolloutSeconds, r.ClusterCPUSeconds, r.WatchEvents,
+	logf("run %d %-10s rollout %6.1fs  cluster %6.1f CPU-s  watch events %.0f (filtered %.0f, sharded watches %.0f)  CPU-s %s  heap above idle %s MB  cached pods %s",
+		r.Run, r.Side, r.RolloutSeconds, r.ClusterCPUSeconds, r.WatchEvents, r.FilteredWatchEvents, r.ShardedWatches,
 		joinFigures(r.Replicas, func(x replicaResult) float64 { return x.RolloutCPUSeconds }),
 		joinFigures(r.Replicas, replicaResult.heapAboveIdle),
 		joinFigures(r.Replicas, func(x replicaResult) float64 { return float64(x.CachedPods) }))
@@ -230,8 +234,8 @@ func printSide(w io.Writer, r sideResult) {
 	if len(r.Replicas) > 0 && r.Replicas[0].Sharded {
 		filtering = map[bool]string{true: "server-side", false: "client-side only"}[r.Replicas[0].ServerSide]
 	}
-	fmt.Fprintf(w, "\nrollout of every Deployment: %.1f s; cluster (`up`) CPU-s: %.1f; API server watch events (pods, ReplicaSets, Deployments, all watchers): %.0f; balance (biggest ÷ mean pods): %s; filtering: %s\n\n",
-		r.RolloutSeconds, r.ClusterCPUSeconds, r.WatchEvents, num("%.3f", r.balance()), filtering)
+	fmt.Fprintf(w, "\nrollout of every Deployment: %.1f s; cluster (`up`) CPU-s: %.1f; API server watch events (pods, ReplicaSets, Deployments, all watchers): %.0f sent, %.0f filtered out by shard selectors, %.0f sharded watches open; balance (biggest ÷ mean pods): %s; filtering: %s\n\n",
+		r.RolloutSeconds, r.ClusterCPUSeconds, r.WatchEvents, r.FilteredWatchEvents, r.ShardedWatches, num("%.3f", r.balance()), filtering)
 }
 
 // printRatios writes the ratio table (Markdown).
