@@ -186,6 +186,7 @@ func newDeploymentController(ctx context.Context, in Inputs) (Runnable, error) {
 		Recorder:     in.Recorder,
 		Observer:     syncObserver{},
 		MaxCacheWait: in.Config.MaxCacheWait,
+		Slots:        in.Config.slotsFor(DeploymentController, in.Config.ConcurrentDeploymentSyncs),
 
 		StatusSyncWindow: max(0, in.Config.StatusSyncWindow),
 	})
@@ -220,6 +221,7 @@ func newReplicaSetController(ctx context.Context, in Inputs) (Runnable, error) {
 		ExpectationsTimeout: in.Config.ExpectationsTimeout,
 		MaxCacheWait:        in.Config.MaxCacheWait,
 		StatusSyncWindow:    max(0, in.Config.StatusSyncWindow),
+		Slots:               in.Config.slotsFor(ReplicaSetController, in.Config.ConcurrentReplicaSetSyncs),
 	}
 	if in.Readable[nodesResource] {
 		rsCfg.Nodes = in.Informers.Core().V1().Nodes()

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 	"github.com/kubedeploy/kubedeploy/internal/serving"
 	"github.com/kubedeploy/kubedeploy/internal/shard"
 )
@@ -61,6 +62,33 @@ type shardContext struct {
 	scope    shard.Scope
 	fence    *shard.Fence
 	limiters *sharedLimiters
+	slots    *sharedSlots
+}
+
+// sharedSlots is one runner.Slots per controller name for the whole process: every bucket's controller of a
+// kind runs its workers, but no more than the configured number sync at once in the process (without it, a
+// replica with 8 buckets ran 8 × --concurrent-*-syncs syncs behind one client rate limiter, and decisions
+// landed seconds late: EX-3's pod bound was overrun in tests).
+type sharedSlots struct {
+	mu sync.Mutex
+	by map[string]*runner.Slots
+}
+
+// slotsFor returns the Slots of the named controller in a sharded set, nil otherwise.
+func (c Config) slotsFor(controller string, workers int) *runner.Slots {
+	if c.shard == nil {
+		return nil
+	}
+	s := c.shard.slots
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.by == nil {
+		s.by = map[string]*runner.Slots{}
+	}
+	if _, ok := s.by[controller]; !ok {
+		s.by[controller] = runner.NewSlots(workers)
+	}
+	return s.by[controller]
 }
 
 // sharedLimiters is one token bucket per controller name for the whole process.
@@ -145,7 +173,7 @@ func runSharded(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck) e
 		logger.Info("Sharded mode: the API server does not filter by shard (ShardedListAndWatch off, or an older server); this replica filters client-side only")
 	}
 	le := cfg.LeaderElection
-	runner := &shardRunner{cfg: cfg, serverSide: serverSide, limiters: &sharedLimiters{}}
+	runner := &shardRunner{cfg: cfg, serverSide: serverSide, limiters: &sharedLimiters{}, slots: &sharedSlots{}}
 	coord := shard.NewCoordinator(shard.Config{
 		Client: client, Namespace: le.ResourceNamespace, RingName: cfg.Sharding.RingName, Identity: le.Identity,
 		Buckets:   cfg.Sharding.Buckets,
@@ -169,12 +197,13 @@ type shardRunner struct {
 	cfg        Config
 	serverSide bool
 	limiters   *sharedLimiters
+	slots      *sharedSlots
 }
 
 // Start builds and starts cfg's controllers over the claim's namespaces, logging with the bucket's index.
 func (r *shardRunner) Start(ctx context.Context, c shard.Claim) (shard.Running, error) {
 	cfg := r.cfg
-	cfg.shard = &shardContext{scope: shard.Scope{Ranges: []shard.Range{c.Range}, ServerSide: r.serverSide}, fence: c.Fence, limiters: r.limiters}
+	cfg.shard = &shardContext{scope: shard.Scope{Ranges: []shard.Range{c.Range}, ServerSide: r.serverSide}, fence: c.Fence, limiters: r.limiters, slots: r.slots}
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("bucket", c.Bucket))
 	set, err := NewControllerSet(ctx, cfg)
 	if err != nil {

@@ -51,6 +51,9 @@ type Config struct {
 	Clock clock.WithTicker
 	// Observer, if set, is told the duration and error of every sync (metrics).
 	Observer runner.Observer
+	// Slots, if set, bounds the syncs in flight across every controller sharing it (sharded mode: one
+	// replica's controllers of this kind, one per bucket, share its --concurrent-*-syncs; runner.Slots).
+	Slots *runner.Slots
 	// MaxCacheWait is how long a Deployment's syncs wait for the caches to
 	// show this controller's own writes before they read from the API server
 	// (IM-4): 0 means 1 minute (expectations.DefaultMaxCacheWait), < 0 is
@@ -117,7 +120,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.runner = runner.New(Name, c.syncDeployment, runner.WithObserver(cfg.Observer), runner.WithClock(cfg.Clock))
+	c.runner = runner.New(Name, c.syncDeployment, runner.WithObserver(cfg.Observer), runner.WithClock(cfg.Clock), runner.WithSlots(cfg.Slots))
 	if err := c.registerHandlers(klog.FromContext(ctx), cfg); err != nil {
 		return nil, err
 	}

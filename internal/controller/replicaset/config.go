@@ -46,6 +46,9 @@ type Config struct {
 	MaxCacheWait time.Duration
 	// Observer, if set, is told the duration and error of every sync (metrics).
 	Observer runner.Observer
+	// Slots, if set, bounds the syncs in flight across every controller sharing it (sharded mode: one
+	// replica's controllers of this kind, one per bucket, share its --concurrent-*-syncs; runner.Slots).
+	Slots *runner.Slots
 	// Templates, if set, is what the informers' transform noted of each ReplicaSet's stored JSON (IM-8): pods of
 	// a ReplicaSet whose pod template has fields kubedeploy's API does not know are created from the template as
 	// stored, through Dynamic. Nil: pods are built from the typed template (tests of typed objects).

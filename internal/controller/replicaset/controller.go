@@ -66,7 +66,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.runner = runner.New(Name, c.sync, runner.WithObserver(c.cfg.Observer), runner.WithClock(c.cfg.Clock))
+	c.runner = runner.New(Name, c.sync, runner.WithObserver(c.cfg.Observer), runner.WithClock(c.cfg.Clock), runner.WithSlots(c.cfg.Slots))
 	if cfg.Nodes != nil {
 		c.runner.WaitFor(cfg.Nodes.Informer().HasSynced)
 	}

@@ -70,6 +70,8 @@ type Runner struct {
 	// queue's rate limiter. Both are set by options before New builds the queue.
 	clock   clock.WithTicker
 	limiter workqueue.TypedRateLimiter[cache.ObjectName]
+	// slots, when set, bounds the syncs in flight across every runner sharing it.
+	slots *Slots
 
 	// mu guards lastStart: when each key's last sync began, for EnqueueCoalesced.
 	mu        sync.Mutex
@@ -99,6 +101,18 @@ func WithClock(c clock.WithTicker) Option {
 		}
 	}
 }
+
+// Slots bounds how many syncs run at once across the runners that share it: in sharded mode each bucket has
+// its own controllers, and the workers of all of a replica's controllers of one kind share the process's
+// --concurrent-*-syncs, as one controller's workers would (more syncs in flight than that only queue up behind
+// the client's rate limiter, and each decision then lands later). Build it with NewSlots.
+type Slots struct{ c chan struct{} }
+
+// NewSlots returns Slots for n syncs at once (n < 1 is 1).
+func NewSlots(n int) *Slots { return &Slots{c: make(chan struct{}, max(n, 1))} }
+
+// WithSlots makes each sync first take one of s (nil: no bound but the workers).
+func WithSlots(s *Slots) Option { return func(r *Runner) { r.slots = s } }
 
 // WithObserver reports each finished sync to o; a nil o reports nothing.
 func WithObserver(o Observer) Option { return func(r *Runner) { r.observer = o } }
@@ -252,6 +266,14 @@ func (r *Runner) ProcessNextItem(ctx context.Context) bool {
 		return false
 	}
 	defer r.queue.Done(key)
+	if r.slots != nil {
+		select {
+		case r.slots.c <- struct{}{}:
+			defer func() { <-r.slots.c }()
+		case <-ctx.Done():
+			return true // shutting down: the queue ends the worker next
+		}
+	}
 	start := r.clock.Now()
 	r.startedSync(key, start)
 	res, err := r.safeSync(ctx, key)
