@@ -119,7 +119,12 @@ func settled(ring Ring, live []string) bool {
 	return !slices.ContainsFunc(ring.Buckets, func(b Bucket) bool { return b.ReleasingTo != "" || !slices.Contains(live, b.Owner) })
 }
 
-// lopsided reports whether the heaviest bucket weighs more than twice the mean and holds two namespaces or more.
+// minResplitExcess is the least excess of the heaviest bucket over the mean, in pods, worth a re-split: one
+// stops every bucket for a few seconds, which a few dozen pods of imbalance do not repay.
+const minResplitExcess = 150
+
+// lopsided reports whether the heaviest bucket weighs more than twice the mean, by minResplitExcess pods at
+// least, and holds two namespaces or more.
 func lopsided(ring Ring) bool {
 	total, top := 0, 0
 	for i, b := range ring.Buckets {
@@ -128,7 +133,9 @@ func lopsided(ring Ring) bool {
 			top = i
 		}
 	}
-	return ring.Buckets[top].Weight()*len(ring.Buckets) > 2*total && ring.Buckets[top].Namespaces >= 2
+	heavy := ring.Buckets[top]
+	return heavy.Weight()*len(ring.Buckets) > 2*total && heavy.Weight()*len(ring.Buckets)-total >= minResplitExcess*len(ring.Buckets) &&
+		heavy.Namespaces >= 2
 }
 
 // heaviest returns the weight of the ring's heaviest bucket.
