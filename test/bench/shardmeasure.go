@@ -119,9 +119,9 @@ func rollout(ctx context.Context, cl *cluster, ps []*process, r *sideResult, act
 // rolloutCounts are the counters a rollout is measured by, at one moment: per process its CPU time, bytes read
 // (rchar) and, for the floor, informer notifications; the cluster's CPU time and the API server's watch events.
 type rolloutCounts struct {
-	cpu         []time.Duration
-	read        []int64
-	events      []float64
+	cpu     []time.Duration
+	read    []int64
+	events  []float64
 	cluster time.Duration
 	watches apiWatches
 }
