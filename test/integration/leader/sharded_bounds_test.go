@@ -18,6 +18,8 @@ import (
 // namespace holds more live and terminating pods than replicas + maxSurge (6 + 2). Each bucket runs its own
 // controllers; before they shared the replica's --concurrent-*-syncs (runner.Slots), a replica ran 8 × 5 syncs
 // behind one client rate limiter, decisions landed seconds late, and 9 to 10 pods were seen in 4 runs of 5.
+// With three sharded replicas in place of one the bound is still overrun (8 of 12 namespaces at 9-10 pods in
+// one run; issue 35's note): that case is not tested here until it is fixed.
 func TestShardedReplicaKeepsThePodBound(t *testing.T) {
 	ringNS := env.Namespace(t)
 	var nss []string
