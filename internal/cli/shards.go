@@ -15,7 +15,6 @@ import (
 
 	"github.com/spf13/cobra"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -200,33 +199,13 @@ func readShards(ctx context.Context, client kubernetes.Interface, meta metadata.
 	if err != nil {
 		return shardsView{}, fmt.Errorf("listing the replicas' Leases: %w", err)
 	}
-	pods, err := podsByNamespace(ctx, client, meta)
+	pods, err := shard.PodsByNamespace(ctx, client, meta)
 	if err != nil {
 		return shardsView{}, err
 	}
 	view := buildShardsView(ring, leases.Items, pods, now)
 	view.Ring = namespace + "/" + name
 	return view, nil
-}
-
-// podsByNamespace returns every namespace and its pods (pods), listed as metadata from the API server's cache.
-func podsByNamespace(ctx context.Context, client kubernetes.Interface, meta metadata.Interface) (map[string]int, error) {
-	nss, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-	if err != nil {
-		return nil, fmt.Errorf("listing namespaces: %w", err)
-	}
-	pods, err := meta.Resource(v1.SchemeGroupVersion.WithResource("pods")).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-	if err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
-	}
-	counts := make(map[string]int, len(nss.Items))
-	for _, ns := range nss.Items {
-		counts[ns.Name] = 0
-	}
-	for _, p := range pods.Items {
-		counts[p.Namespace]++
-	}
-	return counts, nil
 }
 
 // buildShardsView returns the view of ring, with its replicas' leases and pods (namespace → pods) at now.

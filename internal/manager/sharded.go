@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -242,21 +240,6 @@ func measureFor(cfg Config) func(ctx context.Context) (map[string]int, error) {
 		if err != nil {
 			return nil, err
 		}
-		nss, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-		if err != nil {
-			return nil, fmt.Errorf("listing namespaces: %w", err)
-		}
-		pods, err := meta.Resource(v1.SchemeGroupVersion.WithResource("pods")).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-		if err != nil {
-			return nil, fmt.Errorf("listing pods: %w", err)
-		}
-		counts := make(map[string]int, len(nss.Items))
-		for _, ns := range nss.Items {
-			counts[ns.Name] = 0
-		}
-		for _, p := range pods.Items {
-			counts[p.Namespace]++
-		}
-		return counts, nil
+		return shard.PodsByNamespace(ctx, client, meta)
 	}
 }
