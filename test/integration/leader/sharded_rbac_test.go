@@ -16,10 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/deploy"
-	"github.com/kubedeploy/kubedeploy/internal/manager"
 	"github.com/kubedeploy/kubedeploy/internal/shard"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
@@ -59,22 +57,7 @@ func (f *forbiddenLog) requests() []string {
 // the test ends.
 func startRBACShardMember(t *testing.T, identity string, rc *rest.Config, forbidden *forbiddenLog) *member {
 	t.Helper()
-	m := &member{identity: identity, link: &link{}, done: make(chan error, 1)}
-	rc = rest.CopyConfig(rc)
-	rc.Wrap(m.link.wrap)
-	rc.Wrap(forbidden.wrap)
-	le := manager.LeaderElection{LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
-		ResourceNamespace: deploy.Namespace, Identity: identity}
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithName(identity)))
-	m.cancel = cancel
-	go func() {
-		m.done <- manager.Run(ctx, manager.Config{
-			RESTConfig: rc, Controllers: manager.KnownControllers, Version: "test",
-			LeaderElection: le, Sharding: manager.Sharding{Enabled: true, Buckets: 4},
-		})
-	}()
-	t.Cleanup(func() { m.stop(t) })
-	return m
+	return runShardMember(t, identity, rc, deploy.Namespace, 4, forbidden.wrap)
 }
 
 // resetShardRing deletes the ring and the replicas' Leases in deploy.Namespace, so the test starts with none.

@@ -74,13 +74,20 @@ func (w *writeLog) writers() map[string][]string {
 // shardLease is the sharded members' timing: as shortLease.
 var shardLease = manager.LeaderElection{LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second}
 
-// startShardMember runs a sharded manager (both controllers) as identity, its ring and Lease in ringNS.
+// startShardMember runs a sharded manager (both controllers, 8 buckets) as identity, its ring and Lease in ringNS.
 func startShardMember(t *testing.T, identity, ringNS string, writes *writeLog) *member {
 	t.Helper()
+	return runShardMember(t, identity, env.Config, ringNS, 8, func(rt http.RoundTripper) http.RoundTripper { return writes.wrap(identity, rt) })
+}
+
+// runShardMember runs a sharded manager (both controllers, buckets buckets, shardLease's timing) as identity on
+// rc wrapped by wrap, its ring and Lease in ringNS, until the test ends (or stop/crash is called).
+func runShardMember(t *testing.T, identity string, rc *rest.Config, ringNS string, buckets int, wrap func(http.RoundTripper) http.RoundTripper) *member {
+	t.Helper()
 	m := &member{identity: identity, link: &link{}, done: make(chan error, 1)}
-	rc := rest.CopyConfig(env.Config)
+	rc = rest.CopyConfig(rc)
 	rc.Wrap(m.link.wrap)
-	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return writes.wrap(identity, rt) })
+	rc.Wrap(wrap)
 	le := shardLease
 	le.Identity, le.ResourceNamespace = identity, ringNS
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithName(identity)))
@@ -88,7 +95,7 @@ func startShardMember(t *testing.T, identity, ringNS string, writes *writeLog) *
 	go func() {
 		m.done <- manager.Run(ctx, manager.Config{
 			RESTConfig: rc, Controllers: manager.KnownControllers, Version: "test",
-			LeaderElection: le, Sharding: manager.Sharding{Enabled: true, Buckets: 8},
+			LeaderElection: le, Sharding: manager.Sharding{Enabled: true, Buckets: buckets},
 		})
 	}()
 	t.Cleanup(func() { m.stop(t) })
