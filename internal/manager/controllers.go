@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,6 +90,42 @@ type Inputs struct {
 	Recorder record.EventRecorder
 	// Readable says, for each OptionalInformers resource of the set's controllers, whether it may be watched.
 	Readable map[schema.GroupResource]bool
+	// Creations is shared by the set's controllers: the ReplicaSet controller registers its pending pod
+	// creations there and the Deployment controller reads them (EX-3), whichever is built first.
+	Creations *podCreations
+}
+
+// podCreations passes a set's ReplicaSet controller's pending creations (replicaset.Controller's
+// PendingCreations) to its Deployment controller. Without a ReplicaSet controller in the set it counts none.
+// Safe for concurrent use; the zero value is ready.
+type podCreations struct {
+	mu      sync.RWMutex
+	pending func(namespace, name string) int
+}
+
+// set registers the ReplicaSet controller's reader; on a nil p it does nothing.
+func (p *podCreations) set(pending func(namespace, name string) int) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pending = pending
+}
+
+// count returns the creations in flight for the ReplicaSet namespace/name, in pods (0 without a reader or
+// on a nil p).
+func (p *podCreations) count(namespace, name string) int {
+	if p == nil {
+		return 0
+	}
+	p.mu.RLock()
+	pending := p.pending
+	p.mu.RUnlock()
+	if pending == nil {
+		return 0
+	}
+	return pending(namespace, name)
 }
 
 var (
@@ -189,6 +226,7 @@ func newDeploymentController(ctx context.Context, in Inputs) (Runnable, error) {
 		Slots:        in.Config.slotsFor(DeploymentController, in.Config.ConcurrentDeploymentSyncs),
 
 		StatusSyncWindow: max(0, in.Config.StatusSyncWindow),
+		PendingCreations: in.Creations.count,
 	})
 }
 
@@ -226,7 +264,12 @@ func newReplicaSetController(ctx context.Context, in Inputs) (Runnable, error) {
 	if in.Readable[nodesResource] {
 		rsCfg.Nodes = in.Informers.Core().V1().Nodes()
 	}
-	return replicaset.New(ctx, rsCfg)
+	rs, err := replicaset.New(ctx, rsCfg)
+	if err != nil {
+		return nil, err
+	}
+	in.Creations.set(rs.PendingCreations)
+	return rs, nil
 }
 
 // nodesReadable reports whether client may list nodes, which the ReplicaSet

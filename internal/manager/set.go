@@ -93,7 +93,7 @@ func newSharedInformers(ctx context.Context, cfg Config) (kubernetes.Interface, 
 		factory.Shutdown()
 		return nil, Inputs{}, err
 	}
-	return infClient, Inputs{Config: cfg, Informers: factory, Templates: templates}, nil
+	return infClient, Inputs{Config: cfg, Informers: factory, Templates: templates, Creations: &podCreations{}}, nil
 }
 
 // podListWatch lists and watches the pods of every namespace through client.

@@ -67,6 +67,12 @@ type Config struct {
 	// Dynamic creates the ReplicaSets whose template has fields kubedeploy's API does not know; required with
 	// Templates.
 	Dynamic dynamic.Interface
+	// PendingCreations, if set, returns the pods the ReplicaSet controller of the same process has created, or
+	// is about to create, for the ReplicaSet namespace/name and not yet observed (replicaset.Controller's
+	// PendingCreations). EX-3 counts them in each ReplicaSet's footprint, so a ReplicaSet lowered while its
+	// creations are in flight does not lend the new ReplicaSet room those pods will take. Nil counts none (a
+	// ReplicaSet controller in another process: the bound then holds only as far as the caches show).
+	PendingCreations func(namespace, name string) int
 	// StatusSyncWindow coalesces the syncs a ReplicaSet's status-only
 	// updates cause to at most one per Deployment per window
 	// (runner.EnqueueCoalesced); 0 syncs on every update, as upstream.
@@ -104,6 +110,8 @@ type Controller struct {
 	recorder record.EventRecorder
 	clock    clock.Clock
 	runner   *runner.Runner
+	// pendingCreations is Config.PendingCreations (nil: none counted).
+	pendingCreations func(namespace, name string) int
 	// statusSyncWindow is Config.StatusSyncWindow.
 	statusSyncWindow time.Duration
 	// freshness is the IM-4 read-your-writes guard over the ReplicaSet and
@@ -154,6 +162,7 @@ func newController(cfg Config) (*Controller, error) {
 		recorder:         cfg.Recorder,
 		clock:            cfg.Clock,
 		statusSyncWindow: cfg.StatusSyncWindow,
+		pendingCreations: cfg.PendingCreations,
 		freshness: expectations.NewReadYourWrites(Name, cfg.Clock, cfg.MaxCacheWait, map[string]expectations.Cache{
 			resourceReplicaSets: expectations.InformerCache(rsInformer),
 			resourceDeployments: expectations.InformerCache(dInformer),

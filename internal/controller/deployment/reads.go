@@ -95,6 +95,28 @@ func (c *Controller) resolveTemplates(ctx context.Context, rsList []*appsv1.Repl
 	return c.templates.Resolve(ctx, objs...)
 }
 
+// pendingCreationsByReplicaSet returns, for each ReplicaSet in rsList with
+// creations in flight, the pods the ReplicaSet controller of this process has
+// created or is creating for it and not yet observed (Config.PendingCreations);
+// nil without that reader or unless d is opted into TerminationComplete, the
+// only rule that counts them (EX-3). Read it before the pods: a pod observed
+// in between is then counted twice (too many, safe), never missed.
+func (c *Controller) pendingCreationsByReplicaSet(d *appsv1.Deployment, rsList []*appsv1.ReplicaSet) map[types.UID]int {
+	if c.pendingCreations == nil || !waitsForTermination(d) {
+		return nil
+	}
+	var out map[types.UID]int
+	for _, rs := range rsList {
+		if n := c.pendingCreations(rs.Namespace, rs.Name); n > 0 {
+			if out == nil {
+				out = map[types.UID]int{}
+			}
+			out[rs.UID] = n
+		}
+	}
+	return out
+}
+
 // podsByReplicaSet returns, for every ReplicaSet in rsList, the cached pods
 // whose ControllerRef is that ReplicaSet, whatever their labels or phase (SD-4).
 // Every ReplicaSet has an entry, possibly empty.

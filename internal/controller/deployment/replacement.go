@@ -15,12 +15,14 @@ func waitsForTermination(d *appsv1.Deployment) bool {
 }
 
 // podFootprint returns the most pods rs can hold before its controller has
-// caught up, in pods: its live pods, or its spec when more will be created,
-// or its reported status.replicas, whichever is largest, plus its
+// caught up, in pods: its live pods plus the creations its controller has in
+// flight (pending, not yet in the pod cache), or its spec when more will be
+// created, or its reported status.replicas, whichever is largest, plus its
 // terminating pods (from the pod cache or its status, whichever is larger).
 // Taking the largest of each makes a lagging cache or status count too many
-// pods, never too few.
-func podFootprint(rs *appsv1.ReplicaSet, pods []*v1.Pod) int64 {
+// pods, never too few; counting pending creations keeps a ReplicaSet lowered
+// below pods still being created from looking smaller than it will be.
+func podFootprint(rs *appsv1.ReplicaSet, pods []*v1.Pod, pending int) int64 {
 	var live, terminating int64
 	for _, p := range pods {
 		switch {
@@ -34,19 +36,19 @@ func podFootprint(rs *appsv1.ReplicaSet, pods []*v1.Pod) int64 {
 	if rs.Status.TerminatingReplicas != nil {
 		terminating = max(terminating, int64(*rs.Status.TerminatingReplicas))
 	}
-	return max(int64(specReplicas(rs)), live, int64(rs.Status.Replicas)) + terminating
+	return max(int64(specReplicas(rs)), live+int64(max(0, pending)), int64(rs.Status.Replicas)) + terminating
 }
 
 // terminationHeadroom returns how many pods may still be added under
 // TerminationComplete: f.MaxTotal() (replicas + maxSurge) minus the
-// footprint of every ReplicaSet in allRSs (podsByRS keyed by ReplicaSet
-// UID). It is negative while terminating pods hold the Deployment above its
+// footprint of every ReplicaSet in allRSs (podsByRS and pendingByRS, the
+// creations in flight, keyed by ReplicaSet UID). It is negative while terminating pods hold the Deployment above its
 // bound (EX-3).
-func terminationHeadroom(f rolloutstate.Fenceposts, allRSs []*appsv1.ReplicaSet, podsByRS map[types.UID][]*v1.Pod) int64 {
+func terminationHeadroom(f rolloutstate.Fenceposts, allRSs []*appsv1.ReplicaSet, podsByRS map[types.UID][]*v1.Pod, pendingByRS map[types.UID]int) int64 {
 	footprint := int64(0)
 	for _, rs := range allRSs {
 		if rs != nil {
-			footprint += podFootprint(rs, podsByRS[rs.UID])
+			footprint += podFootprint(rs, podsByRS[rs.UID], pendingByRS[rs.UID])
 		}
 	}
 	return int64(f.MaxTotal()) - footprint
@@ -61,7 +63,7 @@ func (sc *syncContext) newRSSizeWithinPods(size int32) int32 {
 	if !waitsForTermination(sc.d) || size <= current {
 		return size
 	}
-	headroom := terminationHeadroom(sc.f, sc.allRSs(), sc.podsByRS)
+	headroom := terminationHeadroom(sc.f, sc.allRSs(), sc.podsByRS, sc.pendingByRS)
 	capped := clampInt32(min(int64(size), int64(current)+max(0, headroom)))
 	if capped < size {
 		sc.logger.V(2).Info("Waiting for terminating pods before scaling up the new replica set",

@@ -52,6 +52,7 @@ func TestPodFootprint(t *testing.T) {
 		spec, statusReplicas        int32
 		statusTerminating           *int32
 		live, terminating, finished int
+		pending                     int
 		want                        int64
 	}{
 		{name: "settled", spec: 5, statusReplicas: 5, live: 5, want: 5},
@@ -61,12 +62,15 @@ func TestPodFootprint(t *testing.T) {
 		{name: "status terminating counts when the cache has not seen them", spec: 2, statusReplicas: 2, live: 2, statusTerminating: ptr.To[int32](3), want: 5},
 		{name: "lagging cache: status replicas counts", spec: 2, statusReplicas: 6, live: 2, want: 6},
 		{name: "finished pods never count", spec: 2, statusReplicas: 2, live: 2, finished: 4, want: 2},
+		{name: "lowered while creates are in flight: they count", spec: 3, statusReplicas: 3, live: 3, pending: 2, want: 5},
+		{name: "in-flight creates within spec add nothing", spec: 5, statusReplicas: 3, live: 3, pending: 2, want: 5},
+		{name: "in-flight creates and terminating pods", spec: 3, statusReplicas: 3, live: 3, pending: 2, terminating: 1, want: 6},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rs := newRS(d, "a", "nginx:1", tc.spec, 0, nil)
 			rs.Status.Replicas, rs.Status.TerminatingReplicas = tc.statusReplicas, tc.statusTerminating
-			if got := podFootprint(rs, podsOf(rs, tc.live, tc.terminating, tc.finished)); got != tc.want {
+			if got := podFootprint(rs, podsOf(rs, tc.live, tc.terminating, tc.finished), tc.pending); got != tc.want {
 				t.Errorf("footprint = %d, want %d", got, tc.want)
 			}
 		})
@@ -136,5 +140,49 @@ func TestSyncTerminationCompleteWaitsForTerminatingPods(t *testing.T) {
 				t.Fatalf("new ReplicaSet = %d, want 6 (RU-10 on specs only)", got)
 			}
 		})
+	}
+}
+
+// TestSyncTerminationCompleteCountsCreationsInFlight (EX-3, issue 35): 6
+// replicas, maxSurge 2, maxUnavailable 0. Old A was just lowered from 5 to 3
+// while its ReplicaSet controller still had 2 creations in flight (3 pods
+// in the cache); new B has 3. By the caches alone 3 + 3 = 6 pods leave B room
+// for 2; the 2 creations then land and the namespace holds 10 pods (8
+// allowed). Counting the ReplicaSet controller's pending creations, B waits;
+// once they are observed (and A's extra pods deleted), it grows.
+func TestSyncTerminationCompleteCountsCreationsInFlight(t *testing.T) {
+	d := newDeployment(6, intstr.FromInt32(2), intstr.FromInt32(0))
+	d.Spec.Template = podTemplate("nginx:2")
+	d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "2", rolloutstate.PodReplacementPolicyAnnotation: rolloutstate.PodReplacementTerminationComplete}
+	b := "nginx-" + computeHash(&d.Spec.Template, nil)
+	oldA := withStatus(newRS(d, "nginx-a", "nginx:1", 3, 0, sizeAnnotations(6, 8, 1)), 3, 3)
+	newB := withStatus(newRS(d, b, "nginx:2", 3, 1, sizeAnnotations(6, 8, 2)), 3, 3)
+	objs := []runtimeObject{d, oldA, newB}
+	for _, p := range append(podsOf(oldA, 3, 0, 0), podsOf(newB, 3, 0, 0)...) {
+		objs = append(objs, p)
+	}
+	f := newFixture(t, objs...)
+	pending := map[string]int{"nginx-a": 2}
+	var asked []string
+	f.c.pendingCreations = func(namespace, name string) int {
+		asked = append(asked, namespace+"/"+name)
+		return pending[name]
+	}
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := *f.rs(b).Spec.Replicas; got != 3 {
+		t.Fatalf("new ReplicaSet = %d, want 3 while 2 of A's creations are in flight (3+2+3 = 8 pods)", got)
+	}
+	if len(asked) == 0 {
+		t.Fatal("the ReplicaSet controller's pending creations were never read")
+	}
+	// The creations were observed and A's 2 extra pods deleted and gone: B may grow by 2.
+	pending = nil
+	if _, err := f.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := *f.rs(b).Spec.Replicas; got != 5 {
+		t.Fatalf("new ReplicaSet = %d once nothing is in flight, want 5 (3 + 3 + 2 surge)", got)
 	}
 }

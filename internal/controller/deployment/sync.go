@@ -56,6 +56,7 @@ func (c *Controller) syncDeployment(ctx context.Context, key cache.ObjectName) (
 	if err := c.resolveTemplates(ctx, rsList); err != nil {
 		return runner.Result{}, err
 	}
+	pendingByRS := c.pendingCreationsByReplicaSet(d, rsList)
 	podsByRS, err := c.podsByReplicaSet(rsList)
 	if err != nil {
 		return runner.Result{}, err
@@ -69,7 +70,7 @@ func (c *Controller) syncDeployment(ctx context.Context, key cache.ObjectName) (
 		// Once per sync, here where it is read; the recorder aggregates repeats.
 		c.recorder.Eventf(d, v1.EventTypeWarning, InvalidRolloutPartition, "%v; %s", partition.invalid, partition.invalid.Effect)
 	}
-	sc := &syncContext{c: c, key: key, logger: logger, now: c.clock.Now(), d: d, f: f, partition: partition, rsList: rsList, podsByRS: podsByRS}
+	sc := &syncContext{c: c, key: key, logger: logger, now: c.clock.Now(), d: d, f: f, partition: partition, rsList: rsList, podsByRS: podsByRS, pendingByRS: pendingByRS}
 	res, err := sc.run(ctx)
 	if err == nil {
 		res.RequeueAfter = c.freshness.NextCheck(freshness, res.RequeueAfter)

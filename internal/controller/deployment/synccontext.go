@@ -33,6 +33,9 @@ type syncContext struct {
 	oldRSs []*appsv1.ReplicaSet
 	// podsByRS maps each owned ReplicaSet's UID to the pods it controls (SD-4).
 	podsByRS map[types.UID][]*v1.Pod
+	// pendingByRS maps a ReplicaSet's UID to the creations its controller has
+	// in flight (read before podsByRS; only for EX-3 Deployments, else nil).
+	pendingByRS map[types.UID]int
 	// partition is d's EX-1 partition, read once (partitionOf).
 	partition rolloutPartition
 }

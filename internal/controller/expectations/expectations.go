@@ -173,6 +173,21 @@ func (t *Tracker) DeleteExpectations(logger klog.Logger, key string) {
 	}
 }
 
+// PendingCreations returns the pod creations key's record still expects, in
+// pods: the creations issued (or about to be) whose pods the controller has
+// not yet observed. It is 0 without a record, for a record older than Timeout
+// (its creations have long landed or failed), or when none are outstanding.
+// The Deployment controller counts them in a ReplicaSet's footprint (EX-3).
+func (t *Tracker) PendingCreations(key string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.records[key]
+	if !ok || r.add <= 0 || t.Clock.Since(r.timestamp) > t.Timeout {
+		return 0
+	}
+	return r.add
+}
+
 // Pending returns key's outstanding creations and deletions and whether a
 // record exists (expired or not). The ReplicaSet controller's handlers use it
 // to tell a sync that can only rewrite status from one that may manage

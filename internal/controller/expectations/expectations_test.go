@@ -165,3 +165,26 @@ func TestTrackerPendingAndOtherKeys(t *testing.T) {
 		t.Fatal("observing an unknown key created a record")
 	}
 }
+
+// TestTrackerPendingCreations: the creations in flight that EX-3's footprint counts: issued ones until
+// observed or lowered, none without a record, none once the record is older than the TTL.
+func TestTrackerPendingCreations(t *testing.T) {
+	tr, clk, logger, _ := newTestTracker(t)
+	if got := tr.PendingCreations(rsKey); got != 0 {
+		t.Fatalf("no record: PendingCreations = %d, want 0", got)
+	}
+	tr.ExpectCreations(logger, rsKey, 3)
+	tr.CreationObserved(logger, rsKey)
+	if got := tr.PendingCreations(rsKey); got != 2 {
+		t.Fatalf("3 expected, 1 observed: PendingCreations = %d, want 2", got)
+	}
+	tr.LowerExpectations(logger, rsKey, 2, 0)
+	if got := tr.PendingCreations(rsKey); got != 0 {
+		t.Fatalf("the rest lowered (failed creates): PendingCreations = %d, want 0", got)
+	}
+	tr.ExpectCreations(logger, rsKey, 4)
+	clk.Step(DefaultTimeout + time.Second)
+	if got := tr.PendingCreations(rsKey); got != 0 {
+		t.Fatalf("record older than the TTL: PendingCreations = %d, want 0", got)
+	}
+}

@@ -112,6 +112,16 @@ func newController(cfg Config) (*Controller, error) {
 	return c, nil
 }
 
+// PendingCreations returns the pods this controller has created, or is about
+// to create, for the ReplicaSet namespace/name and has not yet observed in
+// its pod cache (its expectations, RS-9; 0 when none or expired). A
+// Deployment controller in the same process counts them so that a
+// ReplicaSet lowered while its creations are in flight is not taken to hold
+// fewer pods than will exist (EX-3). Safe for concurrent use.
+func (c *Controller) PendingCreations(namespace, name string) int {
+	return c.expectations.PendingCreations(cache.ObjectName{Namespace: namespace, Name: name}.String())
+}
+
 // HasSynced reports whether the ReplicaSet and pod informers and this
 // controller's handlers have seen their initial lists.
 func (c *Controller) HasSynced() bool { return c.runner.HasSynced() }
