@@ -16,9 +16,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/shard"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
@@ -78,8 +80,9 @@ func shardOptionsFromEnv(t *testing.T) shardOptions {
 // (c) 1 → 3 → 2 → 4 replicas (SIGTERM going down). From the API server's audit log: every workload write of
 // a replica fell while the ring gave it the namespace's bucket; the woken replica wrote nothing before it
 // claimed again; each killed replica's buckets were given to another within lease duration + 5 s (p99).
-// An independent watch of every Deployment's ReplicaSets sees no surge or availability bound broken, and
-// every rollout completes. Each replica says the API server filters by shard (SH-4).
+// An independent watch of every Deployment's ReplicaSets sees no surge or availability bound broken, one of
+// its pods never more live and terminating pods than replicas + maxSurge (EX-3, every Deployment opted in),
+// and every rollout completes. Each replica says the API server filters by shard (SH-4).
 func TestShardedNeverTwoOwners(t *testing.T) {
 	skipShort(t)
 	runNeverTwoOwners(t, shardOptionsFromEnv(t), nil, "the API server filters lists and watches by shard")
@@ -132,6 +135,7 @@ type shardRun struct {
 	client     kubernetes.Interface
 	namespaces []string
 	watches    []*harness.RolloutWatch
+	podWatches []*harness.PodWatch
 	live       []*shardReplica // running, oldest first
 	all        []*shardReplica // every one started
 	kills      []shardEvent    // (a)
@@ -170,6 +174,8 @@ func startShardRun(t *testing.T, o shardOptions, upArgs []string) *shardRun {
 		ns := fmt.Sprintf("ns-%02d", i)
 		r.createNamespace(ns)
 		d := harness.NewDeployment(ns, "web", shardReplicasPerDeployment, "nginx:1.9")
+		// EX-3, so that "no namespace with more live pods than its Deployment allows" is a bound to check.
+		d.Annotations = map[string]string{rolloutstate.PodReplacementPolicyAnnotation: rolloutstate.PodReplacementTerminationComplete}
 		if _, err := r.client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -239,12 +245,13 @@ func (r *shardRun) waitSettled(what string) {
 }
 
 // watchRollouts starts, for every Deployment (complete by now), a watch of its ReplicaSets' surge and
-// availability bounds.
+// availability bounds and one of its namespace's pods.
 func (r *shardRun) watchRollouts() {
 	r.t.Helper()
 	for _, ns := range r.namespaces {
 		r.watches = append(r.watches, harness.WatchRollout(r.t, r.client, ns, "web",
 			harness.Bounds{MaxTotal: shardMaxTotal, MinAvailable: shardMinAvailable}))
+		r.podWatches = append(r.podWatches, harness.WatchPods(r.t, r.client, ns, labels.Everything()))
 	}
 }
 
@@ -284,15 +291,24 @@ func (r *shardRun) waitRolloutsComplete() {
 }
 
 // checkRollouts stops the watches and fails the test if a bound was broken at any event: a ReplicaSet total
-// past replicas + maxSurge, or availability under replicas - maxUnavailable. (Live pods may exceed
-// replicas + maxSurge while old pods are deleted, IM-7; with TerminationComplete they should not, but in
-// sharded mode they do even with one replica and no fault, so that is not checked here yet.)
+// past replicas + maxSurge, availability under replicas - maxUnavailable, or a namespace holding more live and
+// terminating pods than replicas + maxSurge (every Deployment is opted into TerminationComplete, EX-3).
 func (r *shardRun) checkRollouts() {
 	r.t.Helper()
 	for _, w := range r.watches {
 		w.Stop()
 		w.Check(1)
 	}
+	most := 0
+	for _, w := range r.podWatches {
+		w.Stop()
+		_, _, maxPresent, changes := w.Window()
+		most = max(most, maxPresent)
+		if maxPresent > shardMaxTotal || changes == 0 {
+			r.t.Errorf("%s: %d pods present at most (want ≤ %d, TerminationComplete), %d changes seen", w.Namespace(), maxPresent, shardMaxTotal, changes)
+		}
+	}
+	r.t.Logf("at most %d pods present in a namespace (bound %d)", most, shardMaxTotal)
 }
 
 // killScenario is (a): every every, kill -9 of the replica owning the most buckets, a new replica started at
