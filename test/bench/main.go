@@ -93,7 +93,7 @@ func main() {
 	flag.IntVar(&o.nodes, "nodes", 0, "KWOK nodes of the cluster, 1,000 pods each (default: enough for the scenario's peak, at least 3)")
 	flag.StringVar(&o.workDir, "work-dir", "", "directory for binaries, the cluster's data dir and the controllers' logs (default: a new temporary directory, removed on success)")
 	flag.StringVar(&o.jsonOut, "json", "", "also write every measurement to this file as JSON")
-	flag.BoolVar(&o.profile, "profile", false, "save a CPU profile of each phase's first 30 s of both sides' controllers (their /debug/pprof/profile) in the work dir, <namespace>-pprof/<phase>.pprof")
+	flag.BoolVar(&o.profile, "profile", false, "save a CPU profile of each phase's first 30 s of both sides' controllers (their /debug/pprof/profile) in the work dir, <namespace>-pprof/<phase>.pprof; in shards mode each replica's first 30 s of the rollout, <side>-<i>-pprof/rollout.pprof")
 	flag.DurationVar(&o.phaseTimeout, "phase-timeout", 20*time.Minute, "give up on a phase after this long")
 	flag.Parse()
 	if err := o.validate(); err != nil {

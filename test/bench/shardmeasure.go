@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,9 +80,21 @@ func measureShardSide(ctx context.Context, cl *cluster, bins binaries, s shardSi
 		}
 	}
 	alive := func() error { return aliveAll(append(slices.Clone(ps), driver...)) }
+	if o.profile {
+		for i, p := range ps {
+			p.profileDir = filepath.Join(filepath.Dir(cl.dir), fmt.Sprintf("%s-%d-pprof", s.name, i))
+			if err := os.MkdirAll(p.profileDir, 0o755); err != nil {
+				return r, err
+			}
+		}
+	}
 	err = rollout(ctx, cl, ps, &r, func() error {
 		if err := w.roll(ctx, cl, image); err != nil {
 			return err
+		}
+		// -profile: the first profileFor of the rollout, each replica's CPU profile (a diagnostic; not waited for).
+		for _, p := range ps {
+			p.profile(ctx, cl, "rollout")
 		}
 		return w.wait(ctx, cl, alive, o.phaseTimeout)
 	})
