@@ -121,6 +121,13 @@ func rollout(ctx context.Context, cl *cluster, ps []*process, r *sideResult, act
 	r.WatchEvents = after.watches.sent - before.watches.sent
 	r.FilteredWatchEvents = after.watches.filtered - before.watches.filtered
 	r.ShardedWatches = after.watches.sharded
+	t := diffRequests(before.requests, after.requests, nil)
+	for _, n := range t.Writes {
+		r.Writes += n
+	}
+	for _, n := range t.Conflicts {
+		r.Conflicts += n
+	}
 	for i := range r.Replicas {
 		r.Replicas[i].RolloutCPUSeconds = (after.cpu[i] - before.cpu[i]).Seconds()
 		r.Replicas[i].ReadMB = float64(after.read[i]-before.read[i]) / (1 << 20)
@@ -132,11 +139,12 @@ func rollout(ctx context.Context, cl *cluster, ps []*process, r *sideResult, act
 // rolloutCounts are the counters a rollout is measured by, at one moment: per process its CPU time, bytes read
 // (rchar) and, for the floor, informer notifications; the cluster's CPU time and the API server's watch events.
 type rolloutCounts struct {
-	cpu     []time.Duration
-	read    []int64
-	events  []float64
-	cluster time.Duration
-	watches apiWatches
+	cpu      []time.Duration
+	read     []int64
+	events   []float64
+	cluster  time.Duration
+	watches  apiWatches
+	requests requestCounts
 }
 
 // readRollout reads rolloutCounts now.
@@ -144,6 +152,9 @@ func readRollout(ctx context.Context, cl *cluster, ps []*process) (rolloutCounts
 	var c rolloutCounts
 	var err error
 	if c.cluster, err = cpuOf(cl.cmd.Process.Pid); err != nil {
+		return c, err
+	}
+	if c.requests, err = scrapeRequests(ctx, cl.client); err != nil {
 		return c, err
 	}
 	if c.watches, err = scrapeWatchEvents(ctx, cl.client); err != nil {

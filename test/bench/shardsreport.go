@@ -54,6 +54,10 @@ type sideResult struct {
 	// ShardedWatches its apiserver_watch_shards_total at the rollout's end, meant to be the sharded watches open
 	// but it went below zero in the bench's runs on v1.36.3 (-96 to -267), so it is printed, not trusted.
 	FilteredWatchEvents, ShardedWatches float64
+	// Writes and Conflicts are the API server's apiserver_request_total during the rollout for writes to
+	// Deployments, ReplicaSets and pods (not pods/binding or pods/status), and their 409 responses: every
+	// controller's, plus the bench's own image change of each Deployment.
+	Writes, Conflicts int
 	// Pods is the workload's pods.
 	Pods int
 }
@@ -93,8 +97,8 @@ func (r sideResult) cachedPods() int {
 
 // logSide prints a progress line with a side's main figures.
 func logSide(r sideResult) {
-	logf("run %d %-10s rollout %6.1fs  cluster %6.1f CPU-s  watch events %.0f (filtered %.0f, sharded watches %.0f)  CPU-s %s  heap above idle %s MB  cached pods %s",
-		r.Run, r.Side, r.RolloutSeconds, r.ClusterCPUSeconds, r.WatchEvents, r.FilteredWatchEvents, r.ShardedWatches,
+	logf("run %d %-10s rollout %6.1fs  cluster %6.1f CPU-s  writes %d (409s %d)  watch events %.0f (filtered %.0f, sharded watches %.0f)  CPU-s %s  heap above idle %s MB  cached pods %s",
+		r.Run, r.Side, r.RolloutSeconds, r.ClusterCPUSeconds, r.Writes, r.Conflicts, r.WatchEvents, r.FilteredWatchEvents, r.ShardedWatches,
 		joinFigures(r.Replicas, func(x replicaResult) float64 { return x.RolloutCPUSeconds }),
 		joinFigures(r.Replicas, replicaResult.heapAboveIdle),
 		joinFigures(r.Replicas, func(x replicaResult) float64 { return float64(x.CachedPods) }))
@@ -235,8 +239,8 @@ func printSide(w io.Writer, r sideResult) {
 	if len(r.Replicas) > 0 && r.Replicas[0].Sharded {
 		filtering = map[bool]string{true: "server-side", false: "client-side only"}[r.Replicas[0].ServerSide]
 	}
-	fmt.Fprintf(w, "\nrollout of every Deployment: %.1f s; cluster (`up`) CPU-s: %.1f; API server watch events (pods, ReplicaSets, Deployments, all watchers): %.0f sent, %.0f filtered out by shard selectors; apiserver_watch_shards_total %.0f (meant as the sharded watches open; below zero on v1.36.3); balance (biggest ÷ mean pods): %s; filtering: %s\n\n",
-		r.RolloutSeconds, r.ClusterCPUSeconds, r.WatchEvents, r.FilteredWatchEvents, r.ShardedWatches, num("%.3f", r.balance()), filtering)
+	fmt.Fprintf(w, "\nrollout of every Deployment: %.1f s; cluster (`up`) CPU-s: %.1f; writes to Deployments, ReplicaSets and pods: %d (409 Conflict: %d); API server watch events (pods, ReplicaSets, Deployments, all watchers): %.0f sent, %.0f filtered out by shard selectors; apiserver_watch_shards_total %.0f (meant as the sharded watches open; below zero on v1.36.3); balance (biggest ÷ mean pods): %s; filtering: %s\n\n",
+		r.RolloutSeconds, r.ClusterCPUSeconds, r.Writes, r.Conflicts, r.WatchEvents, r.FilteredWatchEvents, r.ShardedWatches, num("%.3f", r.balance()), filtering)
 }
 
 // printRatios writes the ratio table (Markdown).
