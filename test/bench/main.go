@@ -89,6 +89,7 @@ func main() {
 	flag.StringVar(&o.sides, "sides", "kubedeploy,upstream", "controllers to measure: kubedeploy, upstream, observe (kubedeploy-controllers observe, following upstream's controllers run beside it unmeasured)")
 	flag.StringVar(&o.mode, "mode", modeSingle, "scenario: single (one -replicas Deployment), many (the clusterloader2 load mix of -pods pods), shards (unsharded against 2 and 3 sharded replicas and the informers-only floor, -pods pods in -namespaces namespaces) or idle (the whole `kubedeploy up`, idle)")
 	flag.IntVar(&o.pods, "pods", 10000, "pods of the many-Deployments mode (at least 100) and of the shards mode")
+	flag.StringVar(&o.shardSides, "shard-sides", "unsharded,sharded-2,sharded-3,floor", "sides of the shards mode, run in this order; the first must be unsharded (the ratios' base)")
 	flag.IntVar(&o.namespaces, "namespaces", 120, "namespaces of the shards mode (ns-001…), one Deployment each")
 	flag.IntVar(&o.nodes, "nodes", 0, "KWOK nodes of the cluster, 1,000 pods each (default: enough for the scenario's peak, at least 3)")
 	flag.StringVar(&o.workDir, "work-dir", "", "directory for binaries, the cluster's data dir and the controllers' logs (default: a new temporary directory, removed on success)")
@@ -113,6 +114,7 @@ type options struct {
 	replicas, runs, nodes int
 	pods, namespaces      int
 	mode, qps, sides      string
+	shardSides            string
 	workDir, jsonOut      string
 	phaseTimeout          time.Duration
 	profile               bool
@@ -152,6 +154,11 @@ func (o options) validate() error {
 	for _, q := range o.rateLimits() {
 		if q.Name == "" {
 			return fmt.Errorf("-qps: unknown rate limit in %q (want default, lifted)", o.qps)
+		}
+	}
+	if o.mode == modeShards {
+		if _, err := o.shardSideList(); err != nil {
+			return err
 		}
 	}
 	for _, s := range o.sideNames() {

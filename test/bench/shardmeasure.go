@@ -122,6 +122,7 @@ func rollout(ctx context.Context, cl *cluster, ps []*process, r *sideResult, act
 	r.FilteredWatchEvents = after.watches.filtered - before.watches.filtered
 	r.ShardedWatches = after.watches.sharded
 	t := diffRequests(before.requests, after.requests, nil)
+	r.WritesBy = t.Writes
 	for _, n := range t.Writes {
 		r.Writes += n
 	}

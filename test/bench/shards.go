@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -38,6 +40,23 @@ var shardSides = []shardSide{
 	{name: "sharded-2", replicas: 2, sharded: true},
 	{name: "sharded-3", replicas: 3, sharded: true},
 	{name: "floor", replicas: 1, floor: true},
+}
+
+// shardSideList returns the sides -shard-sides names, in its order: an error names an unknown side, or a list
+// that does not start with unsharded (every ratio is to it).
+func (o options) shardSideList() ([]shardSide, error) {
+	var out []shardSide
+	for _, name := range strings.Split(o.shardSides, ",") {
+		i := slices.IndexFunc(shardSides, func(s shardSide) bool { return s.name == strings.TrimSpace(name) })
+		if i < 0 {
+			return nil, fmt.Errorf("-shard-sides: unknown side %q (want unsharded, sharded-2, sharded-3, floor)", name)
+		}
+		out = append(out, shardSides[i])
+	}
+	if out[0].name != shardSides[0].name {
+		return nil, fmt.Errorf("-shard-sides must start with unsharded (the ratios' base), got %q", o.shardSides)
+	}
+	return out, nil
 }
 
 // shardWorkload is the shards mode's Deployments: one named "app" in each namespace, replicas by namespace.
@@ -145,8 +164,12 @@ func (w shardWorkload) wait(ctx context.Context, cl *cluster, alive func() error
 // the report.
 func runShards(ctx context.Context, cl *cluster, bins binaries, o options) error {
 	w := newShardWorkload(o.pods, o.namespaces)
+	sides, err := o.shardSideList()
+	if err != nil {
+		return err
+	}
 	idle := map[string][]replicaResult{}
-	for _, s := range shardSides {
+	for _, s := range sides {
 		rs, err := measureIdle(ctx, cl, bins, s, o)
 		if err != nil {
 			return fmt.Errorf("idle %s: %w", s.name, err)
@@ -164,7 +187,7 @@ func runShards(ctx context.Context, cl *cluster, bins binaries, o options) error
 	}
 	var results []sideResult
 	for run := range o.runs {
-		for i, s := range shardSides {
+		for i, s := range sides {
 			image := fmt.Sprintf("nginx:1.%d.%d", 20+run, i)
 			r, err := measureShardSide(ctx, cl, bins, s, w, image, o)
 			if err != nil {

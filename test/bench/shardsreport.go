@@ -1,11 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -58,6 +61,8 @@ type sideResult struct {
 	// Deployments, ReplicaSets and pods (not pods/binding or pods/status), and their 409 responses: every
 	// controller's, plus the bench's own image change of each Deployment.
 	Writes, Conflicts int
+	// WritesBy is Writes by "VERB resource[/subresource]".
+	WritesBy map[string]int
 	// Pods is the workload's pods.
 	Pods int
 }
@@ -93,6 +98,17 @@ func (r sideResult) cachedPods() int {
 		n += x.CachedPods
 	}
 	return n
+}
+
+// writesBy formats writes by kind, most first ("PUT replicasets 1200, POST pods 3000, …").
+func writesBy(by map[string]int) string {
+	kinds := slices.Collect(maps.Keys(by))
+	slices.SortFunc(kinds, func(a, b string) int { return cmp.Or(by[b]-by[a], strings.Compare(a, b)) })
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = fmt.Sprintf("%s %d", k, by[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // logSide prints a progress line with a side's main figures.
@@ -239,8 +255,8 @@ func printSide(w io.Writer, r sideResult) {
 	if len(r.Replicas) > 0 && r.Replicas[0].Sharded {
 		filtering = map[bool]string{true: "server-side", false: "client-side only"}[r.Replicas[0].ServerSide]
 	}
-	fmt.Fprintf(w, "\nrollout of every Deployment: %.1f s; cluster (`up`) CPU-s: %.1f; writes to Deployments, ReplicaSets and pods: %d (409 Conflict: %d); API server watch events (pods, ReplicaSets, Deployments, all watchers): %.0f sent, %.0f filtered out by shard selectors; apiserver_watch_shards_total %.0f (meant as the sharded watches open; below zero on v1.36.3); balance (biggest ÷ mean pods): %s; filtering: %s\n\n",
-		r.RolloutSeconds, r.ClusterCPUSeconds, r.Writes, r.Conflicts, r.WatchEvents, r.FilteredWatchEvents, r.ShardedWatches, num("%.3f", r.balance()), filtering)
+	fmt.Fprintf(w, "\nrollout of every Deployment: %.1f s; cluster (`up`) CPU-s: %.1f; writes to Deployments, ReplicaSets and pods: %d (%s; 409 Conflict: %d); API server watch events (pods, ReplicaSets, Deployments, all watchers): %.0f sent, %.0f filtered out by shard selectors; apiserver_watch_shards_total %.0f (meant as the sharded watches open; below zero on v1.36.3); balance (biggest ÷ mean pods): %s; filtering: %s\n\n",
+		r.RolloutSeconds, r.ClusterCPUSeconds, r.Writes, writesBy(r.WritesBy), r.Conflicts, r.WatchEvents, r.FilteredWatchEvents, r.ShardedWatches, num("%.3f", r.balance()), filtering)
 }
 
 // printRatios writes the ratio table (Markdown).
