@@ -90,6 +90,7 @@ func main() {
 	flag.StringVar(&o.mode, "mode", modeSingle, "scenario: single (one -replicas Deployment), many (the clusterloader2 load mix of -pods pods), shards (unsharded against 2 and 3 sharded replicas and the informers-only floor, -pods pods in -namespaces namespaces) or idle (the whole `kubedeploy up`, idle)")
 	flag.IntVar(&o.pods, "pods", 10000, "pods of the many-Deployments mode (at least 100) and of the shards mode")
 	flag.StringVar(&o.shardSides, "shard-sides", "unsharded,sharded-2,sharded-3,floor", "sides of the shards mode, run in this order; the first must be unsharded (the ratios' base)")
+	flag.IntVar(&o.shardConcurrency, "shard-concurrency", 5, "each sharded replica's --concurrent-deployment-syncs and --concurrent-replicaset-syncs (the unsharded replica runs 5 of each)")
 	flag.IntVar(&o.namespaces, "namespaces", 120, "namespaces of the shards mode (ns-001…), one Deployment each")
 	flag.IntVar(&o.nodes, "nodes", 0, "KWOK nodes of the cluster, 1,000 pods each (default: enough for the scenario's peak, at least 3)")
 	flag.StringVar(&o.workDir, "work-dir", "", "directory for binaries, the cluster's data dir and the controllers' logs (default: a new temporary directory, removed on success)")
@@ -115,6 +116,7 @@ type options struct {
 	pods, namespaces      int
 	mode, qps, sides      string
 	shardSides            string
+	shardConcurrency      int
 	workDir, jsonOut      string
 	phaseTimeout          time.Duration
 	profile               bool
@@ -146,6 +148,8 @@ func (o options) validate() error {
 		return fmt.Errorf("-pods must be at least 100, got %d", o.pods)
 	case o.mode == modeShards && (o.namespaces < 1 || o.pods < o.namespaces):
 		return fmt.Errorf("-namespaces must be at least 1 and at most -pods, got %d namespaces and %d pods", o.namespaces, o.pods)
+	case o.mode == modeShards && o.shardConcurrency < 1:
+		return fmt.Errorf("-shard-concurrency must be at least 1, got %d", o.shardConcurrency)
 	case o.nodes < 0:
 		return fmt.Errorf("-nodes must not be negative, got %d", o.nodes)
 	case o.nodes > 0 && o.peakPods() > o.nodes*1000:

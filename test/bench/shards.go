@@ -32,6 +32,8 @@ type shardSide struct {
 	sharded  bool
 	// floor runs test/bench/floor, beside an unmeasured unsharded kubedeploy that performs the rollout.
 	floor bool
+	// concurrency, when sharded, is each replica's --concurrent-*-syncs (-shard-concurrency).
+	concurrency int
 }
 
 // shardSides are the shards mode's sides, in the order they run.
@@ -51,7 +53,11 @@ func (o options) shardSideList() ([]shardSide, error) {
 		if i < 0 {
 			return nil, fmt.Errorf("-shard-sides: unknown side %q (want unsharded, sharded-2, sharded-3, floor)", name)
 		}
-		out = append(out, shardSides[i])
+		side := shardSides[i]
+		if side.sharded {
+			side.concurrency = o.shardConcurrency
+		}
+		out = append(out, side)
 	}
 	if out[0].name != shardSides[0].name {
 		return nil, fmt.Errorf("-shard-sides must start with unsharded (the ratios' base), got %q", o.shardSides)
@@ -249,6 +255,9 @@ func sideArgs(bins binaries, s shardSide, kubeconfig, ringNS string, port int) (
 	if s.sharded {
 		args = append(args, "--sharding", fmt.Sprintf("--shard-buckets=%d", shardBuckets),
 			"--leader-elect-resource-namespace="+ringNS)
+		if s.concurrency > 0 { // after controllerArgs' 5: the last value of a flag wins
+			args = append(args, fmt.Sprintf("--concurrent-deployment-syncs=%d", s.concurrency), fmt.Sprintf("--concurrent-replicaset-syncs=%d", s.concurrency))
+		}
 	}
 	return name, args
 }
