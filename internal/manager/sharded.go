@@ -22,9 +22,10 @@ import (
 	"github.com/kubedeploy/kubedeploy/internal/shard"
 )
 
-// DefaultShardBuckets is Sharding.Buckets' default: enough buckets to spread over a handful of replicas within
-// SH-5's balance, few enough that each replica's informers stay few (three per bucket).
-const DefaultShardBuckets = 16
+// DefaultShardBuckets is Sharding.Buckets' default: 12 divides evenly among 1, 2, 3, 4 and 6 replicas, so
+// buckets of equal pods (SH-5) give each of them the same share (16 left 3 replicas at 6/5/5 buckets, the
+// biggest with 1.125× the mean), and each replica's informers stay few (three per bucket, a watch each).
+const DefaultShardBuckets = 12
 
 // Sharding configures the sharded mode (issue 35, SH-1…SH-7): every replica is active and runs the
 // controllers only for the namespaces of the buckets it owns. It uses LeaderElection's durations, namespace

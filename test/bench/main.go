@@ -34,7 +34,7 @@
 // kube-controller-manager controllers, -nodes KWOK nodes, no workload) costs: the process's CPU-seconds over 30 s and its RSS, after a minute to settle, once per run.
 //
 // With -mode shards it compares, in one run against one cluster, one unsharded `kubedeploy-controllers` with 2 and
-// 3 sharded replicas (--sharding, 16 buckets, each side with a ring of its own) and a floor: test/bench/floor,
+// 3 sharded replicas (--sharding, 12 buckets, the default, each side with a ring of its own) and a floor: test/bench/floor,
 // a program that runs only the informers the controllers run (same types, same pod transform, no controller),
 // beside an unmeasured unsharded kubedeploy that performs the rollout. The workload is -namespaces namespaces
 // ns-001… (default 120) with one Deployment each, -pods pods in all (default 10,000), created, with their pods,

@@ -22,7 +22,7 @@ import (
 const modeShards = "shards"
 
 // shardBuckets is the sharded sides' --shard-buckets (the default).
-const shardBuckets = 16
+const shardBuckets = 12
 
 // shardSide is one side of the shards mode: replicas processes of kubedeploy's controllers (sharded or not), or
 // the floor program.
