@@ -43,9 +43,13 @@
 // started on the workload, waited for until ready (sharded: every bucket running, the same for two polls, every
 // pod cached), settled 5 s (RSS, and live heap right after a forced GC), and measured through a rollout of every
 // Deployment (a new image, until all are complete): its CPU-seconds and bytes read per process, the rollout's
-// wall time, the `up` process's CPU (the API server and the rest of the cluster) and the API server's watch
-// events; then stopped before the next starts. It prints a table per side, the floor's CPU beside each
-// replica's, and issue 35's Done-when ratios (sharded ÷ unsharded), which it reports, not asserts.
+// wall time, the `up` process's CPU (the API server and the rest of the cluster), the API server's watch
+// events, and the writes it counted to Deployments, ReplicaSets and pods by kind (apiserver_request_total, the
+// bench's own image changes included) with their 409s; then stopped before the next starts. It prints a table per
+// side, the floor's CPU beside each replica's, and issue 35's Done-when ratios (sharded ÷ unsharded), which it
+// reports, not asserts. -shard-sides picks the sides (unsharded first), -shard-concurrency the sharded replicas'
+// --concurrent-*-syncs (default 5, as the unsharded replica), -profile a CPU profile of each replica's first 30 s
+// of the rollout.
 //
 // Each repetition also measures B, the raw pod-create rate of the cluster: N bare pods created by 32 concurrent
 // unthrottled clients (pods no scheduler or kubelet takes, so only the API server and etcd work).
