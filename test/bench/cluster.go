@@ -71,8 +71,9 @@ const benchKubeControllers = "garbage-collector-controller,namespace-controller,
 
 // startCluster runs `kubedeploy up` with a data dir under work and waits for its ready message (at most 5
 // minutes): as `up` runs by default when controllers is set (the idle measurement), else with `--controllers=`
-// so that the bench runs each side's, and benchKubeControllers. Its output goes to work/up.log.
-func startCluster(ctx context.Context, bins binaries, work string, nodes int, controllers bool) (*cluster, error) {
+// so that the bench runs each side's, and benchKubeControllers; extra (-up-args) follows. Its output goes to
+// work/up.log.
+func startCluster(ctx context.Context, bins binaries, work string, nodes int, controllers bool, extra ...string) (*cluster, error) {
 	dir := filepath.Join(work, "cluster")
 	log, err := os.Create(filepath.Join(work, "up.log"))
 	if err != nil {
@@ -83,6 +84,7 @@ func startCluster(ctx context.Context, bins binaries, work string, nodes int, co
 	if !controllers {
 		args = append(args, "--controllers=", "--kube-controllers="+benchKubeControllers)
 	}
+	args = append(args, extra...)
 	cmd := exec.Command(bins.kubedeploy, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = diesWithBench()

@@ -95,6 +95,7 @@ func main() {
 	flag.IntVar(&o.pods, "pods", 10000, "pods of the many-Deployments mode (at least 100) and of the shards mode")
 	flag.StringVar(&o.shardSides, "shard-sides", "unsharded,sharded-2,sharded-3,floor", "sides of the shards mode, run in this order; the first must be unsharded (the ratios' base)")
 	flag.IntVar(&o.shardConcurrency, "shard-concurrency", 5, "each sharded replica's --concurrent-deployment-syncs and --concurrent-replicaset-syncs (the unsharded replica runs 5 of each)")
+	flag.StringVar(&o.upArgs, "up-args", "", "more arguments for the measured cluster's `kubedeploy up`, space-separated (e.g. --feature-gates=ShardedListAndWatch=false: the shards mode with client-side filtering only)")
 	flag.IntVar(&o.namespaces, "namespaces", 120, "namespaces of the shards mode (ns-001…), one Deployment each")
 	flag.IntVar(&o.nodes, "nodes", 0, "KWOK nodes of the cluster, 1,000 pods each (default: enough for the scenario's peak, at least 3)")
 	flag.StringVar(&o.workDir, "work-dir", "", "directory for binaries, the cluster's data dir and the controllers' logs (default: a new temporary directory, removed on success)")
@@ -121,6 +122,7 @@ type options struct {
 	mode, qps, sides      string
 	shardSides            string
 	shardConcurrency      int
+	upArgs                string
 	workDir, jsonOut      string
 	phaseTimeout          time.Duration
 	profile               bool
@@ -253,7 +255,7 @@ func run(ctx context.Context, o options) (err error) {
 	if o.mode == modeIdle {
 		return runIdle(ctx, bins, work, o)
 	}
-	cl, err := startCluster(ctx, bins, work, o.nodeCount(), false)
+	cl, err := startCluster(ctx, bins, work, o.nodeCount(), false, strings.Fields(o.upArgs)...)
 	if err != nil {
 		return err
 	}
