@@ -42,8 +42,8 @@ func podFootprint(rs *appsv1.ReplicaSet, pods []*v1.Pod, pending int) int64 {
 // terminationHeadroom returns how many pods may still be added under
 // TerminationComplete: f.MaxTotal() (replicas + maxSurge) minus the
 // footprint of every ReplicaSet in allRSs (podsByRS and pendingByRS, the
-// creations in flight, keyed by ReplicaSet UID). It is negative while terminating pods hold the Deployment above its
-// bound (EX-3).
+// creations in flight, keyed by ReplicaSet UID). It is negative while
+// terminating pods hold the Deployment above its bound (EX-3).
 func terminationHeadroom(f rolloutstate.Fenceposts, allRSs []*appsv1.ReplicaSet, podsByRS map[types.UID][]*v1.Pod, pendingByRS map[types.UID]int) int64 {
 	footprint := int64(0)
 	for _, rs := range allRSs {
