@@ -203,6 +203,12 @@ func quantile(q float64, h map[float64]float64) float64 {
 // profileFor is how much of each phase -profile records.
 const profileFor = 30 * time.Second
 
+// profileInto makes dir and has p's profiles (profile) written there.
+func (p *process) profileInto(dir string) error {
+	p.profileDir = dir
+	return os.MkdirAll(dir, 0o755)
+}
+
 // profile, when p has a profileDir, fetches a profileFor CPU profile from the controllers'
 // /debug/pprof/profile into profileDir/<phase>.pprof in the background; the returned channel is closed when it is
 // written or has failed (a failure is logged, not returned: the profile is a diagnostic, not a measurement).

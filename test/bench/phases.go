@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -113,8 +112,7 @@ func measure(ctx context.Context, cl *cluster, bins binaries, side string, q rat
 	}
 	p.port, p.plain = port, side == sideObserve
 	if o.profile {
-		p.profileDir = filepath.Join(filepath.Dir(cl.dir), ns+"-pprof")
-		if err := os.MkdirAll(p.profileDir, 0o755); err != nil {
+		if err := p.profileInto(filepath.Join(filepath.Dir(cl.dir), ns+"-pprof")); err != nil {
 			return nil, err
 		}
 	}

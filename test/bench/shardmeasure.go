@@ -82,8 +82,7 @@ func measureShardSide(ctx context.Context, cl *cluster, bins binaries, s shardSi
 	alive := func() error { return aliveAll(append(slices.Clone(ps), driver...)) }
 	if o.profile {
 		for i, p := range ps {
-			p.profileDir = filepath.Join(filepath.Dir(cl.dir), fmt.Sprintf("%s-%d-pprof", s.name, i))
-			if err := os.MkdirAll(p.profileDir, 0o755); err != nil {
+			if err := p.profileInto(filepath.Join(filepath.Dir(cl.dir), fmt.Sprintf("%s-%d-pprof", s.name, i))); err != nil {
 				return r, err
 			}
 		}
