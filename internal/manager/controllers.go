@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,36 +95,20 @@ type Inputs struct {
 }
 
 // podCreations passes a set's ReplicaSet controller's pending creations (replicaset.Controller's
-// PendingCreations) to its Deployment controller. Without a ReplicaSet controller in the set it counts none.
-// Safe for concurrent use; the zero value is ready.
+// PendingCreations) to its Deployment controller. Without a ReplicaSet controller in the set it counts none. It
+// is set while the set is built and read only by syncs, which start after (ControllerSet.Start), so it needs no
+// lock. The zero value is ready.
 type podCreations struct {
-	mu      sync.RWMutex
 	pending func(namespace, name string) int
-}
-
-// set registers the ReplicaSet controller's reader; on a nil p it does nothing.
-func (p *podCreations) set(pending func(namespace, name string) int) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.pending = pending
 }
 
 // count returns the creations in flight for the ReplicaSet namespace/name, in pods (0 without a reader or
 // on a nil p).
 func (p *podCreations) count(namespace, name string) int {
-	if p == nil {
+	if p == nil || p.pending == nil {
 		return 0
 	}
-	p.mu.RLock()
-	pending := p.pending
-	p.mu.RUnlock()
-	if pending == nil {
-		return 0
-	}
-	return pending(namespace, name)
+	return p.pending(namespace, name)
 }
 
 var (
@@ -268,7 +251,9 @@ func newReplicaSetController(ctx context.Context, in Inputs) (Runnable, error) {
 	if err != nil {
 		return nil, err
 	}
-	in.Creations.set(rs.PendingCreations)
+	if in.Creations != nil {
+		in.Creations.pending = rs.PendingCreations
+	}
 	return rs, nil
 }
 
