@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,7 +38,8 @@ func runMain(t *testing.T, args ...string) (stdout, stderr string, code int) {
 }
 
 // TestMainPrintsOneLine: main prints a command's error once, on one line of stderr after "kubedeploy: ", prints
-// nothing on stdout, and exits 1 (issue 33).
+// nothing on stdout, and exits 1 (issue 33). The busy port's start leaves its data dir as it found it: one that did
+// not exist still does not.
 func TestMainPrintsOneLine(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -45,18 +47,22 @@ func TestMainPrintsOneLine(t *testing.T) {
 	}
 	defer ln.Close()
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	newDataDir := filepath.Join(t.TempDir(), "new")
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"rollout", "wacth", "deploy/x"}, `kubedeploy: unknown command "wacth" for "kubedeploy rollout"; did you mean "watch"?` + "\n"},
 		{[]string{"up", "--zones", "0"}, "kubedeploy: --zones must be in 1..26, got 0\n"},
-		{[]string{"up", "--api-port", port}, "kubedeploy: kube-apiserver port 127.0.0.1:" + port + " is already in use\n"},
+		{[]string{"up", "--data-dir", newDataDir, "--api-port", port}, "kubedeploy: kube-apiserver port 127.0.0.1:" + port + " is already in use\n"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			stdout, stderr, code := runMain(t, tc.args...)
 			if code != 1 || stderr != tc.want || stdout != "" {
 				t.Errorf("exit %d, stderr %q, stdout %q; want exit 1, stderr %q and nothing on stdout", code, stderr, stdout, tc.want)
+			}
+			if _, err := os.Lstat(newDataDir); !os.IsNotExist(err) {
+				t.Errorf("%s exists after the failed start (%v)", newDataDir, err)
 			}
 		})
 	}
