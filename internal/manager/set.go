@@ -84,7 +84,7 @@ func newSharedInformers(ctx context.Context, cfg Config) (kubernetes.Interface, 
 	factory := informers.NewSharedInformerFactoryWithOptions(infClient, resync, informers.WithTransform(podcache.Transform))
 	var scoped func(cache.ListerWatcher) cache.ListerWatcher
 	if cfg.shard != nil {
-		scoped = cfg.shard.scope.ListWatch
+		scoped = cfg.shard.scope().ListWatch
 		factory.InformerFor(&v1.Pod{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 			return cache.NewSharedIndexInformer(scoped(podListWatch(client)), &v1.Pod{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 		})
@@ -162,6 +162,11 @@ func (s *ControllerSet) attachCompanions(ctx context.Context, in Inputs) error {
 		}
 	}
 	return nil
+}
+
+// podIndexer is the set's pod cache, indexed by namespace (cache.NamespaceIndex).
+func (s *ControllerSet) podIndexer() cache.Indexer {
+	return s.factory.Core().V1().Pods().Informer().GetIndexer()
 }
 
 // HasSynced reports whether every controller's informer caches have synced.

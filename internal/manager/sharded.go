@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -38,12 +39,17 @@ type Sharding struct {
 	Buckets int
 	// RingName names the ring's ConfigMap (default shard.DefaultRingName), in LeaderElection.ResourceNamespace.
 	RingName string
+	// ConsolidateAfter is how long the replica's buckets stay unchanged before it runs them all in one set of
+	// controllers, one list and watch per resource (default DefaultConsolidateAfter; < 0: never, each bucket
+	// keeps its own).
+	ConsolidateAfter time.Duration
 }
 
 // Default fills zero fields.
 func (s *Sharding) Default() {
 	s.Buckets = cmp.Or(s.Buckets, DefaultShardBuckets)
 	s.RingName = cmp.Or(s.RingName, shard.DefaultRingName)
+	s.ConsolidateAfter = cmp.Or(s.ConsolidateAfter, DefaultConsolidateAfter)
 }
 
 // Validate returns an error for a bucket count outside 1..1024.
@@ -54,14 +60,24 @@ func (s Sharding) Validate() error {
 	return nil
 }
 
-// shardContext is what a bucket's ControllerSet is built with in sharded mode: the namespaces it may see and
-// the fence every write checks, and the rate limiters all of the process's sets share per controller (so that
-// QPS and Burst limit the process, not each bucket).
+// shardContext is what a ControllerSet is built with in sharded mode: the claims of the buckets it runs
+// (their namespaces are the ones it may see; each claim's fence guards the writes into its namespaces), whether
+// the API server filters by shard, and the rate limiters and sync slots all of the process's sets share per
+// controller (so that QPS, Burst and the --concurrent-*-syncs limit the process, not each set).
 type shardContext struct {
-	scope    shard.Scope
-	fence    *shard.Fence
-	limiters *sharedLimiters
-	slots    *sharedSlots
+	claims     []shard.Claim
+	serverSide bool
+	limiters   *sharedLimiters
+	slots      *sharedSlots
+}
+
+// scope is the namespaces of the set's buckets.
+func (s *shardContext) scope() shard.Scope {
+	rs := make([]shard.Range, len(s.claims))
+	for i, c := range s.claims {
+		rs[i] = c.Range
+	}
+	return shard.Scope{Ranges: rs, ServerSide: s.serverSide}
 }
 
 // sharedSlots is one runner.Slots per controller name for the whole process: every bucket's controller of a
@@ -108,24 +124,34 @@ func (l *sharedLimiters) get(name string, qps float32, burst int) flowcontrol.Ra
 	return l.by[name]
 }
 
-// fencedTransport refuses every request but reads while the fence is not valid (SH-2), and every write into a
-// namespace outside the scope (SH-1): a replica whose claim lapsed writes nothing, whatever its workers were
-// doing, and a bucket's controllers write only in the bucket's namespaces, whatever their caches held.
+// fencedTransport refuses every write into a namespace outside its claims' buckets (SH-1), and every write
+// into a bucket's namespace while that bucket's claim is not valid (SH-2); a write into no namespace needs every
+// claim valid. Reads pass. A replica whose claim lapsed writes nothing there, whatever its workers were doing,
+// and a set's controllers write only in their buckets' namespaces, whatever their caches held.
 type fencedTransport struct {
-	next  http.RoundTripper
-	fence *shard.Fence
-	scope shard.Scope
+	next   http.RoundTripper
+	claims []shard.Claim
 }
 
 func (t fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method == http.MethodGet || req.Method == http.MethodHead {
 		return t.next.RoundTrip(req)
 	}
-	if !t.fence.Valid() {
-		return nil, shard.ErrFenced
+	ns, namespaced := requestNamespace(req.URL.Path)
+	if !namespaced {
+		for _, c := range t.claims {
+			if !c.Fence.Valid() {
+				return nil, shard.ErrFenced
+			}
+		}
+		return t.next.RoundTrip(req)
 	}
-	if ns, ok := requestNamespace(req.URL.Path); ok && !t.scope.Contains(ns) {
-		return nil, fmt.Errorf("%w: %s %s is in namespace %q, outside this bucket", shard.ErrFenced, req.Method, req.URL.Path, ns)
+	i := slices.IndexFunc(t.claims, func(c shard.Claim) bool { return c.Range.Contains(ns) })
+	if i < 0 {
+		return nil, fmt.Errorf("%w: %s %s is in namespace %q, outside this replica's buckets here", shard.ErrFenced, req.Method, req.URL.Path, ns)
+	}
+	if !t.claims[i].Fence.Valid() {
+		return nil, fmt.Errorf("%w: the claim on bucket %d, namespace %q's, is not valid", shard.ErrFenced, t.claims[i].Bucket, ns)
 	}
 	return t.next.RoundTrip(req)
 }
@@ -147,7 +173,7 @@ func requestNamespace(path string) (string, bool) {
 func (s *shardContext) applyShard(cfg *rest.Config, controller string, qps float32, burst int) {
 	cfg.RateLimiter = s.limiters.get(controller, qps, burst)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return fencedTransport{next: rt, fence: s.fence, scope: s.scope}
+		return fencedTransport{next: rt, claims: s.claims}
 	})
 }
 
@@ -172,12 +198,12 @@ func runSharded(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck) e
 		logger.Info("Sharded mode: the API server does not filter by shard (ShardedListAndWatch off, or an older server); this replica filters client-side only")
 	}
 	le := cfg.LeaderElection
-	runner := &shardRunner{cfg: cfg, serverSide: serverSide, limiters: &sharedLimiters{}, slots: &sharedSlots{}}
+	sets := &shardRunner{cfg: cfg, serverSide: serverSide, limiters: &sharedLimiters{}, slots: &sharedSlots{}}
 	coord := shard.NewCoordinator(shard.Config{
 		Client: client, Namespace: le.ResourceNamespace, RingName: cfg.Sharding.RingName, Identity: le.Identity,
 		Buckets:   cfg.Sharding.Buckets,
 		Durations: shard.Durations{LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod},
-		Measure:   measureFor(cfg), Runner: runner,
+		Measure:   measureFor(cfg), Runner: newGroupRunner(sets.build, cfg.Sharding.ConsolidateAfter),
 	})
 	syncCheck.Set(coord.HasSynced)
 	defer syncCheck.Set(nil)
@@ -191,7 +217,7 @@ func runSharded(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck) e
 	return coord.Run(ctx)
 }
 
-// shardRunner starts a bucket's ControllerSet (shard.Runner).
+// shardRunner builds the ControllerSets of a sharded replica's buckets (groupRunner runs them).
 type shardRunner struct {
 	cfg        Config
 	serverSide bool
@@ -199,33 +225,16 @@ type shardRunner struct {
 	slots      *sharedSlots
 }
 
-// Start builds and starts cfg's controllers over the claim's namespaces, logging with the bucket's index.
-func (r *shardRunner) Start(ctx context.Context, c shard.Claim) (shard.Running, error) {
+// build builds, without starting it, a ControllerSet of cfg's controllers over the claims' namespaces, logging
+// with the buckets' indexes. The error is the set's build.
+func (r *shardRunner) build(ctx context.Context, claims []shard.Claim) (bucketSet, error) {
 	cfg := r.cfg
-	cfg.shard = &shardContext{scope: shard.Scope{Ranges: []shard.Range{c.Range}, ServerSide: r.serverSide}, fence: c.Fence, limiters: r.limiters, slots: r.slots}
-	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("bucket", c.Bucket))
-	set, err := NewControllerSet(ctx, cfg)
+	cfg.shard = &shardContext{claims: claims, serverSide: r.serverSide, limiters: r.limiters, slots: r.slots}
+	set, err := NewControllerSet(klog.NewContext(ctx, klog.FromContext(ctx).WithValues("buckets", bucketsOf(claims))), cfg)
 	if err != nil {
 		return nil, err
 	}
-	set.Start(context.WithoutCancel(ctx))
-	return shardSet{set}, nil
-}
-
-// shardSet is a bucket's ControllerSet as shard.Running.
-type shardSet struct{ *ControllerSet }
-
-// Pods counts the set's cached pods and the namespaces they are in.
-func (s shardSet) Pods() (pods, namespaces int) {
-	list, err := s.factory.Core().V1().Pods().Lister().List(labels.Everything())
-	if err != nil {
-		return 0, 0
-	}
-	seen := map[string]bool{}
-	for _, p := range list {
-		seen[p.Namespace] = true
-	}
-	return len(list), len(seen)
+	return set, nil
 }
 
 // measureFor returns the measure of a new ring: every namespace and its pods, read as metadata only from the

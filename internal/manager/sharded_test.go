@@ -2,6 +2,7 @@ package manager
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -29,40 +30,48 @@ func TestRequestNamespace(t *testing.T) {
 	}
 }
 
-// TestFencedTransportRefusesWritesOutsideTheBucket is SH-1 at the last line: a bucket's clients send reads
-// anywhere, but no write into another bucket's namespace (nor any write without a valid claim: SH-2, checked
-// in internal/shard).
+// TestFencedTransportRefusesWritesOutsideTheBucket is SH-1 at the last line: a set's clients send reads
+// anywhere, but no write into a namespace outside its buckets; and SH-2 per bucket: a set running two buckets
+// writes into one bucket's namespaces only while that bucket's own claim is valid, whatever the other's.
 func TestFencedTransportRefusesWritesOutsideTheBucket(t *testing.T) {
-	in, out := "team-a", ""
-	for i := range 1000 { // a namespace outside the half of the hash space team-a is in
-		if ns := "other-" + string(rune('a'+i%26)) + string(rune('a'+i/26)); shard.Hash(ns)>>63 != shard.Hash(in)>>63 {
-			out = ns
-			break
+	// Three namespaces in three different quarters of the hash space; the set runs the first two quarters'
+	// buckets.
+	quarter := func(ns string) uint64 { return shard.Hash(ns) >> 62 }
+	byQuarter := map[uint64]string{}
+	for i := 0; len(byQuarter) < 4; i++ {
+		ns := fmt.Sprintf("team-%d", i)
+		if _, ok := byQuarter[quarter(ns)]; !ok {
+			byQuarter[quarter(ns)] = ns
 		}
 	}
-	half := shard.Range{Start: shard.Hash(in) >> 63 << 63, Last: shard.Hash(in)>>63<<63 | (1<<63 - 1)}
-	fence := shard.NewFence(func() bool { return true })
+	a, b, out := byQuarter[0], byQuarter[1], byQuarter[2]
+	rangeOf := func(q uint64) shard.Range { return shard.Range{Start: q << 62, Last: q<<62 | (1<<62 - 1)} }
+	fenceA, fenceB := shard.NewFence(func() bool { return true }), shard.NewFence(func() bool { return true })
 	sent := 0
 	tr := fencedTransport{next: roundTripperFunc(func(*http.Request) (*http.Response, error) { sent++; return &http.Response{StatusCode: 200}, nil }),
-		fence: fence, scope: shard.Scope{Ranges: []shard.Range{half}}}
-	for _, tc := range []struct {
-		method, ns string
-		refused    bool
-	}{
-		{http.MethodGet, out, false},
-		{http.MethodPost, in, false},
-		{http.MethodPatch, in, false},
-		{http.MethodPost, out, true},
-		{http.MethodDelete, out, true},
-	} {
-		req, _ := http.NewRequest(tc.method, "https://127.0.0.1/api/v1/namespaces/"+tc.ns+"/pods", nil)
+		claims: []shard.Claim{{Bucket: 0, Range: rangeOf(0), Fence: fenceA}, {Bucket: 1, Range: rangeOf(1), Fence: fenceB}}}
+	try := func(method, path string, refused bool) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "https://127.0.0.1"+path, nil)
 		_, err := tr.RoundTrip(req)
-		if refused := errors.Is(err, shard.ErrFenced); refused != tc.refused {
-			t.Errorf("%s in %s: refused %v, want %v (err %v)", tc.method, tc.ns, refused, tc.refused, err)
+		if got := errors.Is(err, shard.ErrFenced); got != refused {
+			t.Errorf("%s %s: refused %v, want %v (err %v)", method, path, got, refused, err)
 		}
 	}
-	if sent != 3 {
-		t.Errorf("%d requests sent, want 3", sent)
+	pods := func(ns string) string { return "/api/v1/namespaces/" + ns + "/pods" }
+	try(http.MethodGet, pods(out), false)
+	try(http.MethodPost, pods(a), false)
+	try(http.MethodPatch, pods(b), false)
+	try(http.MethodPost, pods(out), true)
+	try(http.MethodDelete, pods(out), true)
+	try(http.MethodPost, "/api/v1/nodes", false)
+	fenceB.Revoke() // bucket 1 is being cut: its namespaces take no more writes, bucket 0's still do
+	try(http.MethodPatch, pods(b), true)
+	try(http.MethodPatch, pods(a), false)
+	try(http.MethodPost, "/api/v1/nodes", true)
+	try(http.MethodGet, pods(b), false)
+	if sent != 6 {
+		t.Errorf("%d requests sent, want 6", sent)
 	}
 }
 

@@ -30,6 +30,15 @@ type Runner interface {
 	Start(ctx context.Context, b Claim) (Running, error)
 }
 
+// BatchStopper is what a Runner implements to stop several of its buckets in one call: the coordinator stops
+// the buckets it stops at once (a lapse, a re-split, a shutdown) through it, so that a Runner that runs
+// buckets together drains them once, and does not start again those that are stopping too.
+type BatchStopper interface {
+	// StopAll stops every one of runs (each returned by this Runner's Start) as Running.Stop does, and returns
+	// when all have stopped.
+	StopAll(runs []Running)
+}
+
 // Running is what Runner.Start started.
 type Running interface {
 	// Stop stops enqueuing, waits for in-flight syncs, and stops the informers (SH-3); it returns when done.

@@ -156,14 +156,25 @@ func (c *Coordinator) stop(buckets []int, cut bool, why string) {
 		delete(c.running, i)
 	}
 	c.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, run := range runs {
-		wg.Go(func() {
-			run.running.Stop()
+	if batch, ok := c.cfg.Runner.(BatchStopper); ok {
+		rs := make([]Running, len(runs))
+		for i, run := range runs {
+			rs[i] = run.running
+		}
+		batch.StopAll(rs)
+		for _, run := range runs {
 			run.fence.Revoke()
-		})
+		}
+	} else {
+		var wg sync.WaitGroup
+		for _, run := range runs {
+			wg.Go(func() {
+				run.running.Stop()
+				run.fence.Revoke()
+			})
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	slices.Sort(buckets)
 	c.logger.Info("Stopped shard buckets", "buckets", buckets, "reason", why, "cut", cut)
 	metricRunningBuckets.Set(float64(c.runningCount()))
