@@ -119,12 +119,19 @@ func runNeverTwoOwners(t *testing.T, o shardOptions, upArgs []string, filtering 
 	r.checkRollouts()
 	t.Logf("scenarios done in %s", time.Since(started).Round(time.Second))
 	r.checkAudit()
+	merges := 0
 	for _, p := range r.all {
 		if !bytes.Contains(p.out.Bytes(), []byte(filtering)) {
 			t.Errorf("replica %s never logged %q", p.identity, filtering)
 		}
+		merges += bytes.Count(p.out.Bytes(), []byte("Running the shard buckets in one set of controllers"))
 	}
+	t.Logf("replicas merged their buckets' sets %d times (--shard-consolidate-after=%s)", merges, shardConsolidateAfter)
 }
+
+// shardConsolidateAfter is the replicas' --shard-consolidate-after: short, so that sets are merged, and split
+// again by the next kill or move, many times in a run.
+const shardConsolidateAfter = 3 * time.Second
 
 // shardRun is one never-two-owners run: `up --controllers=` writing an audit log, a Deployment in each
 // namespace, the sharded replicas started so far and what was done to them.
@@ -199,7 +206,8 @@ func (r *shardRun) startReplica() *shardReplica {
 	r.t.Helper()
 	p := startControllersWith(r.t, "--sharding", "--kubeconfig", filepath.Join(r.dir, "kubeconfig"), "--secure-port", "0",
 		"--leader-elect-resource-namespace="+shardNamespace, "--leader-elect-lease-duration=5s",
-		"--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s", fmt.Sprintf("--shard-buckets=%d", shardBuckets))
+		"--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s", fmt.Sprintf("--shard-buckets=%d", shardBuckets),
+		"--shard-consolidate-after="+shardConsolidateAfter.String())
 	rep := &shardReplica{controllersProcess: p}
 	harness.Eventually(r.t, 30*time.Second, "a sharded replica to log its identity", func(context.Context) (bool, error) {
 		if m := identityLine.FindSubmatch(p.out.Bytes()); m != nil {
