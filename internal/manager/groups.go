@@ -85,6 +85,7 @@ func (r *groupRunner) Start(ctx context.Context, c shard.Claim) (shard.Running, 
 	r.mu.Lock()
 	r.of[c.Bucket] = &bucketGroup{set: set, claims: []shard.Claim{c}}
 	r.changed = r.now()
+	r.publish()
 	start := !r.looping
 	r.looping = true
 	r.mu.Unlock()
@@ -92,6 +93,17 @@ func (r *groupRunner) Start(ctx context.Context, c shard.Claim) (shard.Running, 
 		go r.consolidateLoop(ctx)
 	}
 	return bucketHandle{r: r, claim: c}, nil
+}
+
+// publish sets kubedeploy_shard_controller_sets to the number of sets running. Call with mu held.
+func (r *groupRunner) publish() {
+	n := 0
+	for _, g := range r.groups() {
+		if g.set != nil {
+			n++
+		}
+	}
+	shard.MetricControllerSets.Set(float64(n))
 }
 
 // groups returns the distinct groups, in the order of their first bucket. Call with mu held.
@@ -165,6 +177,7 @@ func (r *groupRunner) stopBuckets(bs []int) {
 		}
 	}
 	r.changed = r.now()
+	r.publish()
 	ctx := r.ctx
 	r.mu.Unlock()
 	for _, rest := range rests {
@@ -187,6 +200,7 @@ func (r *groupRunner) startGroup(ctx context.Context, claims []shard.Claim) {
 	for _, c := range claims {
 		r.of[c.Bucket] = g
 	}
+	r.publish()
 	r.mu.Unlock()
 }
 
@@ -224,15 +238,23 @@ func (r *groupRunner) consolidate() {
 		return
 	}
 	var claims []shard.Claim
-	var wg sync.WaitGroup
 	for _, g := range gs {
 		claims = append(claims, g.claims...)
+	}
+	slices.SortFunc(claims, func(a, b shard.Claim) int { return a.Bucket - b.Bucket })
+	r.mu.Lock()
+	draining := &bucketGroup{claims: claims} // no set: not synced while the old ones drain
+	for _, c := range claims {
+		r.of[c.Bucket] = draining
+	}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, g := range gs {
 		if g.set != nil {
 			wg.Go(g.set.Stop)
 		}
 	}
 	wg.Wait()
-	slices.SortFunc(claims, func(a, b shard.Claim) int { return a.Bucket - b.Bucket })
 	klog.FromContext(ctx).Info("Running the shard buckets in one set of controllers", "buckets", bucketsOf(claims), "sets", len(gs))
 	r.startGroup(ctx, claims)
 }

@@ -212,7 +212,7 @@ func waitReady(ctx context.Context, cl *cluster, s shardSide, ps []*process, tim
 		if !s.sharded && !s.floor {
 			return true, nil
 		}
-		owned, handovers, cached, err := ownership(ctx, cl, ps[:s.replicas])
+		owned, handovers, cached, sets, err := ownership(ctx, cl, ps[:s.replicas])
 		pods, podsErr := clusterPods(ctx, cl.client)
 		if err = errors.Join(err, podsErr); err != nil {
 			state = err.Error()
@@ -221,8 +221,10 @@ func waitReady(ctx context.Context, cl *cluster, s shardSide, ps []*process, tim
 		if key := fmt.Sprintf("%s %d", owned, handovers); key != last {
 			last, since = key, time.Now()
 		}
-		state = fmt.Sprintf("buckets %s, %d handovers, cached pods %d of %d", owned, handovers, cached, pods)
-		return cached == pods && (s.floor || balanced(owned, s.replicas, time.Since(since) >= ringQuiet)), nil
+		state = fmt.Sprintf("buckets %s, %d handovers, cached pods %d of %d, at most %d sets of controllers in a replica", owned, handovers, cached, pods, sets)
+		// A sharded replica is measured once it runs its buckets in one set of controllers (after
+		// --shard-consolidate-after, 30 s, of a quiet ring), as it does in a steady cluster.
+		return cached == pods && (s.floor || balanced(owned, s.replicas, time.Since(since) >= ringQuiet) && sets == 1), nil
 	})
 	if err != nil {
 		return fmt.Errorf("%s not ready (%s): %w", s.name, state, err)
@@ -247,13 +249,14 @@ func balanced(owned string, replicas int, stable bool) bool {
 
 // ownership returns the buckets each of ps runs ("a/b/c"; for the floor, "-"), and the handovers they have
 // made and the pods they cache between them (kubedeploy_shard_running_buckets, kubedeploy_shard_handovers_total,
-// kubedeploy_shard_cached_pods; the floor's own count).
-func ownership(ctx context.Context, cl *cluster, ps []*process) (owned string, handovers, cached int, err error) {
+// kubedeploy_shard_cached_pods; the floor's own count), and the most sets of controllers one of them runs its
+// buckets in (kubedeploy_shard_controller_sets).
+func ownership(ctx context.Context, cl *cluster, ps []*process) (owned string, handovers, cached, sets int, err error) {
 	var each []string
 	for _, p := range ps {
 		v, err := scrapeValues(ctx, cl.metrics, p.metricsURL())
 		if err != nil {
-			return "", 0, 0, err
+			return "", 0, 0, 0, err
 		}
 		if p.plain {
 			each = append(each, "-")
@@ -263,8 +266,9 @@ func ownership(ctx context.Context, cl *cluster, ps []*process) (owned string, h
 		each = append(each, strconv.Itoa(int(v["kubedeploy_shard_running_buckets"])))
 		handovers += int(v["kubedeploy_shard_handovers_total"])
 		cached += int(v["kubedeploy_shard_cached_pods"])
+		sets = max(sets, int(v["kubedeploy_shard_controller_sets"]))
 	}
-	return strings.Join(each, "/"), handovers, cached, nil
+	return strings.Join(each, "/"), handovers, cached, sets, nil
 }
 
 // settledFigures waits settleFor, then reads each of ps's RSS, live heap (go_memstats_heap_alloc_bytes right after
