@@ -155,13 +155,7 @@ func (r *groupRunner) stopBuckets(bs []int) {
 		}
 	}
 	r.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, g := range gs {
-		if g.set != nil {
-			wg.Go(g.set.Stop)
-		}
-	}
-	wg.Wait()
+	stopGroups(gs)
 	r.mu.Lock()
 	var rests [][]shard.Claim
 	for _, g := range gs {
@@ -248,6 +242,13 @@ func (r *groupRunner) consolidate() {
 		r.of[c.Bucket] = draining
 	}
 	r.mu.Unlock()
+	stopGroups(gs)
+	klog.FromContext(ctx).Info("Running the shard buckets in one set of controllers", "buckets", bucketsOf(claims), "sets", len(gs))
+	r.startGroup(ctx, claims)
+}
+
+// stopGroups stops the groups' sets side by side and returns when all have stopped (drained, SH-3).
+func stopGroups(gs []*bucketGroup) {
 	var wg sync.WaitGroup
 	for _, g := range gs {
 		if g.set != nil {
@@ -255,10 +256,9 @@ func (r *groupRunner) consolidate() {
 		}
 	}
 	wg.Wait()
-	klog.FromContext(ctx).Info("Running the shard buckets in one set of controllers", "buckets", bucketsOf(claims), "sets", len(gs))
-	r.startGroup(ctx, claims)
 }
 
+// bucketsOf returns the claims' bucket indexes, in order.
 func bucketsOf(claims []shard.Claim) []int {
 	out := make([]int, len(claims))
 	for i, c := range claims {
