@@ -109,6 +109,16 @@ func newTestGroupRunner(t *testing.T) (*groupRunner, *fakeSets, *time.Time) {
 	return r, f, &now
 }
 
+// startAll starts every claim, one at a time, and returns their handles in order.
+func startAll(t *testing.T, r *groupRunner, claims []shard.Claim) []shard.Running {
+	t.Helper()
+	runs := make([]shard.Running, len(claims))
+	for i, c := range claims {
+		runs[i] = start(t, r, c)
+	}
+	return runs
+}
+
 func start(t *testing.T, r *groupRunner, c shard.Claim) shard.Running {
 	t.Helper()
 	run, err := r.Start(r.ctx, c)
@@ -124,10 +134,7 @@ func start(t *testing.T, r *groupRunner, c shard.Claim) shard.Running {
 func TestGroupRunnerMergesQuietBuckets(t *testing.T) {
 	r, f, now := newTestGroupRunner(t)
 	claims := quarterClaims(3)
-	runs := make([]shard.Running, 3)
-	for i, c := range claims {
-		runs[i] = start(t, r, c)
-	}
+	runs := startAll(t, r, claims)
 	if got, want := f.take(), []string{"start [0]", "start [1]", "start [2]"}; !slices.Equal(got, want) {
 		t.Fatalf("started %v, want %v", got, want)
 	}
@@ -162,10 +169,7 @@ func TestGroupRunnerMergesQuietBuckets(t *testing.T) {
 func TestGroupRunnerStopDrainsTheSet(t *testing.T) {
 	r, f, now := newTestGroupRunner(t)
 	claims := quarterClaims(4)
-	runs := make([]shard.Running, 4)
-	for i, c := range claims {
-		runs[i] = start(t, r, c)
-	}
+	runs := startAll(t, r, claims)
 	*now = now.Add(time.Hour)
 	r.consolidate()
 	f.take()
@@ -196,7 +200,7 @@ func TestGroupRunnerStopDrainsTheSet(t *testing.T) {
 func TestGroupRunnerRetriesABuildThatFailed(t *testing.T) {
 	r, f, now := newTestGroupRunner(t)
 	claims := quarterClaims(2)
-	runs := []shard.Running{start(t, r, claims[0]), start(t, r, claims[1])}
+	runs := startAll(t, r, claims)
 	*now = now.Add(time.Hour)
 	r.consolidate()
 	f.take()
@@ -222,7 +226,7 @@ func TestGroupRunnerRetriesABuildThatFailed(t *testing.T) {
 func TestGroupRunnerPodsPerBucket(t *testing.T) {
 	r, f, now := newTestGroupRunner(t)
 	claims := quarterClaims(2)
-	runs := []shard.Running{start(t, r, claims[0]), start(t, r, claims[1])}
+	runs := startAll(t, r, claims)
 	*now = now.Add(time.Hour)
 	r.consolidate()
 	want := [2][2]int{}
@@ -252,10 +256,7 @@ func TestGroupRunnerPodsPerBucket(t *testing.T) {
 func TestGroupRunnerParallelStops(t *testing.T) {
 	r, f, now := newTestGroupRunner(t)
 	claims := quarterClaims(4)
-	runs := make([]shard.Running, 4)
-	for i, c := range claims {
-		runs[i] = start(t, r, c)
-	}
+	runs := startAll(t, r, claims)
 	*now = now.Add(time.Hour)
 	r.consolidate()
 	var wg sync.WaitGroup
