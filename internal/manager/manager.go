@@ -69,8 +69,8 @@ type Config struct {
 	// ShadowQuiet is how long observe mode's shadow check waits to see a divergent Deployment unchanged
 	// before it reports it (shadow.DefaultQuiet, 5 s, when 0); < 0 is invalid.
 	ShadowQuiet time.Duration
-	// shard, set only on the Config of a sharded bucket's ControllerSet, scopes its informers and fences its
-	// writes.
+	// shard, set only on the Config of a sharded replica's ControllerSet (one bucket or several), scopes its
+	// informers and fences its writes.
 	shard *shardContext
 	// Started, if set, is called from Run's goroutines each time the
 	// controllers have started (with leader election: once this process

@@ -25,7 +25,8 @@ import (
 
 // DefaultShardBuckets is Sharding.Buckets' default: 12 divides evenly among 1, 2, 3, 4 and 6 replicas, so
 // buckets of equal pods (SH-5) give each of them the same share (16 left 3 replicas at 6/5/5 buckets, the
-// biggest with 1.125× the mean), and each replica's informers stay few (three per bucket, a watch each).
+// biggest with 1.125× the mean), and a replica's first sets stay few (three informers per bucket, a watch each,
+// until groupRunner merges them).
 const DefaultShardBuckets = 12
 
 // Sharding configures the sharded mode (issue 35, SH-1…SH-7): every replica is active and runs the
