@@ -109,6 +109,18 @@ func newTestGroupRunner(t *testing.T) (*groupRunner, *fakeSets, *time.Time) {
 	return r, f, &now
 }
 
+// mergedGroupRunner returns a test groupRunner with n buckets started and merged into one set, the fake's log
+// emptied, and the buckets' handles in order.
+func mergedGroupRunner(t *testing.T, n int) (*groupRunner, *fakeSets, []shard.Running) {
+	t.Helper()
+	r, f, now := newTestGroupRunner(t)
+	runs := startAll(t, r, quarterClaims(n))
+	*now = now.Add(time.Hour)
+	r.consolidate()
+	f.take()
+	return r, f, runs
+}
+
 // startAll starts every claim, one at a time, and returns their handles in order.
 func startAll(t *testing.T, r *groupRunner, claims []shard.Claim) []shard.Running {
 	t.Helper()
@@ -167,12 +179,7 @@ func TestGroupRunnerMergesQuietBuckets(t *testing.T) {
 // Stop returns, and the set's other buckets start again without it; buckets stopped together (StopAll, the
 // coordinator's stop of several) stop their set once and start nothing again.
 func TestGroupRunnerStopDrainsTheSet(t *testing.T) {
-	r, f, now := newTestGroupRunner(t)
-	claims := quarterClaims(4)
-	runs := startAll(t, r, claims)
-	*now = now.Add(time.Hour)
-	r.consolidate()
-	f.take()
+	r, f, runs := mergedGroupRunner(t, 4)
 
 	runs[1].Stop()
 	if got, want := f.take(), []string{"start [0 2 3]", "stop [0 1 2 3]"}; !slices.Equal(got, want) {
@@ -198,12 +205,7 @@ func TestGroupRunnerStopDrainsTheSet(t *testing.T) {
 // TestGroupRunnerRetriesABuildThatFailed: when the set of the buckets left after a Stop cannot be built, they
 // report not synced, and the next round builds them again.
 func TestGroupRunnerRetriesABuildThatFailed(t *testing.T) {
-	r, f, now := newTestGroupRunner(t)
-	claims := quarterClaims(2)
-	runs := startAll(t, r, claims)
-	*now = now.Add(time.Hour)
-	r.consolidate()
-	f.take()
+	r, f, runs := mergedGroupRunner(t, 2)
 	f.fail = 1
 	runs[0].Stop()
 	if got, want := f.take(), []string{"build failed [1]", "stop [0 1]"}; !slices.Equal(got, want) {
@@ -224,11 +226,7 @@ func TestGroupRunnerRetriesABuildThatFailed(t *testing.T) {
 // TestGroupRunnerPodsPerBucket: in a merged set each bucket counts only its own namespaces' pods (the ring's
 // weights, SH-5, come from these counts).
 func TestGroupRunnerPodsPerBucket(t *testing.T) {
-	r, f, now := newTestGroupRunner(t)
-	claims := quarterClaims(2)
-	runs := startAll(t, r, claims)
-	*now = now.Add(time.Hour)
-	r.consolidate()
+	_, f, runs := mergedGroupRunner(t, 2)
 	want := [2][2]int{}
 	for i := 0; want[0][1] < 3 || want[1][1] < 2; i++ {
 		ns := fmt.Sprintf("ns-%03d", i)
@@ -254,11 +252,7 @@ func TestGroupRunnerPodsPerBucket(t *testing.T) {
 // TestGroupRunnerParallelStops: Stops of one set's buckets called side by side (not through StopAll) may start
 // the rest again in between, but when all have returned nothing runs and every set started was stopped.
 func TestGroupRunnerParallelStops(t *testing.T) {
-	r, f, now := newTestGroupRunner(t)
-	claims := quarterClaims(4)
-	runs := startAll(t, r, claims)
-	*now = now.Add(time.Hour)
-	r.consolidate()
+	_, f, runs := mergedGroupRunner(t, 4)
 	var wg sync.WaitGroup
 	for _, run := range runs {
 		wg.Go(run.Stop)
