@@ -9,7 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -154,10 +156,51 @@ func runLeading(ctx context.Context, l LeaderElection, client kubernetes.Interfa
 		<-s.drained
 	}
 	if ctx.Err() != nil {
+		if s.leading.Load() && le.IsLeader() {
+			// The elector's own release failed (it tries once). A renewal cut
+			// short by the shutdown can still land on the server after the
+			// elector re-read the Lease, so its release met a conflict.
+			releaseLease(s.logger, lock, l)
+		}
 		s.logger.Info("Stopped leader election", "lease", klog.KRef(l.ResourceNamespace, l.ResourceName))
 		return nil
 	}
 	return ErrLeaderElectionLost
+}
+
+// releaseLease gives up the Lease after the elector's own release failed:
+// while the Lease still names l.Identity it writes an empty holder with a
+// 1-second duration (what the elector writes), re-reading and retrying on a
+// conflict, for at most l.RenewDeadline. It never touches a Lease another
+// holder took (the update carries the resourceVersion it read), and it runs
+// only after the controllers drained. Failure is logged: the Lease then
+// expires after l.LeaseDuration, as it does after kill -9.
+func releaseLease(logger klog.Logger, lock resourcelock.Interface, l LeaderElection) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.RenewDeadline)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, l.RetryPeriod/4, true, func(ctx context.Context) (bool, error) {
+		rec, _, err := lock.Get(ctx)
+		if err != nil {
+			logger.V(2).Info("Reading the Lease to release it", "lease", klog.KRef(l.ResourceNamespace, l.ResourceName), "err", err)
+			return false, nil
+		}
+		if rec.HolderIdentity != l.Identity {
+			return true, nil // released already, or taken by another holder
+		}
+		now := metav1.Now()
+		err = lock.Update(ctx, resourcelock.LeaderElectionRecord{
+			LeaderTransitions: rec.LeaderTransitions, LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now,
+		})
+		if err != nil {
+			logger.V(2).Info("Releasing the Lease", "lease", klog.KRef(l.ResourceNamespace, l.ResourceName), "err", err)
+			return false, nil
+		}
+		logger.Info("Released the lease after a retry", "lease", klog.KRef(l.ResourceNamespace, l.ResourceName))
+		return true, nil
+	})
+	if err != nil {
+		logger.Error(err, "Could not release the lease; a standby takes over when it expires", "lease", klog.KRef(l.ResourceNamespace, l.ResourceName), "leaseDuration", l.LeaseDuration)
+	}
 }
 
 // leaderSession is the state one runLeading call shares with the elector's
