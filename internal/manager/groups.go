@@ -45,6 +45,9 @@ type groupRunner struct {
 	leaving map[int]int // buckets whose Stop has been called and has not returned (how many calls)
 	changed time.Time   // when a bucket last started or stopped
 	looping bool
+	// onHeld, if set, is told after each change the number of buckets held (running or starting again) and
+	// the ring's number of buckets (0 if no claim says). Called with mu held: it must not call back.
+	onHeld func(held, of int)
 }
 
 // bucketSet is what groupRunner runs a group of buckets with: a *ControllerSet.
@@ -104,6 +107,15 @@ func (r *groupRunner) publish() {
 		}
 	}
 	shard.MetricControllerSets.Set(float64(n))
+	if r.onHeld != nil {
+		of := 0
+		for _, g := range r.of {
+			for _, c := range g.claims {
+				of = max(of, c.Of)
+			}
+		}
+		r.onHeld(len(r.of), of)
+	}
 }
 
 // groups returns the distinct groups, in the order of their first bucket. Call with mu held.

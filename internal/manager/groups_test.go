@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/shard"
 )
@@ -266,4 +267,47 @@ func TestGroupRunnerParallelStops(t *testing.T) {
 			t.Fatal("a stopped bucket reports synced")
 		}
 	}
+}
+
+// TestSyncsFollowTheReplicasShare: in sharded mode --concurrent-*-syncs are the fleet's (issue 35): a replica
+// holding held of the ring's buckets runs max(1, ⌊n × held ÷ of⌋) syncs at once, following its buckets as
+// they start, merge and leave; while no claim says the ring's size, the full n.
+func TestSyncsFollowTheReplicasShare(t *testing.T) {
+	r, _, now := newTestGroupRunner(t)
+	slots := &sharedSlots{logger: klog.Background()}
+	r.onHeld = slots.resize
+	deployments := slots.get(DeploymentController, 5)
+	replicaSets := slots.get(ReplicaSetController, 7)
+	check := func(when string, wantD, wantRS int) {
+		t.Helper()
+		if d, rs := deployments.Limit(), replicaSets.Limit(); d != wantD || rs != wantRS {
+			t.Errorf("%s: syncs at once %d Deployment, %d ReplicaSet; want %d and %d", when, d, rs, wantD, wantRS)
+		}
+	}
+	check("before any claim", 5, 7)
+	claims := quarterClaims(4)
+	for i := range claims {
+		claims[i].Of = 12
+	}
+	runs := []shard.Running{start(t, r, claims[0])}
+	check("1 of 12 buckets", 1, 1) // ⌊5/12⌋ and ⌊7/12⌋ are 0: at least one
+	for _, c := range claims[1:] {
+		runs = append(runs, start(t, r, c))
+	}
+	check("4 of 12 buckets", 1, 2) // ⌊20/12⌋, ⌊28/12⌋
+	*now = now.Add(time.Hour)
+	r.consolidate()
+	check("4 of 12 buckets, merged", 1, 2)
+	runs[3].Stop()
+	check("3 of 12 buckets", 1, 1)
+	later := slots.get("another", 12) // a controller's slots made after the share is known start divided
+	if later.Limit() != 3 {
+		t.Errorf("slots built while holding 3 of 12 buckets: %d syncs at once, want ⌊12×3/12⌋ = 3", later.Limit())
+	}
+	slots.resize(12, 12)
+	check("every bucket", 5, 7)
+	slots.resize(6, 12)
+	check("half the buckets", 2, 3)
+	slots.resize(0, 12)
+	check("no bucket", 5, 7)
 }

@@ -49,10 +49,12 @@ type Running interface {
 	Pods() (pods, namespaces int)
 }
 
-// Claim is one bucket won by this replica: its index and range in the ring, and the fence a writer checks.
+// Claim is one bucket won by this replica: its index and range in the ring, the ring's number of buckets
+// then (Of; 0 when unknown), and the fence a writer checks.
 type Claim struct {
 	Bucket int
 	Range  Range
+	Of     int
 	Fence  *Fence
 }
 

@@ -210,7 +210,7 @@ func (c *Coordinator) accept(ctx context.Context, cm *v1.ConfigMap, ring Ring, e
 		for _, i := range pending {
 			metricHandovers.WithLabelValues("accepted").Inc()
 			c.observeUnowned(ring.Buckets[i].UnownedSince, time.Time{})
-			c.start(ctx, i, ring.Buckets[i].Range(), epoch)
+			c.start(ctx, i, ring.Buckets[i].Range(), len(ring.Buckets), epoch)
 		}
 	}
 	return true
@@ -237,10 +237,11 @@ func (c *Coordinator) logWriteError(err error, what string) {
 	c.logger.Error(err, "Could not write the shard ring", "write", what)
 }
 
-// start starts bucket i's run with a fresh fence of epoch; a build error is logged and retried next round.
-func (c *Coordinator) start(ctx context.Context, i int, rng Range, epoch int64) {
+// start starts bucket i (of a ring of `of`) with a fresh fence of epoch; a build error is logged and retried
+// next round.
+func (c *Coordinator) start(ctx context.Context, i int, rng Range, of int, epoch int64) {
 	fence := NewFence(func() bool { return c.member.Valid(epoch) })
-	running, err := c.cfg.Runner.Start(ctx, Claim{Bucket: i, Range: rng, Fence: fence})
+	running, err := c.cfg.Runner.Start(ctx, Claim{Bucket: i, Range: rng, Of: of, Fence: fence})
 	if err != nil {
 		c.logger.Error(err, "Could not start a shard bucket", "bucket", i, "range", rng.String())
 		return
@@ -327,7 +328,7 @@ func (c *Coordinator) take(ctx context.Context, cm *v1.ConfigMap, ring Ring, m M
 	c.logger.Info("Took shard bucket", "bucket", m.Bucket, "from", m.From)
 	metricHandovers.WithLabelValues("taken").Inc()
 	c.observeUnowned(ring.Buckets[m.Bucket].UnownedSince, lastSeen)
-	c.start(ctx, m.Bucket, b.Range(), epoch)
+	c.start(ctx, m.Bucket, b.Range(), len(next.Buckets), epoch)
 }
 
 // observeUnowned records how long a bucket went unowned: since it was released, or since its dead owner's

@@ -47,8 +47,8 @@
 // events, and the writes it counted to Deployments, ReplicaSets and pods by kind (apiserver_request_total, the
 // bench's own image changes included) with their 409s; then stopped before the next starts. It prints a table per
 // side, the floor's CPU beside each replica's, and issue 35's Done-when ratios (sharded ÷ unsharded), which it
-// reports, not asserts. -shard-sides picks the sides (unsharded first), -shard-concurrency the sharded replicas'
-// --concurrent-*-syncs (default 5, as the unsharded replica), -profile a CPU profile of each replica's first 30 s
+// reports, not asserts. -shard-sides picks the sides (unsharded first), -shard-concurrency the --concurrent-*-syncs
+// given to the sharded replicas (the fleet's; default: not given, 5 as the unsharded replica's), -profile a CPU profile of each replica's first 30 s
 // of the rollout.
 //
 // Each repetition also measures B, the raw pod-create rate of the cluster: N bare pods created by 32 concurrent
@@ -94,7 +94,7 @@ func main() {
 	flag.StringVar(&o.mode, "mode", modeSingle, "scenario: single (one -replicas Deployment), many (the clusterloader2 load mix of -pods pods), shards (unsharded against 2 and 3 sharded replicas and the informers-only floor, -pods pods in -namespaces namespaces) or idle (the whole `kubedeploy up`, idle)")
 	flag.IntVar(&o.pods, "pods", 10000, "pods of the many-Deployments mode (at least 100) and of the shards mode")
 	flag.StringVar(&o.shardSides, "shard-sides", "unsharded,sharded-2,sharded-3,floor", "sides of the shards mode, run in this order; the first must be unsharded (the ratios' base)")
-	flag.IntVar(&o.shardConcurrency, "shard-concurrency", 5, "each sharded replica's --concurrent-deployment-syncs and --concurrent-replicaset-syncs (the unsharded replica runs 5 of each)")
+	flag.IntVar(&o.shardConcurrency, "shard-concurrency", 0, "--concurrent-deployment-syncs and --concurrent-replicaset-syncs given to each sharded replica, the fleet's: each runs its share of them, at least 1 (default 0: not given, the default 5; the unsharded replica runs 5 of each)")
 	flag.StringVar(&o.upArgs, "up-args", "", "more arguments for the measured cluster's `kubedeploy up`, space-separated (e.g. --feature-gates=ShardedListAndWatch=false: the shards mode with client-side filtering only)")
 	flag.IntVar(&o.namespaces, "namespaces", 120, "namespaces of the shards mode (ns-001…), one Deployment each")
 	flag.IntVar(&o.nodes, "nodes", 0, "KWOK nodes of the cluster, 1,000 pods each (default: enough for the scenario's peak, at least 3)")
@@ -154,8 +154,8 @@ func (o options) validate() error {
 		return fmt.Errorf("-pods must be at least 100, got %d", o.pods)
 	case o.mode == modeShards && (o.namespaces < 1 || o.pods < o.namespaces):
 		return fmt.Errorf("-namespaces must be at least 1 and at most -pods, got %d namespaces and %d pods", o.namespaces, o.pods)
-	case o.mode == modeShards && o.shardConcurrency < 1:
-		return fmt.Errorf("-shard-concurrency must be at least 1, got %d", o.shardConcurrency)
+	case o.mode == modeShards && o.shardConcurrency < 0:
+		return fmt.Errorf("-shard-concurrency must be 0 (the default) or more, got %d", o.shardConcurrency)
 	case o.nodes < 0:
 		return fmt.Errorf("-nodes must not be negative, got %d", o.nodes)
 	case o.nodes > 0 && o.peakPods() > o.nodes*1000:

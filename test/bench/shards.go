@@ -32,7 +32,8 @@ type shardSide struct {
 	sharded  bool
 	// floor runs test/bench/floor, beside an unmeasured unsharded kubedeploy that performs the rollout.
 	floor bool
-	// concurrency, when sharded, is each replica's --concurrent-*-syncs (-shard-concurrency).
+	// concurrency, when sharded and > 0, is the --concurrent-*-syncs each replica is given (-shard-concurrency;
+	// the fleet's, each replica runs its share).
 	concurrency int
 }
 

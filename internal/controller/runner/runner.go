@@ -105,11 +105,66 @@ func WithClock(c clock.WithTicker) Option {
 // Slots bounds how many syncs run at once across the runners that share it: in sharded mode each bucket has
 // its own controllers, and the workers of all of a replica's controllers of one kind share the process's
 // --concurrent-*-syncs, as one controller's workers would (more syncs in flight than that only queue up behind
-// the client's rate limiter, and each decision then lands later). Build it with NewSlots.
-type Slots struct{ c chan struct{} }
+// the client's rate limiter, and each decision then lands later). Build it with NewSlots; SetLimit changes the
+// bound while runners use it.
+type Slots struct {
+	mu          sync.Mutex
+	limit, used int
+	// freed is closed (and replaced) when a slot is released or the limit changes: waiters look again.
+	freed chan struct{}
+}
 
 // NewSlots returns Slots for n syncs at once (n < 1 is 1).
-func NewSlots(n int) *Slots { return &Slots{c: make(chan struct{}, max(n, 1))} }
+func NewSlots(n int) *Slots { return &Slots{limit: max(n, 1), freed: make(chan struct{})} }
+
+// SetLimit makes the bound n syncs at once (n < 1 is 1). Lowering it stops no sync in flight: new syncs wait
+// until fewer than n run.
+func (s *Slots) SetLimit(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limit = max(n, 1)
+	s.wake()
+}
+
+// Limit returns the bound (syncs at once).
+func (s *Slots) Limit() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.limit
+}
+
+// acquire takes a slot, waiting for one; it returns false, holding none, when ctx ends first.
+func (s *Slots) acquire(ctx context.Context) bool {
+	for {
+		s.mu.Lock()
+		if s.used < s.limit {
+			s.used++
+			s.mu.Unlock()
+			return true
+		}
+		freed := s.freed
+		s.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// release gives back a slot acquire took.
+func (s *Slots) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.used--
+	s.wake()
+}
+
+// wake tells the waiters to look again. Call with mu held.
+func (s *Slots) wake() {
+	close(s.freed)
+	s.freed = make(chan struct{})
+}
 
 // WithSlots makes each sync first take one of s (nil: no bound but the workers).
 func WithSlots(s *Slots) Option { return func(r *Runner) { r.slots = s } }
@@ -267,12 +322,10 @@ func (r *Runner) ProcessNextItem(ctx context.Context) bool {
 	}
 	defer r.queue.Done(key)
 	if r.slots != nil {
-		select {
-		case r.slots.c <- struct{}{}:
-			defer func() { <-r.slots.c }()
-		case <-ctx.Done():
+		if !r.slots.acquire(ctx) {
 			return true // shutting down: the queue ends the worker next
 		}
+		defer r.slots.release()
 	}
 	start := r.clock.Now()
 	r.startedSync(key, start)
