@@ -150,6 +150,10 @@ func (f runnerFunc) Start(_ context.Context, c Claim) (Running, error) {
 	run.live.Store(true)
 	f.r.mu.Lock()
 	defer f.r.mu.Unlock()
+	if c.Of < 1 || c.Bucket >= c.Of {
+		// the manager divides --concurrent-*-syncs by the share Of gives
+		f.r.violations = append(f.r.violations, fmt.Sprintf("%s: the claim of bucket %d says the ring has %d buckets", f.id, c.Bucket, c.Of))
+	}
 	f.r.runs[c.Bucket] = append(f.r.runs[c.Bucket], run)
 	return run, nil
 }
