@@ -41,7 +41,7 @@
 // before the measured sides start (so a ring is measured with them). Each side is first measured idle (started on
 // the cluster before the workload exists, ready, settled 5 s: its idle baseline); then, one side at a time, it is
 // started on the workload, waited for until ready (sharded: every bucket running, the same for two polls, every
-// pod cached), settled 5 s (RSS, and live heap right after a forced GC), and measured through a rollout of every
+// pod cached), settled 5 s (RSS, and the live heap after two forced collections), and measured through a rollout of every
 // Deployment (a new image, until all are complete): its CPU-seconds and bytes read per process, the rollout's
 // wall time, the `up` process's CPU (the API server and the rest of the cluster), the API server's watch
 // events, and the writes it counted to Deployments, ReplicaSets and pods by kind (apiserver_request_total, the

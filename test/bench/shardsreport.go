@@ -18,7 +18,7 @@ type replicaResult struct {
 	Replica int
 	// IdleRSSMB and IdleHeapMB are the process's RSS and live heap settled after it was ready on the cluster
 	// before the workload existed (its idle baseline); RSSMB and HeapMB the same with the workload, before the
-	// rollout. The live heap is go_memstats_heap_alloc_bytes right after a forced GC.
+	// rollout. The live heap is what the second of two forced collections marked live (liveHeapMB).
 	IdleRSSMB, IdleHeapMB, RSSMB, HeapMB float64
 	// RolloutCPUSeconds is the CPU time (user + system) it used during the rollout of every Deployment; ReadMB
 	// the bytes it read meanwhile (rchar: sockets included, so mostly the API server's responses and watch

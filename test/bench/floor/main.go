@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -146,11 +147,14 @@ func (f *floor) mux() *http.ServeMux {
 	return m
 }
 
-// metrics writes the live heap as of the last GC, the cached pods and the namespaces they are in, and the
-// notifications received by resource, in Prometheus text format.
+// metrics writes the heap in bytes (allocated now, and live as of the last GC, under the Go collector's names),
+// the cached pods and the namespaces they are in, and the notifications received by resource, in Prometheus text
+// format.
 func (f *floor) metrics(w http.ResponseWriter, _ *http.Request) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
 	namespaces := map[string]bool{}
 	pods := f.pods.GetStore().List()
 	for _, obj := range pods {
@@ -159,6 +163,7 @@ func (f *floor) metrics(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	fmt.Fprintf(w, "go_memstats_heap_alloc_bytes %d\n", ms.HeapAlloc)
+	fmt.Fprintf(w, "go_gc_heap_live_bytes %d\n", live[0].Value.Uint64())
 	fmt.Fprintf(w, "kubedeploy_bench_floor_cached_pods %d\n", len(pods))
 	fmt.Fprintf(w, "kubedeploy_bench_floor_cached_namespaces %d\n", len(namespaces))
 	for name, n := range f.events {
