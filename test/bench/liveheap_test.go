@@ -66,3 +66,13 @@ func TestLiveHeapMBCollectsTwiceThenReadsTheLiveBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestOneSetEachWantsEveryReplica: a sharded side is measured only when every replica runs one set of
+// controllers; one merging (0) or not merged yet (2) holds it, whatever the others run.
+func TestOneSetEachWantsEveryReplica(t *testing.T) {
+	for sets, want := range map[string]bool{"1/1/1": true, "1": true, "1/0/1": false, "2/1/1": false, "0": false, "1/1/4": false} {
+		if got := oneSetEach(sets); got != want {
+			t.Errorf("oneSetEach(%q) = %v, want %v", sets, got, want)
+		}
+	}
+}
