@@ -131,7 +131,7 @@ func runUp(ctx context.Context, o upOptions, stdout, stderr io.Writer) error {
 	if !abortStart() {
 		return errors.Join(ctx.Err(), cp.Stop())
 	}
-	if mcfg.RESTConfig, err = controllersIdentity(ctx, cp); err != nil {
+	if mcfg.RESTConfig, err = controllersIdentity(ctx, cp, len(mcfg.Controllers) > 0); err != nil {
 		return errors.Join(err, cp.Stop())
 	}
 	ready := func(leading bool) {
@@ -322,17 +322,21 @@ func upIdentity(dataDir string) string {
 	return fmt.Sprintf("%s_up-%x", host, sum[:6])
 }
 
-// controllersIdentity applies deploy/'s Namespace, ServiceAccount and RBAC
-// with the admin client (idempotently) and returns a client configuration
-// for that ServiceAccount's user name with no groups, so the controllers have
-// only the permissions the manifests grant. It returns the first API error.
-func controllersIdentity(ctx context.Context, cp *controlplane.ControlPlane) (*rest.Config, error) {
-	admin, err := kubernetes.NewForConfig(cp.AdminConfig())
-	if err != nil {
-		return nil, err
-	}
-	if err := deploy.ApplyIdentity(ctx, admin); err != nil {
-		return nil, fmt.Errorf("applying the controllers' RBAC from deploy/: %w", err)
+// controllersIdentity applies, when apply is set, deploy/'s Namespace, ServiceAccount and RBAC with the admin
+// client (idempotently), and returns a client configuration for that ServiceAccount's user name with no groups,
+// so the controllers have only the permissions the manifests grant. up applies them only when it runs
+// controllers of its own: with --controllers= the cluster is left for an install of deploy/ or of the Helm chart
+// (deploy/chart), which must own those objects (Helm refuses to install over objects it did not make). It
+// returns the first API error.
+func controllersIdentity(ctx context.Context, cp *controlplane.ControlPlane, apply bool) (*rest.Config, error) {
+	if apply {
+		admin, err := kubernetes.NewForConfig(cp.AdminConfig())
+		if err != nil {
+			return nil, err
+		}
+		if err := deploy.ApplyIdentity(ctx, admin); err != nil {
+			return nil, fmt.Errorf("applying the controllers' RBAC from deploy/: %w", err)
+		}
 	}
 	return cp.ClientConfig(deploy.User)
 }
