@@ -60,7 +60,13 @@ func startControllers(t *testing.T, dataDir string, port int) *controllersProces
 // when t ends, and its output is logged if t failed.
 func startControllersWith(t *testing.T, args ...string) *controllersProcess {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"controllers"}, args...)...)
+	return startKubedeploy(t, append([]string{"controllers"}, args...)...)
+}
+
+// startKubedeploy runs `kubedeploy` with args as startControllersWith does.
+func startKubedeploy(t *testing.T, args ...string) *controllersProcess {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
 	p := &controllersProcess{cmd: cmd, out: &syncBuffer{}, exited: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
@@ -72,7 +78,7 @@ func startControllersWith(t *testing.T, args ...string) *controllersProcess {
 		err := <-p.exited
 		p.exited <- err
 		if t.Failed() {
-			t.Logf("kubedeploy controllers (pid %d) output:\n%s", cmd.Process.Pid, p.out)
+			t.Logf("kubedeploy %s (pid %d) output:\n%s", args[0], cmd.Process.Pid, p.out)
 		}
 	})
 	return p
