@@ -279,27 +279,59 @@ func oneSetEach(sets string) bool {
 	return !slices.ContainsFunc(strings.Split(sets, "/"), func(s string) bool { return s != "1" })
 }
 
-// settledFigures waits settleFor, then reads each of ps's RSS, live heap (liveHeapMB) and, for a sharded side or
-// the floor, the pods, namespaces and buckets it caches and owns.
+// heapSamples is how many times settledFigures reads each process's live heap, heapEvery apart: the median is
+// its figure, and every sample is logged.
+const (
+	heapSamples = 5
+	heapEvery   = 2 * time.Second
+)
+
+// settledFigures waits settleFor, then reads each of ps's RSS, live heap (the median of heapSamples reads of
+// liveHeapMB) and, for a sharded side or the floor, the pods, namespaces and buckets it caches and owns.
 func settledFigures(ctx context.Context, cl *cluster, s shardSide, ps []*process) ([]replicaResult, error) {
 	if err := sleep(ctx, settleFor); err != nil {
 		return nil, err
 	}
-	var out []replicaResult
-	for i, p := range ps {
-		rss, err := readRSS(p.cmd.Process.Pid)
-		if err != nil {
-			return nil, err
+	out := make([]replicaResult, len(ps))
+	samples := make([][]float64, len(ps))
+	for n := range heapSamples {
+		if n > 0 {
+			if err := sleep(ctx, heapEvery); err != nil {
+				return nil, err
+			}
 		}
-		v, heap, err := liveHeapMB(ctx, cl.metrics, p.metricsURL())
-		if err != nil {
-			return nil, err
+		for i, p := range ps {
+			v, heap, err := liveHeapMB(ctx, cl.metrics, p.metricsURL())
+			if err != nil {
+				return nil, err
+			}
+			samples[i] = append(samples[i], heap)
+			if n == 0 {
+				rss, err := readRSS(p.cmd.Process.Pid)
+				if err != nil {
+					return nil, err
+				}
+				out[i] = replicaResult{Side: s.name, Replica: i, RSSMB: float64(rss) / 1024}
+				out[i].readCache(v)
+			}
 		}
-		r := replicaResult{Side: s.name, Replica: i, RSSMB: float64(rss) / 1024, HeapMB: heap}
-		r.readCache(v)
-		out = append(out, r)
 	}
+	var logged []string
+	for i := range out {
+		out[i].HeapMB = median(samples[i])
+		logged = append(logged, joinMB(samples[i]))
+	}
+	logf("%s live heap samples (MB), per process: %s", s.name, strings.Join(logged, " | "))
 	return out, nil
+}
+
+// joinMB formats xs as "a/b/c" with one decimal.
+func joinMB(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.FormatFloat(x, 'f', 1, 64)
+	}
+	return strings.Join(parts, "/")
 }
 
 // liveHeapMB forces two garbage collections through the process's /debug/pprof/heap?gc=1 (next to metricsURL),
