@@ -13,11 +13,14 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 )
 
-var update = flag.Bool("update", false, "rewrite kubedeploy-rollouts.json from Dashboard")
+var update = flag.Bool("update", false, "rewrite kubedeploy-rollouts.json, and the Helm chart's copy, from Dashboard")
 
 const file = "kubedeploy-rollouts.json"
 
-// The committed JSON is Dashboard's, as the SDK marshals it (-update rewrites it).
+// chartCopy is the Helm chart's copy of file (deploy/chart's tests check it is file).
+const chartCopy = "../chart/kubedeploy/files/kubedeploy-rollouts.json"
+
+// The committed JSON is Dashboard's, as the SDK marshals it (-update rewrites it and the chart's copy).
 func TestDashboardJSONIsGenerated(t *testing.T) {
 	d, err := Dashboard()
 	if err != nil {
@@ -29,8 +32,10 @@ func TestDashboardJSONIsGenerated(t *testing.T) {
 	}
 	got = append(got, '\n')
 	if *update {
-		if err := os.WriteFile(file, got, 0o644); err != nil {
-			t.Fatal(err)
+		for _, f := range []string{file, chartCopy} {
+			if err := os.WriteFile(f, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	want, err := os.ReadFile(file)

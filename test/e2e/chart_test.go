@@ -29,7 +29,7 @@ import (
 // refuses a bad value with the chart schema's message and installs nothing; `helm install` of deploy/chart with its
 // default values makes the controllers' pods run (KWOK simulates them, running no process), and `kubedeploy
 // controllers` run with the installed container's arguments under the installed ServiceAccount's identity takes
-// the Lease and rolls a Deployment within its surge bounds; the same chart with values-observe.yaml installs
+// the Lease and rolls the seeds' Deployment within its surge bounds; the same chart with values-observe.yaml installs
 // observe mode, whose /metrics, run the same way, count that rollout. The pods' serving address and port are the
 // only arguments changed: tests listen on 127.0.0.1 only.
 func TestHelmChartInstallsAndRuns(t *testing.T) {
@@ -41,6 +41,7 @@ func TestHelmChartInstallsAndRuns(t *testing.T) {
 	chart := filepath.Join(deployDir(t), "chart", "kubedeploy")
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
+	const seed = "nginx-deployment" // the seeds' rolling update: 10 replicas, nginx:1.9 to nginx:1.9.3, 25% surge and unavailable
 
 	_, err := helmtool.Run(t, "install", "refused", chart, "--kubeconfig", kubeconfig, "-n", deploy.Namespace, "--create-namespace", "--set", "replicas=-1")
 	if err == nil || !strings.Contains(err.Error(), "schema") || !strings.Contains(err.Error(), "/replicas") {
@@ -68,10 +69,10 @@ func TestHelmChartInstallsAndRuns(t *testing.T) {
 	holder := waitForNewHolder(t, client, "the chart's controllers to take the Lease", "")
 	t.Logf("Lease held by %s", holder)
 
-	if _, err := client.AppsV1().Deployments("default").Create(ctx, harness.NewDeployment("default", "web", 10, "nginx:1.9"), metav1.CreateOptions{}); err != nil {
+	if _, err := client.AppsV1().Deployments("default").Create(ctx, harness.NewDeployment("default", seed, 10, "nginx:1.9"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	harness.WaitComplete(t, client, "default", "web", 2*time.Minute)
+	harness.WaitComplete(t, client, "default", seed, 2*time.Minute)
 
 	if _, err := helmtool.Run(t, "install", "kubedeploy-observe", chart, "--kubeconfig", kubeconfig, "-n", "kubedeploy-observe", "--create-namespace",
 		"-f", filepath.Join(chart, "values-observe.yaml")); err != nil {
@@ -95,18 +96,18 @@ func TestHelmChartInstallsAndRuns(t *testing.T) {
 		return code == http.StatusOK, nil
 	})
 
-	w := harness.WatchRollout(t, client, "default", "web", harness.Bounds{MaxTotal: 13, MinAvailable: 8})
-	patch := `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:1.9.3"}]}}}}`
-	if _, err := client.AppsV1().Deployments("default").Patch(ctx, "web", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	w := harness.WatchRollout(t, client, "default", seed, harness.Bounds{MaxTotal: 13, MinAvailable: 8})
+	patch := `{"spec":{"template":{"spec":{"containers":[{"name":"` + seed + `","image":"nginx:1.9.3"}]}}}}`
+	if _, err := client.AppsV1().Deployments("default").Patch(ctx, seed, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	d := harness.WaitComplete(t, client, "default", "web", 2*time.Minute)
+	d := harness.WaitComplete(t, client, "default", seed, 2*time.Minute)
 	w.Stop()
 	w.Check(4)
 	if got := d.Annotations["deployment.kubernetes.io/revision"]; got != "2" {
 		t.Errorf("revision = %q after the rollout, want 2", got)
 	}
-	want := `kubedeploy_deployment_rollouts_total{deployment="web",namespace="default",outcome="complete"} 1`
+	want := `kubedeploy_deployment_rollouts_total{deployment="` + seed + `",namespace="default",outcome="complete"} 1`
 	harness.Eventually(t, time.Minute, "observe mode's /metrics to count the rollout", func(ctx context.Context) (bool, error) {
 		body, _ := httpGet(ctx, base+"/metrics")
 		return strings.Contains(body, want), nil
