@@ -158,10 +158,8 @@ func TestValuesChangeWhatTheyName(t *testing.T) {
 	}
 }
 
-// TestMonitoringObjects: with the Prometheus Operator's objects and the dashboard on, the PrometheusRule holds
-// deploy/prometheus's groups, the ServiceMonitor scrapes the Service's port, the ConfigMap holds the dashboard with
-// the sidecar's label; and the chart's copies of the rules and the dashboard are deploy/'s.
-func TestMonitoringObjects(t *testing.T) {
+// TestChartCopiesAreDeploys: the chart's copies of the alert rules and the dashboard are deploy/'s.
+func TestChartCopiesAreDeploys(t *testing.T) {
 	for _, f := range []struct{ copy, source string }{
 		{"kubedeploy/files/kubedeploy-rules.yaml", "../prometheus/kubedeploy-rules.yaml"},
 		{"kubedeploy/files/kubedeploy-rollouts.json", "../grafana/kubedeploy-rollouts.json"},
@@ -171,6 +169,12 @@ func TestMonitoringObjects(t *testing.T) {
 			t.Errorf("deploy/chart/%s differs from deploy/%s: cp deploy/%[2]s deploy/chart/%[1]s", f.copy, strings.TrimPrefix(f.source, "../"))
 		}
 	}
+}
+
+// TestMonitoringObjects: with the Prometheus Operator's objects and the dashboard on, the ServiceMonitor scrapes
+// the Service's port, the PrometheusRule holds deploy/prometheus's groups, the ConfigMap holds the dashboard with
+// the sidecar's label.
+func TestMonitoringObjects(t *testing.T) {
 	for _, mode := range []struct{ values, service, port string }{
 		{"values.yaml", "kubedeploy-controllers", "https-metrics"},
 		{"values-observe.yaml", "kubedeploy-observe", "http-metrics"},
@@ -178,49 +182,66 @@ func TestMonitoringObjects(t *testing.T) {
 		t.Run(mode.values, func(t *testing.T) {
 			objs := decodeUnstructured(t, render(t, "--namespace", "monitoring-test", "-f", filepath.Join(chartDir, mode.values),
 				"--set", "serviceMonitor.enabled=true,serviceMonitor.labels.release=prom,prometheusRule.enabled=true,grafanaDashboard.enabled=true"))
-			sm := findUnstructured(t, objs, "ServiceMonitor", mode.service)
-			if sm.GetLabels()["release"] != "prom" {
-				t.Errorf("ServiceMonitor labels %v, want release=prom", sm.GetLabels())
-			}
-			eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
-			sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
-			svc := findUnstructured(t, objs, "Service", mode.service)
-			ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
-			if len(eps) != 1 || eps[0].(map[string]any)["port"] != mode.port || ports[0].(map[string]any)["name"] != mode.port {
-				t.Errorf("ServiceMonitor endpoints %v, Service ports %v: want both on %s", eps, ports, mode.port)
-			}
-			if sel["app.kubernetes.io/name"] != svc.GetLabels()["app.kubernetes.io/name"] {
-				t.Errorf("ServiceMonitor selects %v, the Service is labelled %v", sel, svc.GetLabels())
-			}
-
-			rule := findUnstructured(t, objs, "PrometheusRule", "kubedeploy-rollouts")
-			var file struct {
-				Groups []any `json:"groups"`
-			}
-			if err := yaml.Unmarshal(mustRead(t, "../prometheus/kubedeploy-rules.yaml"), &file); err != nil {
-				t.Fatal(err)
-			}
-			groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
-			if len(file.Groups) == 0 || !cmp.Equal(groups, file.Groups) {
-				t.Errorf("PrometheusRule groups differ from deploy/prometheus/kubedeploy-rules.yaml's: %s", cmp.Diff(file.Groups, groups))
-			}
-
-			cm := findUnstructured(t, objs, "ConfigMap", "kubedeploy-rollouts-dashboard")
-			if cm.GetLabels()["grafana_dashboard"] != "1" {
-				t.Errorf("dashboard ConfigMap labels %v, want grafana_dashboard=1", cm.GetLabels())
-			}
-			data, _, _ := unstructured.NestedString(cm.Object, "data", "kubedeploy-rollouts.json")
-			var got, want any
-			if err := json.Unmarshal([]byte(data), &got); err != nil {
-				t.Fatalf("dashboard ConfigMap: %v", err)
-			}
-			if err := json.Unmarshal(mustRead(t, "../grafana/kubedeploy-rollouts.json"), &want); err != nil {
-				t.Fatal(err)
-			}
-			if !cmp.Equal(got, want) {
-				t.Error("the dashboard ConfigMap's JSON differs from deploy/grafana/kubedeploy-rollouts.json")
-			}
+			checkServiceMonitor(t, objs, mode.service, mode.port)
+			checkPrometheusRule(t, objs)
+			checkDashboard(t, objs)
 		})
+	}
+}
+
+// checkServiceMonitor checks that the ServiceMonitor for service carries the given label and scrapes port, the
+// Service's, of the Service it selects.
+func checkServiceMonitor(t *testing.T, objs []*unstructured.Unstructured, service, port string) {
+	t.Helper()
+	sm := findUnstructured(t, objs, "ServiceMonitor", service)
+	if sm.GetLabels()["release"] != "prom" {
+		t.Errorf("ServiceMonitor labels %v, want release=prom", sm.GetLabels())
+	}
+	eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+	svc := findUnstructured(t, objs, "Service", service)
+	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+	if len(eps) != 1 || eps[0].(map[string]any)["port"] != port || ports[0].(map[string]any)["name"] != port {
+		t.Errorf("ServiceMonitor endpoints %v, Service ports %v: want both on %s", eps, ports, port)
+	}
+	if sel["app.kubernetes.io/name"] != svc.GetLabels()["app.kubernetes.io/name"] {
+		t.Errorf("ServiceMonitor selects %v, the Service is labelled %v", sel, svc.GetLabels())
+	}
+}
+
+// checkPrometheusRule checks that the PrometheusRule's groups are deploy/prometheus/kubedeploy-rules.yaml's.
+func checkPrometheusRule(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	rule := findUnstructured(t, objs, "PrometheusRule", "kubedeploy-rollouts")
+	var file struct {
+		Groups []any `json:"groups"`
+	}
+	if err := yaml.Unmarshal(mustRead(t, "../prometheus/kubedeploy-rules.yaml"), &file); err != nil {
+		t.Fatal(err)
+	}
+	groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
+	if len(file.Groups) == 0 || !cmp.Equal(groups, file.Groups) {
+		t.Errorf("PrometheusRule groups differ from deploy/prometheus/kubedeploy-rules.yaml's: %s", cmp.Diff(file.Groups, groups))
+	}
+}
+
+// checkDashboard checks that the dashboard ConfigMap has the sidecar's label and deploy/grafana's JSON.
+func checkDashboard(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	cm := findUnstructured(t, objs, "ConfigMap", "kubedeploy-rollouts-dashboard")
+	if cm.GetLabels()["grafana_dashboard"] != "1" {
+		t.Errorf("dashboard ConfigMap labels %v, want grafana_dashboard=1", cm.GetLabels())
+	}
+	data, _, _ := unstructured.NestedString(cm.Object, "data", "kubedeploy-rollouts.json")
+	var got, want any
+	if err := json.Unmarshal([]byte(data), &got); err != nil {
+		t.Fatalf("dashboard ConfigMap: %v", err)
+	}
+	if err := json.Unmarshal(mustRead(t, "../grafana/kubedeploy-rollouts.json"), &want); err != nil {
+		t.Fatal(err)
+	}
+	if !cmp.Equal(got, want) {
+		t.Error("the dashboard ConfigMap's JSON differs from deploy/grafana/kubedeploy-rollouts.json")
 	}
 }
 

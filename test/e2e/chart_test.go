@@ -37,64 +37,18 @@ func TestHelmChartInstallsAndRuns(t *testing.T) {
 	dir := t.TempDir()
 	startUp(t, "--data-dir", dir, "--api-port", "0", "--controllers=")
 	client := clientFor(t, dir)
-	kubeconfig := filepath.Join(dir, "kubeconfig")
 	chart := filepath.Join(deployDir(t), "chart", "kubedeploy")
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	const seed = "nginx-deployment" // the seeds' rolling update: 10 replicas, nginx:1.9 to nginx:1.9.3, 25% surge and unavailable
 
-	_, err := helmtool.Run(t, "install", "refused", chart, "--kubeconfig", kubeconfig, "-n", deploy.Namespace, "--create-namespace", "--set", "replicas=-1")
-	if err == nil || !strings.Contains(err.Error(), "schema") || !strings.Contains(err.Error(), "/replicas") {
-		t.Fatalf("helm install --set replicas=-1: %v; want the chart schema to refuse /replicas", err)
-	}
-	if _, err := client.AppsV1().StatefulSets(deploy.Namespace).Get(ctx, "kubedeploy-controllers", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Fatalf("after the refused install, the StatefulSet: %v; want none", err)
-	}
-
-	if out, err := helmtool.Run(t, "install", "kubedeploy", chart, "--kubeconfig", kubeconfig, "-n", deploy.Namespace, "--create-namespace"); err != nil {
-		t.Fatal(err)
-	} else {
-		t.Logf("helm install:\n%s", out)
-	}
-	sts, err := client.AppsV1().StatefulSets(deploy.Namespace).Get(ctx, "kubedeploy-controllers", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitPodsRunning(t, client, deploy.Namespace, "app.kubernetes.io/name=kubedeploy-controllers", int(*sts.Spec.Replicas))
-	pod := sts.Spec.Template.Spec
-	args := podArgs(pod.Containers[0].Args, map[string]string{"--bind-address": "127.0.0.1", "--secure-port": "0"})
-	args = append(args, "--kubeconfig", tokenKubeconfig(t, client, dir, deploy.Namespace, pod.ServiceAccountName))
-	t.Logf("kubedeploy controllers %s (as %s/%s)", strings.Join(args[:len(args)-2], " "), deploy.Namespace, pod.ServiceAccountName)
-	startControllersWith(t, args...) // kubedeploy controllers: the image's kubedeploy-controllers
-	holder := waitForNewHolder(t, client, "the chart's controllers to take the Lease", "")
-	t.Logf("Lease held by %s", holder)
-
+	checkInstallRefused(ctx, t, client, dir, chart)
+	runInstalledControllers(ctx, t, client, dir, chart)
 	if _, err := client.AppsV1().Deployments("default").Create(ctx, harness.NewDeployment("default", seed, 10, "nginx:1.9"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	harness.WaitComplete(t, client, "default", seed, 2*time.Minute)
-
-	if _, err := helmtool.Run(t, "install", "kubedeploy-observe", chart, "--kubeconfig", kubeconfig, "-n", "kubedeploy-observe", "--create-namespace",
-		"-f", filepath.Join(chart, "values-observe.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	obs, err := client.AppsV1().Deployments("kubedeploy-observe").Get(ctx, "kubedeploy-observe", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := freePort(t)
-	opod := obs.Spec.Template.Spec
-	oargs := podArgs(opod.Containers[0].Args, map[string]string{"--bind-address": "127.0.0.1", "--port": fmt.Sprint(port)})
-	oargs = append(oargs, "--kubeconfig", tokenKubeconfig(t, client, dir, "kubedeploy-observe", opod.ServiceAccountName))
-	if oargs[0] != "observe" {
-		t.Fatalf("observe mode's container args %q do not start with observe", oargs)
-	}
-	startKubedeploy(t, oargs...) // kubedeploy observe: kubedeploy-controllers observe, the image's command
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	harness.Eventually(t, time.Minute, "observe mode to be ready", func(ctx context.Context) (bool, error) {
-		_, code := httpGet(ctx, base+"/readyz")
-		return code == http.StatusOK, nil
-	})
+	base := runInstalledObserve(ctx, t, client, dir, chart)
 
 	w := harness.WatchRollout(t, client, "default", seed, harness.Bounds{MaxTotal: 13, MinAvailable: 8})
 	patch := `{"spec":{"template":{"spec":{"containers":[{"name":"` + seed + `","image":"nginx:1.9.3"}]}}}}`
@@ -112,6 +66,72 @@ func TestHelmChartInstallsAndRuns(t *testing.T) {
 		body, _ := httpGet(ctx, base+"/metrics")
 		return strings.Contains(body, want), nil
 	})
+}
+
+// checkInstallRefused checks that `helm install` of chart with replicas=-1 on dataDir's cluster is refused by the
+// chart's schema, naming /replicas, and creates no StatefulSet.
+func checkInstallRefused(ctx context.Context, t *testing.T, client kubernetes.Interface, dataDir, chart string) {
+	t.Helper()
+	_, err := helmtool.Run(t, "install", "refused", chart, "--kubeconfig", filepath.Join(dataDir, "kubeconfig"), "-n", deploy.Namespace, "--create-namespace", "--set", "replicas=-1")
+	if err == nil || !strings.Contains(err.Error(), "schema") || !strings.Contains(err.Error(), "/replicas") {
+		t.Fatalf("helm install --set replicas=-1: %v; want the chart schema to refuse /replicas", err)
+	}
+	if _, err := client.AppsV1().StatefulSets(deploy.Namespace).Get(ctx, "kubedeploy-controllers", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("after the refused install, the StatefulSet: %v; want none", err)
+	}
+}
+
+// runInstalledControllers installs chart with its default values on dataDir's cluster, waits for the controller
+// pods to run, then runs `kubedeploy controllers` (the image's kubedeploy-controllers) with the installed
+// container's arguments as the installed ServiceAccount, and waits for it to take the Lease.
+func runInstalledControllers(ctx context.Context, t *testing.T, client kubernetes.Interface, dataDir, chart string) {
+	t.Helper()
+	out, err := helmtool.Run(t, "install", "kubedeploy", chart, "--kubeconfig", filepath.Join(dataDir, "kubeconfig"), "-n", deploy.Namespace, "--create-namespace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("helm install:\n%s", out)
+	sts, err := client.AppsV1().StatefulSets(deploy.Namespace).Get(ctx, "kubedeploy-controllers", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPodsRunning(t, client, deploy.Namespace, "app.kubernetes.io/name=kubedeploy-controllers", int(*sts.Spec.Replicas))
+	pod := sts.Spec.Template.Spec
+	args := podArgs(pod.Containers[0].Args, map[string]string{"--bind-address": "127.0.0.1", "--secure-port": "0"})
+	args = append(args, "--kubeconfig", tokenKubeconfig(t, client, dataDir, deploy.Namespace, pod.ServiceAccountName))
+	t.Logf("kubedeploy controllers %s (as %s/%s)", strings.Join(args[:len(args)-2], " "), deploy.Namespace, pod.ServiceAccountName)
+	startControllersWith(t, args...)
+	holder := waitForNewHolder(t, client, "the chart's controllers to take the Lease", "")
+	t.Logf("Lease held by %s", holder)
+}
+
+// runInstalledObserve installs chart with values-observe.yaml on dataDir's cluster, runs `kubedeploy observe` (the
+// image's kubedeploy-controllers observe) with the installed container's arguments as the installed
+// ServiceAccount, waits for it to be ready and returns the base URL of its metrics.
+func runInstalledObserve(ctx context.Context, t *testing.T, client kubernetes.Interface, dataDir, chart string) string {
+	t.Helper()
+	if _, err := helmtool.Run(t, "install", "kubedeploy-observe", chart, "--kubeconfig", filepath.Join(dataDir, "kubeconfig"),
+		"-n", "kubedeploy-observe", "--create-namespace", "-f", filepath.Join(chart, "values-observe.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	obs, err := client.AppsV1().Deployments("kubedeploy-observe").Get(ctx, "kubedeploy-observe", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	pod := obs.Spec.Template.Spec
+	args := podArgs(pod.Containers[0].Args, map[string]string{"--bind-address": "127.0.0.1", "--port": fmt.Sprint(port)})
+	args = append(args, "--kubeconfig", tokenKubeconfig(t, client, dataDir, "kubedeploy-observe", pod.ServiceAccountName))
+	if args[0] != "observe" {
+		t.Fatalf("observe mode's container args %q do not start with observe", args)
+	}
+	startKubedeploy(t, args...)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	harness.Eventually(t, time.Minute, "observe mode to be ready", func(ctx context.Context) (bool, error) {
+		_, code := httpGet(ctx, base+"/readyz")
+		return code == http.StatusOK, nil
+	})
+	return base
 }
 
 // podArgs returns a container's args with the flags in set given set's values instead (flag=value form).
