@@ -5,13 +5,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubedeploy/kubedeploy/deploy"
-	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
 
 // TestInstallOnClusterWithoutDeploymentController is issue 9's proof that
@@ -28,21 +26,13 @@ func TestInstallOnClusterWithoutDeploymentController(t *testing.T) {
 	if out, err := kubectl(t, dir, "apply", "-f", deployDir(t)); err != nil {
 		t.Fatalf("kubectl apply -f deploy/: %v\n%s", err, out)
 	}
-	var pods []v1.Pod
-	harness.Eventually(t, 2*time.Minute, "the controller pods to run", func(ctx context.Context) (bool, error) {
-		list, err := client.CoreV1().Pods(deploy.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=kubedeploy-controllers"})
-		if err != nil {
-			return false, err
-		}
-		pods = list.Items
-		running := 0
-		for _, p := range pods {
-			if p.Spec.NodeName != "" && p.Status.Phase == v1.PodRunning && podReady(p) {
-				running++
-			}
-		}
-		return running == 2 && len(pods) == 2, nil
-	})
+	selector := "app.kubernetes.io/name=kubedeploy-controllers"
+	waitPodsRunning(t, client, deploy.Namespace, selector, 2)
+	list, err := client.CoreV1().Pods(deploy.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := list.Items
 	for _, p := range pods {
 		if p.Spec.ServiceAccountName != deploy.ServiceAccount {
 			t.Errorf("pod %s runs as %q, want %q", p.Name, p.Spec.ServiceAccountName, deploy.ServiceAccount)
