@@ -11,39 +11,27 @@ import (
 )
 
 // TestLiveHeapMBCollectsTwiceThenReadsTheLiveBytes checks the shards mode's heap figure (issue 35's "heap above
-// its idle baseline"): two forced collections before the scrape, the live bytes rather than the allocated ones,
-// and an error, not a zero, when the process does not export them.
+// its idle baseline"): the metrics scraped first, then two forced collections through the text heap profile, the
+// live heap the HeapAlloc of the second profile's MemStats, a reading into which the runtime's own collection came
+// tried again, and an error, not a zero, when the profile has no MemStats or every reading is spoiled.
 func TestLiveHeapMBCollectsTwiceThenReadsTheLiveBytes(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		metrics string
+		name string
+		// spoiled is how many readings an automatic collection comes into before one it does not.
+		spoiled int
+		profile string
 		wantMB  float64
 		wantErr string
 		wantGCs int32
 	}{
-		{name: "live bytes", metrics: "go_memstats_heap_alloc_bytes 9437184\ngo_gc_heap_live_bytes 7340032\nkubedeploy_shard_cached_pods 12\n", wantMB: 7, wantGCs: 2},
-		{name: "no live bytes", metrics: "go_memstats_heap_alloc_bytes 9437184\n", wantErr: "has no go_gc_heap_live_bytes", wantGCs: 2},
+		{name: "live bytes", profile: memStatsText(7340032), wantMB: 7, wantGCs: 2},
+		{name: "spoiled twice", spoiled: 2, profile: memStatsText(7340032), wantMB: 7, wantGCs: 6},
+		{name: "always spoiled", spoiled: heapAttempts, profile: memStatsText(7340032), wantErr: "collected on its own during each of 10", wantGCs: 2 * heapAttempts},
+		{name: "no MemStats", profile: "heap profile: 0: 0 [0: 0] @ heap/0\n", wantErr: "has no MemStats HeapAlloc", wantGCs: 1},
+		{name: "not a number", profile: "# runtime.MemStats\n# HeapAlloc = 7e6\n", wantErr: `HeapAlloc is "7e6", not a number`, wantGCs: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var gcs atomic.Int32
-			var scrapedAfter atomic.Int32
-			scrapedAfter.Store(-1)
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				switch r.URL.Path {
-				case "/debug/pprof/heap":
-					if r.URL.Query().Get("gc") != "1" {
-						http.Error(w, "no gc", http.StatusBadRequest)
-						return
-					}
-					gcs.Add(1)
-				case "/metrics":
-					scrapedAfter.Store(gcs.Load())
-					fmt.Fprint(w, tc.metrics)
-				default:
-					http.NotFound(w, r)
-				}
-			}))
-			defer srv.Close()
+			srv, gcs, scrapedAfter := fakeHeapServer(t, tc.profile, tc.spoiled)
 			v, mb, err := liveHeapMB(context.Background(), srv.Client(), srv.URL+"/metrics")
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -54,17 +42,54 @@ func TestLiveHeapMBCollectsTwiceThenReadsTheLiveBytes(t *testing.T) {
 					t.Fatal(err)
 				}
 				if mb != tc.wantMB {
-					t.Errorf("live heap = %v MB, want %v (go_gc_heap_live_bytes, not the allocated bytes)", mb, tc.wantMB)
+					t.Errorf("live heap = %v MB, want %v (the second profile's HeapAlloc)", mb, tc.wantMB)
 				}
 				if v["kubedeploy_shard_cached_pods"] != 12 {
 					t.Errorf("values = %v, want the scrape's", v)
 				}
 			}
-			if got := scrapedAfter.Load(); got != tc.wantGCs {
-				t.Errorf("scraped after %d forced collections, want %d", got, tc.wantGCs)
+			if got := gcs.Load(); got != tc.wantGCs {
+				t.Errorf("%d forced collections, want %d", got, tc.wantGCs)
+			}
+			if got := scrapedAfter.Load(); got != 0 {
+				t.Errorf("scraped after %d forced collections, want before them (what the scrape allocates is collected)", got)
 			}
 		})
 	}
+}
+
+// memStatsText is the end of a text heap profile: MemStats with heapAlloc bytes, 40 collections, all forced.
+func memStatsText(heapAlloc int) string {
+	return fmt.Sprintf("heap profile: 0: 0 [0: 0] @ heap/0\n\n# runtime.MemStats\n# Alloc = %d\n# HeapAlloc = %d\n# NumGC = 40\n# NumForcedGC = 40\n# DebugGC = false\n", heapAlloc, heapAlloc)
+}
+
+// fakeHeapServer serves /metrics and /debug/pprof/heap?gc=1&debug=1 (counting gcs): profile, its automatic
+// collections moved between the two profiles of each of the first spoiled readings when profile is
+// memStatsText's; it records after how many forced collections the last scrape came.
+func fakeHeapServer(t *testing.T, profile string, spoiled int) (*httptest.Server, *atomic.Int32, *atomic.Int32) {
+	var gcs, scrapedAfter atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/debug/pprof/heap":
+			if r.URL.Query().Get("gc") != "1" || r.URL.Query().Get("debug") != "1" {
+				http.Error(w, "want gc=1&debug=1", http.StatusBadRequest)
+				return
+			}
+			n := int(gcs.Add(1))
+			auto := 0
+			if reading := (n - 1) / 2; reading < spoiled && n%2 == 0 {
+				auto = 1
+			}
+			fmt.Fprint(w, strings.Replace(profile, "# NumGC = 40\n", fmt.Sprintf("# NumGC = %d\n", 40+auto), 1))
+		case "/metrics":
+			scrapedAfter.Store(gcs.Load())
+			fmt.Fprint(w, "go_gc_heap_live_bytes 9437184\nkubedeploy_shard_cached_pods 12\n")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &gcs, &scrapedAfter
 }
 
 // TestOneSetEachWantsEveryReplica: a sharded side is measured only when every replica runs one set of

@@ -74,8 +74,9 @@ type process struct {
 	stopRSS chan struct{}
 }
 
-// startProcess starts name with args, its output to logPath, and begins sampling its RSS.
-func startProcess(name string, args []string, logPath string) (*process, error) {
+// startProcess starts name with args and the bench's environment plus env (KEY=value each), its output to
+// logPath, and begins sampling its RSS.
+func startProcess(name string, args []string, logPath string, env ...string) (*process, error) {
 	log, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -83,6 +84,9 @@ func startProcess(name string, args []string, logPath string) (*process, error) 
 	defer log.Close()
 	cmd := exec.Command(name, args...)
 	cmd.Stdout, cmd.Stderr = log, log
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = diesWithBench()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", filepath.Base(name), err)

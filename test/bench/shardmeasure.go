@@ -334,29 +334,77 @@ func joinMB(xs []float64) string {
 	return strings.Join(parts, "/")
 }
 
-// liveHeapMB forces two garbage collections through the process's /debug/pprof/heap?gc=1 (next to metricsURL),
-// then scrapes metricsURL and returns its values and the live heap in MB: go_gc_heap_live_bytes, the bytes the
-// last collection marked live. Two collections, because objects pooled in a sync.Pool (the gzip writer of each
-// earlier /metrics scrape alone holds ~0.8 MB) survive one as the pool's victims; and the live bytes rather than
-// go_memstats_heap_alloc_bytes, which also counts what the profile and the scrape allocated after the collection
-// (up to 0.6 MB measured). Both made a replica's heap vary by up to 1.3 MB with the same cache. It returns an
-// error when a request fails or the metric is missing.
+// heapAttempts is how many times liveHeapMB tries for a reading no automatic collection came into.
+const heapAttempts = 10
+
+// liveHeapMB scrapes metricsURL, then forces two garbage collections through the process's
+// /debug/pprof/heap?gc=1&debug=1 (next to metricsURL), and returns the scrape's values and the live heap in MB:
+// the HeapAlloc of the runtime.MemStats that the second text profile ends with, read right after its collection
+// (the bench runs the processes it measures with heap profiling off, heapProfileOff, so the profile written
+// between the collection and that read is empty). Two collections, because what a sync.Pool holds (the gzip
+// writer of a compressed /metrics scrape alone is ~0.8 MB; metricsClient asks for none) survives one as the
+// pool's victims. The reading is kept only when the runtime started no collection of its own between the first
+// profile's MemStats and the second's (NumGC - NumForcedGC): before, the live heap was go_gc_heap_live_bytes
+// scraped after two gzipped protobuf profiles, and writing a profile with heap profiling on allocated enough to
+// start a collection halfway, which counted the half-written profile as live (an idle replica with 10.0 MB live
+// read 11.9 MB, its automatic collections up by one). It tries heapAttempts times, then returns an error; and an
+// error when a request fails or the profile has no MemStats.
 func liveHeapMB(ctx context.Context, client *http.Client, metricsURL string) (map[string]float64, float64, error) {
-	base := strings.TrimSuffix(metricsURL, "/metrics")
-	for range 2 {
-		if _, err := get(ctx, client, base+"/debug/pprof/heap?gc=1"); err != nil {
-			return nil, 0, err
-		}
-	}
 	v, err := scrapeValues(ctx, client, metricsURL)
 	if err != nil {
 		return nil, 0, err
 	}
-	live, ok := v["go_gc_heap_live_bytes"]
-	if !ok {
-		return nil, 0, fmt.Errorf("%s has no go_gc_heap_live_bytes", metricsURL)
+	profile := strings.TrimSuffix(metricsURL, "/metrics") + "/debug/pprof/heap?gc=1&debug=1"
+	for range heapAttempts {
+		var stats [2]memStats
+		for i := range stats {
+			body, err := get(ctx, client, profile)
+			if err != nil {
+				return nil, 0, err
+			}
+			if stats[i], err = parseMemStats(body); err != nil {
+				return nil, 0, fmt.Errorf("%s: %w", profile, err)
+			}
+		}
+		if stats[1].automaticGCs() == stats[0].automaticGCs() {
+			return v, float64(stats[1].heapAlloc) / (1 << 20), nil
+		}
+		logf("%s: the runtime collected on its own during the live heap reading; reading again", profile)
 	}
-	return v, live / (1 << 20), nil
+	return nil, 0, fmt.Errorf("%s: the runtime collected on its own during each of %d readings of the live heap", profile, heapAttempts)
+}
+
+// memStats are the runtime.MemStats fields liveHeapMB reads from a text heap profile.
+type memStats struct {
+	heapAlloc, numGC, numForcedGC uint64
+}
+
+// automaticGCs is the number of collections the runtime started on its own.
+func (m memStats) automaticGCs() uint64 { return m.numGC - m.numForcedGC }
+
+// parseMemStats reads HeapAlloc, NumGC and NumForcedGC from the "# runtime.MemStats" lines that end Go's text heap
+// profile (/debug/pprof/heap?debug=1); the error names the first that is missing or not a number.
+func parseMemStats(profile []byte) (memStats, error) {
+	fields := map[string]*uint64{}
+	var m memStats
+	fields["HeapAlloc"], fields["NumGC"], fields["NumForcedGC"] = &m.heapAlloc, &m.numGC, &m.numForcedGC
+	found := map[string]bool{}
+	for line := range strings.Lines(string(profile)) {
+		name, value, ok := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, "# ")), " = ")
+		if dst, want := fields[name]; ok && want && strings.HasPrefix(line, "# ") {
+			n, err := strconv.ParseUint(value, 10, 64)
+			if err != nil {
+				return memStats{}, fmt.Errorf("the heap profile's MemStats %s is %q, not a number", name, value)
+			}
+			*dst, found[name] = n, true
+		}
+	}
+	for _, name := range []string{"HeapAlloc", "NumGC", "NumForcedGC"} {
+		if !found[name] {
+			return memStats{}, fmt.Errorf("the heap profile has no MemStats %s (not a text heap profile?)", name)
+		}
+	}
+	return m, nil
 }
 
 // readCache fills the cache and ownership figures from a sharded replica's or the floor's metrics v.

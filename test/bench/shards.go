@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -235,7 +236,7 @@ func startSide(ctx context.Context, cl *cluster, bins binaries, s shardSide, rin
 			return nil, err
 		}
 		name, args := sideArgs(bins, s, cl.kubeconfig, ringNS, port)
-		p, err := startProcess(name, args, filepath.Join(filepath.Dir(cl.dir), fmt.Sprintf("%s-%d.log", s.name, i)))
+		p, err := startProcess(name, args, filepath.Join(filepath.Dir(cl.dir), fmt.Sprintf("%s-%d.log", s.name, i)), heapProfileOff())
 		if err != nil {
 			stopAll(ps)
 			return nil, err
@@ -244,6 +245,18 @@ func startSide(ctx context.Context, cl *cluster, bins binaries, s shardSide, rin
 		ps = append(ps, p)
 	}
 	return ps, nil
+}
+
+// heapProfileOff is a measured process's GODEBUG: the bench's own, if any, with heap profiling off
+// (memprofilerate=0), so that the collections liveHeapMB forces through /debug/pprof/heap write an empty profile.
+// The profiler's records of sampled allocations live outside the Go heap, so the live heap is the same without
+// them; but writing them out allocated enough, in a replica that had run a rollout, to start a collection of its
+// own that counted the half-written profile as live (liveHeapMB).
+func heapProfileOff() string {
+	if v := os.Getenv("GODEBUG"); v != "" {
+		return "GODEBUG=" + v + ",memprofilerate=0"
+	}
+	return "GODEBUG=memprofilerate=0"
 }
 
 // sideArgs is the command line of one of s's processes: the floor program, or kubedeploy's controllers as the
