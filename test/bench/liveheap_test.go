@@ -101,3 +101,16 @@ func TestOneSetEachWantsEveryReplica(t *testing.T) {
 		}
 	}
 }
+
+// TestHeapProfileOffKeepsTheBenchsGODEBUG: a measured process runs with heap profiling off, after whatever GODEBUG
+// the bench itself was given.
+func TestHeapProfileOffKeepsTheBenchsGODEBUG(t *testing.T) {
+	t.Setenv("GODEBUG", "")
+	if got := heapProfileOff(); got != "GODEBUG=memprofilerate=0" {
+		t.Errorf("without GODEBUG: %q", got)
+	}
+	t.Setenv("GODEBUG", "gctrace=1")
+	if got := heapProfileOff(); got != "GODEBUG=gctrace=1,memprofilerate=0" {
+		t.Errorf("with GODEBUG=gctrace=1: %q", got)
+	}
+}

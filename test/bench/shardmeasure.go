@@ -385,22 +385,24 @@ func (m memStats) automaticGCs() uint64 { return m.numGC - m.numForcedGC }
 // parseMemStats reads HeapAlloc, NumGC and NumForcedGC from the "# runtime.MemStats" lines that end Go's text heap
 // profile (/debug/pprof/heap?debug=1); the error names the first that is missing or not a number.
 func parseMemStats(profile []byte) (memStats, error) {
-	fields := map[string]*uint64{}
 	var m memStats
-	fields["HeapAlloc"], fields["NumGC"], fields["NumForcedGC"] = &m.heapAlloc, &m.numGC, &m.numForcedGC
-	found := map[string]bool{}
+	want := map[string]*uint64{"HeapAlloc": &m.heapAlloc, "NumGC": &m.numGC, "NumForcedGC": &m.numForcedGC}
 	for line := range strings.Lines(string(profile)) {
-		name, value, ok := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, "# ")), " = ")
-		if dst, want := fields[name]; ok && want && strings.HasPrefix(line, "# ") {
-			n, err := strconv.ParseUint(value, 10, 64)
-			if err != nil {
-				return memStats{}, fmt.Errorf("the heap profile's MemStats %s is %q, not a number", name, value)
-			}
-			*dst, found[name] = n, true
+		field, commented := strings.CutPrefix(strings.TrimSpace(line), "# ")
+		name, value, assigned := strings.Cut(field, " = ")
+		dst := want[name]
+		if !commented || !assigned || dst == nil {
+			continue
 		}
+		n, err := strconv.ParseUint(value, 10, 64)
+		if err != nil {
+			return memStats{}, fmt.Errorf("the heap profile's MemStats %s is %q, not a number", name, value)
+		}
+		*dst = n
+		delete(want, name)
 	}
 	for _, name := range []string{"HeapAlloc", "NumGC", "NumForcedGC"} {
-		if !found[name] {
+		if _, missing := want[name]; missing {
 			return memStats{}, fmt.Errorf("the heap profile has no MemStats %s (not a text heap profile?)", name)
 		}
 	}
