@@ -248,10 +248,8 @@ func startSide(ctx context.Context, cl *cluster, bins binaries, s shardSide, rin
 }
 
 // heapProfileOff is a measured process's GODEBUG: the bench's own, if any, with heap profiling off
-// (memprofilerate=0), so that the collections liveHeapMB forces through /debug/pprof/heap write an empty profile.
-// The profiler's records of sampled allocations live outside the Go heap, so the live heap is the same without
-// them; but writing them out allocated enough, in a replica that had run a rollout, to start a collection of its
-// own that counted the half-written profile as live (liveHeapMB).
+// (memprofilerate=0), so that the collections liveHeapMB forces through /debug/pprof/heap write an empty profile
+// (liveHeapMB says why). The profiler's records live outside the Go heap, so the live heap is the same without them.
 func heapProfileOff() string {
 	if v := os.Getenv("GODEBUG"); v != "" {
 		return "GODEBUG=" + v + ",memprofilerate=0"
