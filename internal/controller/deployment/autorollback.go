@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
@@ -23,22 +24,52 @@ const (
 	AutoRollbackSkipped = "DeploymentAutoRollbackSkipped"
 )
 
-// recordCompleteRevision sets rolloutstate.CompleteRevisionAnnotation on d to its current
-// revision when d is opted into EX-2 and status reports its rollout
-// complete (Progressing reason rolloutstate.NewReplicaSetAvailable for the current
-// generation), and reports whether d's annotations changed.
-func recordCompleteRevision(d *appsv1.Deployment, status *appsv1.DeploymentStatus) bool {
+// markComplete records on sc.newRS that its rollout completed (EX-2): when d is opted in and status, the
+// status this sync is about to write, counts every replica of the current generation updated and available
+// (rolloutstate.Complete, from this sync's ReplicaSets, never from a condition a previous revision left), it sets
+// rolloutstate.CompletedAtRevisionAnnotation on the new ReplicaSet to that ReplicaSet's revision, with one
+// metadata patch, once per revision. The record lives on the ReplicaSet so that a hand-run `kubectl rollout
+// undo`, which replaces d's annotations, cannot erase it. It returns the API error.
+func (sc *syncContext) markComplete(ctx context.Context, status *appsv1.DeploymentStatus) error {
+	rs := sc.newRS
+	if !rolloutstate.RollsBackOnDeadline(sc.d) || rs == nil || !rolloutstate.Complete(sc.d, status) {
+		return nil
+	}
+	rev, err := revision(rs)
+	if err != nil || rev <= 0 || rs.Annotations[rolloutstate.CompletedAtRevisionAnnotation] == strconv.FormatInt(rev, 10) {
+		return nil
+	}
+	modified := rs.DeepCopy()
+	modified.Annotations[rolloutstate.CompletedAtRevisionAnnotation] = strconv.FormatInt(rev, 10)
+	if _, err := sc.patchReplicaSet(ctx, rs, modified); err != nil {
+		return fmt.Errorf("recording that revision %d completed on ReplicaSet %s: %w", rev, rs.Name, err)
+	}
+	sc.logger.V(2).Info("Recorded a complete revision", "revision", rev, "replicaSet", klog.KObj(rs))
+	return nil
+}
+
+// recordCompleteRevision makes d's rolloutstate.CompleteRevisionAnnotation show the last complete revision
+// among rss, d's ReplicaSets (rolloutstate.LastComplete), when d is opted into EX-2: it sets it when that
+// revision is higher than the one shown (or none is, as after `kubectl rollout undo`), never lowers it (a
+// higher one whose ReplicaSet history cleanup deleted stays), and removes the ReplicaSet's
+// rolloutstate.CompletedAtRevisionAnnotation that an undo copies onto d. It reports whether d's annotations
+// changed; the caller writes them with the status.
+func recordCompleteRevision(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) bool {
 	if !rolloutstate.RollsBackOnDeadline(d) {
 		return false
 	}
-	c := rolloutstate.Condition(status, appsv1.DeploymentProgressing)
-	rev := d.Annotations[rolloutstate.RevisionAnnotation]
-	if c == nil || c.Reason != rolloutstate.NewReplicaSetAvailable || status.ObservedGeneration < d.Generation || rev == "" ||
-		d.Annotations[rolloutstate.CompleteRevisionAnnotation] == rev {
-		return false
+	changed := false
+	if _, ok := d.Annotations[rolloutstate.CompletedAtRevisionAnnotation]; ok {
+		delete(d.Annotations, rolloutstate.CompletedAtRevisionAnnotation)
+		changed = true
 	}
-	d.Annotations[rolloutstate.CompleteRevisionAnnotation] = rev
-	return true
+	_, last := rolloutstate.LastComplete(rss)
+	shown, err := strconv.ParseInt(d.Annotations[rolloutstate.CompleteRevisionAnnotation], 10, 64)
+	if last > 0 && (err != nil || last > shown) {
+		d.Annotations[rolloutstate.CompleteRevisionAnnotation] = strconv.FormatInt(last, 10)
+		changed = true
+	}
+	return changed
 }
 
 // autoRollbackDue reports whether this sync should act on EX-2: d opted in,

@@ -131,24 +131,30 @@ func TestAutoRollbackSkipped(t *testing.T) {
 	}
 }
 
-// EX-2 bookkeeping: the status write that reports a complete rollout also
-// records its revision, for opted-in Deployments only.
+// EX-2 bookkeeping: the Deployment shows the highest revision its ReplicaSets record as complete, written again
+// after an undo dropped it, never lowered, and the ReplicaSet's own record an undo copied onto it is removed; a
+// Deployment not opted in gets nothing.
 func TestRecordCompleteRevision(t *testing.T) {
-	d, _, _ := failedDeployment(map[string]string{rolloutstate.CompleteRevisionAnnotation: ""})
-	status := d.Status
-	status.Conditions = []appsv1.DeploymentCondition{newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, rolloutstate.NewReplicaSetAvailable, "done", baseTime)}
-	if !recordCompleteRevision(d, &status) || d.Annotations[rolloutstate.CompleteRevisionAnnotation] != "2" {
-		t.Errorf("complete: recorded %q, want 2", d.Annotations[rolloutstate.CompleteRevisionAnnotation])
+	d, old, cur := failedDeployment(map[string]string{rolloutstate.CompleteRevisionAnnotation: ""})
+	old.Annotations[rolloutstate.CompletedAtRevisionAnnotation] = "1"
+	cur.Annotations[rolloutstate.CompletedAtRevisionAnnotation] = "4"
+	rss := []*appsv1.ReplicaSet{old, cur}
+	d.Annotations[rolloutstate.CompletedAtRevisionAnnotation] = "1" // copied by a hand undo
+	if !recordCompleteRevision(d, rss) || d.Annotations[rolloutstate.CompleteRevisionAnnotation] != "4" {
+		t.Errorf("recorded %q, want 4", d.Annotations[rolloutstate.CompleteRevisionAnnotation])
 	}
-	if recordCompleteRevision(d, &status) {
+	if _, ok := d.Annotations[rolloutstate.CompletedAtRevisionAnnotation]; ok {
+		t.Errorf("the ReplicaSet's record stayed on the Deployment: %v", d.Annotations)
+	}
+	if recordCompleteRevision(d, rss) {
 		t.Errorf("recorded twice")
 	}
-	off, _, _ := failedDeployment(map[string]string{rolloutstate.CompleteRevisionAnnotation: "", rolloutstate.RollbackOnProgressDeadlineAnnotation: ""})
-	if recordCompleteRevision(off, &status) || off.Annotations[rolloutstate.CompleteRevisionAnnotation] != "" {
-		t.Errorf("not opted in: recorded %q", off.Annotations[rolloutstate.CompleteRevisionAnnotation])
+	d.Annotations[rolloutstate.CompleteRevisionAnnotation] = "7" // its ReplicaSet deleted by history cleanup
+	if recordCompleteRevision(d, rss) || d.Annotations[rolloutstate.CompleteRevisionAnnotation] != "7" {
+		t.Errorf("lowered to %q, want 7 kept", d.Annotations[rolloutstate.CompleteRevisionAnnotation])
 	}
-	failed, _, _ := failedDeployment(map[string]string{rolloutstate.CompleteRevisionAnnotation: ""})
-	if recordCompleteRevision(failed, &failed.Status) {
-		t.Errorf("failed rollout recorded as complete")
+	off, _, _ := failedDeployment(map[string]string{rolloutstate.CompleteRevisionAnnotation: "", rolloutstate.RollbackOnProgressDeadlineAnnotation: ""})
+	if recordCompleteRevision(off, rss) || off.Annotations[rolloutstate.CompleteRevisionAnnotation] != "" {
+		t.Errorf("not opted in: recorded %q", off.Annotations[rolloutstate.CompleteRevisionAnnotation])
 	}
 }

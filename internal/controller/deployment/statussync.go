@@ -23,7 +23,10 @@ func (sc *syncContext) syncStatus(ctx context.Context) error {
 // progress deadline (ST-16).
 func (sc *syncContext) syncRolloutStatus(ctx context.Context) (runner.Result, error) {
 	status := rolloutStatus(sc.d, sc.f, sc.partition, sc.allRSs(), sc.newRS, sc.now)
-	recorded := recordCompleteRevision(sc.d, &status) // EX-2, written with the status
+	if err := sc.markComplete(ctx, &status); err != nil { // EX-2
+		return runner.Result{}, err
+	}
+	recorded := recordCompleteRevision(sc.d, sc.allRSs()) // EX-2, written with the status
 	if !recorded && reflect.DeepEqual(sc.d.Status, status) {
 		after := stuckRequeueAfter(sc.d, &status, sc.now)
 		if after > 0 {

@@ -21,8 +21,15 @@ const PodReplacementPolicyAnnotation = "kubedeploy.io/pod-replacement-policy"
 const PodReplacementTerminationComplete = "TerminationComplete"
 
 // KubedeployAnnotationPrefix starts every annotation key that is kubedeploy's: the policies (PolicyAnnotations)
-// and the controller's bookkeeping (CompleteRevisionAnnotation, FailedRevisionAnnotation).
+// and the controller's bookkeeping (CompleteRevisionAnnotation, FailedRevisionAnnotation on a Deployment,
+// CompletedAtRevisionAnnotation on a ReplicaSet).
 const KubedeployAnnotationPrefix = "kubedeploy.io/"
+
+// isReplicaSetRecord reports whether key is a kubedeploy.io/ annotation that records something of the ReplicaSet
+// carrying it (CompletedAtRevisionAnnotation), which EX-0 leaves on the ReplicaSet.
+func isReplicaSetRecord(key string) bool {
+	return key == CompletedAtRevisionAnnotation
+}
 
 // PolicyAnnotations are the keys a user sets on a Deployment to opt into kubedeploy's extensions (EX-1..EX-4).
 // They are the Deployment's, not a revision's (EX-0): every ReplicaSet of the Deployment carries the
@@ -43,12 +50,13 @@ func IsKubedeployAnnotation(key string) bool {
 // SetPolicyAnnotations makes the kubedeploy.io/ annotations of a ReplicaSet, given as its annotations map
 // (modified in place; nil is replaced when something is added), what EX-0 wants for a ReplicaSet of d: each
 // of d's PolicyAnnotations copied, every other kubedeploy.io/ key (a policy d no longer has, bookkeeping
-// copied there by an older kubedeploy) removed. It returns the map and whether it changed.
+// copied there by an older kubedeploy) removed, except the ReplicaSet's own record (CompletedAtRevisionAnnotation).
+// It returns the map and whether it changed.
 func SetPolicyAnnotations(d *appsv1.Deployment, annotations map[string]string) (map[string]string, bool) {
 	changed := false
 	for k, have := range annotations {
 		want, ok := d.Annotations[k]
-		if IsKubedeployAnnotation(k) && (!ok || !isPolicyAnnotation(k) || want != have) {
+		if IsKubedeployAnnotation(k) && !isReplicaSetRecord(k) && (!ok || !isPolicyAnnotation(k) || want != have) {
 			delete(annotations, k)
 			changed = true
 		}
@@ -71,7 +79,7 @@ func SetPolicyAnnotations(d *appsv1.Deployment, annotations map[string]string) (
 // (EX-0): it allocates nothing.
 func PolicyAnnotationsDiffer(d *appsv1.Deployment, annotations map[string]string) bool {
 	for k, have := range annotations {
-		if want, ok := d.Annotations[k]; IsKubedeployAnnotation(k) && (!ok || !isPolicyAnnotation(k) || want != have) {
+		if want, ok := d.Annotations[k]; IsKubedeployAnnotation(k) && !isReplicaSetRecord(k) && (!ok || !isPolicyAnnotation(k) || want != have) {
 			return true
 		}
 	}

@@ -45,10 +45,20 @@ const (
 	// FailedRevisionAnnotation is set by an automatic rollback (EX-2) to the revision it rolled back from. The
 	// rollback's own rollout is the next revision; if that one exceeds its deadline too, it is left failed.
 	FailedRevisionAnnotation = "kubedeploy.io/failed-revision"
-	// CompleteRevisionAnnotation records, on a Deployment opted into EX-2, the last revision whose rollout
-	// completed (Progressing reason NewReplicaSetAvailable): the revision an automatic rollback returns to. The
-	// controller writes it with the status write that reports the completion, so it costs no extra request.
+	// CompleteRevisionAnnotation shows, on a Deployment opted into EX-2, the last revision whose rollout
+	// completed: the highest CompletedAtRevisionAnnotation among its ReplicaSets, which is what an automatic
+	// rollback reads. The controller writes it with a status write, so it costs no extra request, and writes it
+	// again after `kubectl rollout undo` drops it. Only an older kubedeploy's Deployments, whose ReplicaSets carry
+	// no CompletedAtRevisionAnnotation yet, are rolled back by this annotation alone.
 	CompleteRevisionAnnotation = "kubedeploy.io/complete-revision"
+	// CompletedAtRevisionAnnotation is set on a ReplicaSet of a Deployment opted into EX-2 to the Deployment
+	// revision (decimal) at which that ReplicaSet's rollout last completed: the status the controller was about
+	// to write for the Deployment's current generation counted every replica updated and available on it
+	// (Complete). It is the ReplicaSet's own record, so a hand-run `kubectl rollout undo`, which replaces the
+	// Deployment's annotations, cannot erase it; EX-0 leaves it on the ReplicaSet, and the controller never copies
+	// it to another ReplicaSet. An undo does copy it onto the Deployment, where nothing reads it and the
+	// controller removes it with its next CompleteRevisionAnnotation write.
+	CompletedAtRevisionAnnotation = "kubedeploy.io/completed-at-revision"
 	// ScaleDownSpreadAnnotation opts a Deployment into scale-down that keeps its pods spread (EX-4): its value
 	// is a node label key (a topologyKey such as "topology.kubernetes.io/zone"), or "template" for every
 	// topologyKey of the pod template's topologySpreadConstraints, in their order. Among the pods that tie on
@@ -151,11 +161,14 @@ type AutoRollback struct {
 }
 
 // PlanAutoRollback decides EX-2 for d (opted in, its stored status failed for the current generation) given
-// its new ReplicaSet newRS (nil: none) and its old ones: roll back to the old ReplicaSet whose revision, or
-// revision history, holds the last complete revision (CompleteRevisionAnnotation), unless the failed revision
-// is the rollout of an automatic rollback (the revision after FailedRevisionAnnotation), no complete revision
-// is recorded, or its ReplicaSet is newRS itself (renumbered by a rollback, RV-2) or gone. Skipped names the
-// revision it means in each case. It is pure.
+// its new ReplicaSet newRS (nil: none) and its old ones: roll back to the ReplicaSet of the last complete
+// revision, the one whose CompletedAtRevisionAnnotation is highest (LastComplete), unless the failed revision is
+// the rollout of an automatic rollback (the revision after FailedRevisionAnnotation), no ReplicaSet ever
+// completed, that ReplicaSet is newRS itself (the failing template is the last that completed, renumbered by a
+// rollback, RV-2), or d's CompleteRevisionAnnotation names a later complete revision whose ReplicaSet is gone
+// (revision history cleanup). Deployments whose ReplicaSets carry no CompletedAtRevisionAnnotation (recorded by
+// an older kubedeploy) fall back to CompleteRevisionAnnotation and the ReplicaSet holding that revision in its
+// revision or revision history. Skipped names the revision it means in each case. It is pure.
 func PlanAutoRollback(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, oldRSs []*appsv1.ReplicaSet) AutoRollback {
 	failed, _ := strconv.ParseInt(d.Annotations[RevisionAnnotation], 10, 64)
 	p := AutoRollback{Failed: failed}
@@ -163,13 +176,33 @@ func PlanAutoRollback(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, oldRSs []*
 		p.Skipped = fmt.Sprintf("revision %d is the automatic rollback from revision %d and failed too; it is left failed", failed, prev)
 		return p
 	}
+	last, rev := LastComplete(withNew(oldRSs, newRS))
+	if last == nil {
+		return planByAnnotation(d, newRS, oldRSs, p)
+	}
+	if recorded, err := strconv.ParseInt(d.Annotations[CompleteRevisionAnnotation], 10, 64); err == nil && recorded > rev {
+		p.Skipped = fmt.Sprintf("the ReplicaSet of revision %d, the last that completed, no longer exists", recorded)
+		return p
+	}
+	if newRS != nil && last.UID == newRS.UID {
+		p.Skipped = fmt.Sprintf("revision %d, the last that completed, is the one that failed (now revision %d); there is no earlier complete revision to return to", rev, failed)
+		return p
+	}
+	p.Target = last
+	return p
+}
+
+// planByAnnotation is PlanAutoRollback for a Deployment whose ReplicaSets carry no CompletedAtRevisionAnnotation:
+// the last complete revision is d's CompleteRevisionAnnotation, its ReplicaSet the old one holding that revision
+// in its revision or revision history.
+func planByAnnotation(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, oldRSs []*appsv1.ReplicaSet, p AutoRollback) AutoRollback {
 	complete := d.Annotations[CompleteRevisionAnnotation]
 	if complete == "" {
-		p.Skipped = fmt.Sprintf("no complete revision is recorded in %s (a manual rollback clears it)", CompleteRevisionAnnotation)
+		p.Skipped = fmt.Sprintf("no complete revision is recorded (no ReplicaSet carries %s): none has completed since the Deployment was opted in", CompletedAtRevisionAnnotation)
 		return p
 	}
 	if newRS != nil && holdsRevision(newRS, complete) || complete == d.Annotations[RevisionAnnotation] {
-		p.Skipped = fmt.Sprintf("revision %s, the last that completed, is the one that failed (now revision %d); there is no earlier complete revision to return to", complete, failed)
+		p.Skipped = fmt.Sprintf("revision %s, the last that completed, is the one that failed (now revision %d); there is no earlier complete revision to return to", complete, p.Failed)
 		return p
 	}
 	for _, rs := range oldRSs {
@@ -180,6 +213,33 @@ func PlanAutoRollback(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, oldRSs []*
 	}
 	p.Skipped = fmt.Sprintf("the ReplicaSet of revision %s, the last that completed, no longer exists", complete)
 	return p
+}
+
+// LastComplete returns, among rss (any order; nil entries skipped), the ReplicaSet whose
+// CompletedAtRevisionAnnotation is highest, and that revision: the last complete revision of their Deployment
+// (EX-2). It returns nil and 0 when none carries a valid one (a positive decimal int64).
+func LastComplete(rss []*appsv1.ReplicaSet) (*appsv1.ReplicaSet, int64) {
+	var last *appsv1.ReplicaSet
+	var highest int64
+	for _, rs := range rss {
+		if rs == nil {
+			continue
+		}
+		if rev, err := strconv.ParseInt(rs.Annotations[CompletedAtRevisionAnnotation], 10, 64); err == nil && rev > highest {
+			last, highest = rs, rev
+		}
+	}
+	return last, highest
+}
+
+// withNew returns old followed by newRS when it is not nil, in a new slice.
+func withNew(old []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) []*appsv1.ReplicaSet {
+	out := make([]*appsv1.ReplicaSet, 0, len(old)+1)
+	out = append(out, old...)
+	if newRS != nil {
+		out = append(out, newRS)
+	}
+	return out
 }
 
 // holdsRevision reports whether rs's revision, or its revision history, is rev (OM-1, OM-2).

@@ -130,3 +130,55 @@ func TestPlanAutoRollbackNamesTheRevision(t *testing.T) {
 		t.Errorf("plan: target %v, skipped %q; want the old ReplicaSet, whose history holds 4", p.Target, p.Skipped)
 	}
 }
+
+// EX-2 reads the last complete revision from the ReplicaSets' own records (CompletedAtRevisionAnnotation), so a
+// hand-run `kubectl rollout undo`, which drops the Deployment's annotations, loses nothing: the highest record
+// wins; the failing ReplicaSet's own record means there is nothing earlier to return to; a later complete
+// revision the Deployment shows whose ReplicaSet is gone is not replaced by an older one.
+func TestPlanAutoRollbackFromRecords(t *testing.T) {
+	f := newVerdictFixture(2, 0, 3, 3).progressing(v1.ConditionFalse, ProgressDeadlineExceeded).
+		annotate(RollbackOnProgressDeadlineAnnotation, "true")
+	f.d.Annotations[RevisionAnnotation], f.new.Annotations[RevisionAnnotation] = "5", "5"
+	older := f.old.DeepCopy()
+	older.Name, older.UID = "older", "uid-older"
+	older.Annotations = map[string]string{RevisionAnnotation: "2", CompletedAtRevisionAnnotation: "2"}
+	f.old.Annotations[CompletedAtRevisionAnnotation] = "4"
+	olds := []*appsv1.ReplicaSet{older, f.old}
+	if p := PlanAutoRollback(f.d, f.new, olds); p.Target != f.old || p.Failed != 5 {
+		t.Errorf("plan: target %v, failed %d, skipped %q; want the ReplicaSet recorded complete at 4", p.Target, p.Failed, p.Skipped)
+	}
+	f.d.Annotations[CompleteRevisionAnnotation] = "4" // shown, and agreeing: no change
+	if p := PlanAutoRollback(f.d, f.new, olds); p.Target != f.old {
+		t.Errorf("plan with the Deployment showing 4: target %v, skipped %q", p.Target, p.Skipped)
+	}
+	f.d.Annotations[CompleteRevisionAnnotation] = "6"
+	if p := PlanAutoRollback(f.d, f.new, olds); p.Target != nil || !strings.Contains(p.Skipped, "revision 6, the last that completed, no longer exists") {
+		t.Errorf("plan with a later complete revision gone: target %v, skipped %q", p.Target, p.Skipped)
+	}
+	delete(f.d.Annotations, CompleteRevisionAnnotation)
+	f.new.Annotations[CompletedAtRevisionAnnotation] = "3" // renumbered since: the last record is still f.old's 4
+	if p := PlanAutoRollback(f.d, f.new, olds); p.Target != f.old {
+		t.Errorf("plan with an older record on the failing ReplicaSet: target %v, skipped %q", p.Target, p.Skipped)
+	}
+	f.new.Annotations[CompletedAtRevisionAnnotation] = "5"
+	if p := PlanAutoRollback(f.d, f.new, olds); p.Target != nil || !strings.Contains(p.Skipped, "revision 5, the last that completed, is the one that failed") {
+		t.Errorf("plan with the failing ReplicaSet recorded last: target %v, skipped %q", p.Target, p.Skipped)
+	}
+	if rs, rev := LastComplete(append(olds, nil, f.new)); rs != f.new || rev != 5 {
+		t.Errorf("LastComplete = %v, %d; want the new ReplicaSet at 5", rs, rev)
+	}
+}
+
+// EX-0 leaves a ReplicaSet's own record (CompletedAtRevisionAnnotation) where it is, and removes other
+// bookkeeping.
+func TestSetPolicyAnnotationsKeepsTheReplicaSetsRecord(t *testing.T) {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{RollbackOnProgressDeadlineAnnotation: "true"}}}
+	rs := map[string]string{CompletedAtRevisionAnnotation: "3", FailedRevisionAnnotation: "2", RollbackOnProgressDeadlineAnnotation: "true"}
+	if PolicyAnnotationsDiffer(d, map[string]string{CompletedAtRevisionAnnotation: "3", RollbackOnProgressDeadlineAnnotation: "true"}) {
+		t.Errorf("PolicyAnnotationsDiffer: the record alone counts as a difference")
+	}
+	got, changed := SetPolicyAnnotations(d, rs)
+	if !changed || got[CompletedAtRevisionAnnotation] != "3" || got[FailedRevisionAnnotation] != "" {
+		t.Errorf("SetPolicyAnnotations = %v (changed %v); want the record kept and failed-revision removed", got, changed)
+	}
+}
