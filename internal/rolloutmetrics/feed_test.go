@@ -57,7 +57,7 @@ func TestFeeder(t *testing.T) {
 	}
 
 	// Complete: the rollout ends and is no longer stepped.
-	completeDeployment(ctx, t, client, factory, c.d)
+	completeDeployment(ctx, t, client, factory, c.d, c.rss)
 	clk.Step(time.Second)
 	f.Step()
 	if len(ended) != 1 || ended[0].Outcome != Complete || ended[0].Duration() != 15*time.Second {
@@ -118,11 +118,26 @@ func startPod(ctx context.Context, t *testing.T, client *fake.Clientset, factory
 	})
 }
 
-// completeDeployment writes a copy of d's status complete (NewReplicaSetAvailable,
-// 4 of 4 replicas updated and available) and waits until the Deployment
-// informer has it.
-func completeDeployment(ctx context.Context, t *testing.T, client *fake.Clientset, factory informers.SharedInformerFactory, d *appsv1.Deployment) {
+// completeDeployment writes the status of a complete rollout, as the controllers would, and waits until the
+// informers have it: first the ReplicaSets' (the new one, rolloutstate.NewReplicaSet among rss, 4 of 4 available,
+// the others none), then a copy of d's (NewReplicaSetAvailable, 4 of 4 replicas updated and available).
+func completeDeployment(ctx context.Context, t *testing.T, client *fake.Clientset, factory informers.SharedInformerFactory, d *appsv1.Deployment, rss []*appsv1.ReplicaSet) {
 	t.Helper()
+	newRS := rolloutstate.NewReplicaSet(d, rss)
+	for _, rs := range rss {
+		rs = rs.DeepCopy()
+		rs.Status = appsv1.ReplicaSetStatus{}
+		if rs.UID == newRS.UID {
+			rs.Status = appsv1.ReplicaSetStatus{Replicas: 4, ReadyReplicas: 4, AvailableReplicas: 4}
+		}
+		if _, err := client.AppsV1().ReplicaSets("ns").UpdateStatus(ctx, rs, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "the ReplicaSet change", func() bool {
+			got, err := factory.Apps().V1().ReplicaSets().Lister().ReplicaSets("ns").Get(rs.Name)
+			return err == nil && got.Status.AvailableReplicas == rs.Status.AvailableReplicas
+		})
+	}
 	d = d.DeepCopy()
 	d.Status.Conditions[0].Reason = rolloutstate.NewReplicaSetAvailable
 	d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.AvailableReplicas = 4, 4, 4

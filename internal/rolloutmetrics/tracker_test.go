@@ -100,6 +100,13 @@ func (c *cluster) progressing(reason string) {
 	}
 	if reason == rolloutstate.NewReplicaSetAvailable {
 		c.d.Status.Replicas, c.d.Status.UpdatedReplicas, c.d.Status.AvailableReplicas = 4, 4, 4
+		newRS := rolloutstate.NewReplicaSet(c.d, c.rss)
+		for _, rs := range c.rss { // the ReplicaSets the status counts (ST-2)
+			rs.Status = appsv1.ReplicaSetStatus{}
+			if rs == newRS {
+				rs.Status = appsv1.ReplicaSetStatus{Replicas: 4, ReadyReplicas: 4, AvailableReplicas: 4}
+			}
+		}
 	}
 }
 

@@ -81,6 +81,18 @@ func rolloutObjects(progressing appsv1.DeploymentCondition) []runtime.Object {
 		rolloutEvent("web.0", "earlier-d-uid", "Scaled up replica set web-earlier from 0 to 9", 0))
 }
 
+// completeObjects makes rolloutObjects' objects a complete rollout: the Deployment's status 4 of 4 updated and
+// available, and its ReplicaSets' the same (the new one at 4, all available, the old one at 0), as the status
+// counts them (ST-2). It returns objs.
+func completeObjects(objs []runtime.Object) []runtime.Object {
+	d := objs[0].(*appsv1.Deployment)
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 4, UpdatedReplicas: 4, AvailableReplicas: 4}
+	newRS, oldRS := objs[1].(*appsv1.ReplicaSet), objs[2].(*appsv1.ReplicaSet)
+	newRS.Spec.Replicas, newRS.Status = ptr.To[int32](4), appsv1.ReplicaSetStatus{Replicas: 4, ReadyReplicas: 4, AvailableReplicas: 4}
+	oldRS.Spec.Replicas, oldRS.Status = ptr.To[int32](0), appsv1.ReplicaSetStatus{}
+	return objs
+}
+
 // rolloutEvent is a ScalingReplicaSet event of Deployment ns/web (of any
 // with that name when uid is "") that happened age ago.
 func rolloutEvent(name string, uid types.UID, msg string, age time.Duration) *v1.Event {
@@ -138,9 +150,7 @@ func TestWatchPlainDeadlineAndTimeline(t *testing.T) {
 // A complete rollout ends the watch with nil and kubectl's sentence; a
 // progressing one runs until the context ends, which is a timeout error.
 func TestWatchCompleteAndTimeout(t *testing.T) {
-	objs := rolloutObjects(progressingCondition)
-	d := objs[0].(*appsv1.Deployment)
-	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 4, UpdatedReplicas: 4, AvailableReplicas: 4}
+	objs := completeObjects(rolloutObjects(progressingCondition))
 	var out bytes.Buffer
 	if err := watchRollout(context.Background(), fake.NewClientset(objs...), "ns", "web", &watchOptions{}, &out, &out); err != nil {
 		t.Fatalf("complete: %v\n%s", err, out.String())
@@ -209,10 +219,9 @@ func TestWatchFollowsAutoRollback(t *testing.T) {
 		t.Errorf("rollback pending: error %v, want the watch still following at its timeout\n%s", err, out.String())
 	}
 
-	objs = rolloutObjects(progressingCondition)
+	objs = completeObjects(rolloutObjects(progressingCondition))
 	d = objs[0].(*appsv1.Deployment)
 	d.Annotations = map[string]string{rolloutstate.RevisionAnnotation: "3", rolloutstate.FailedRevisionAnnotation: "2"}
-	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 4, UpdatedReplicas: 4, AvailableReplicas: 4}
 	out.Reset()
 	err = watchRollout(context.Background(), fake.NewClientset(objs...), "ns", "web", &watchOptions{}, &out, &out)
 	if err == nil || !strings.Contains(err.Error(), "revision 2 exceeded its progress deadline and was rolled back automatically") {
@@ -401,9 +410,7 @@ func TestPlainViewPrintsChanges(t *testing.T) {
 	}
 
 	// The rollout ends 100 ms after a block: its state and the last line at once.
-	objs := rolloutObjects(progressingCondition)
-	d := objs[0].(*appsv1.Deployment)
-	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 4, UpdatedReplicas: 4, AvailableReplicas: 4}
+	objs := completeObjects(rolloutObjects(progressingCondition))
 	if done, err := p.show(viewmodel.Build(inputOf(objs, 3), t0.Add(7600*time.Millisecond)), t0.Add(7600*time.Millisecond)); !done || err != nil {
 		t.Fatalf("complete: done %v, err %v", done, err)
 	}

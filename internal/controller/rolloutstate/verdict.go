@@ -45,7 +45,9 @@ type Verdict struct {
 }
 
 // VerdictOf returns where d's rollout stands from its stored status and rss, d's ReplicaSets (any order), in
-// this order: PhaseProgressing until the controller observed the current generation; PhaseComplete (ST-9),
+// this order: PhaseProgressing until the controller observed the current generation, and while d's status does
+// not yet count rss as they are (statusCounts: the two were read at different moments, e.g. from two watches,
+// and a verdict mixing them could name pods as unavailable that the ReplicaSets show available); PhaseComplete (ST-9),
 // or PhaseRolledBack when the completed rollout is an automatic rollback's (EX-2); PhaseInvalid while an
 // invalid partition holds it (EX-1: there are old pods to keep and the new ReplicaSet is below
 // spec.replicas); PhaseHeld at its partition (HeldAtPartition, from the counts, so with or
@@ -58,6 +60,11 @@ func VerdictOf(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) Verdict {
 	if st.ObservedGeneration < d.Generation {
 		return v.with(PhaseProgressing, fmt.Sprintf("waiting for the controller to observe generation %d", d.Generation))
 	}
+	newRS := NewReplicaSet(d, rss)
+	if !statusCounts(d, rss, newRS) {
+		return v.with(PhaseProgressing, fmt.Sprintf("progressing: %s, %d available (the controller has not yet counted its ReplicaSets' latest status)",
+			counts, st.AvailableReplicas))
+	}
 	if Complete(d, st) {
 		if failed, ok := AutoRolledBackFrom(d); ok {
 			return v.with(PhaseRolledBack, fmt.Sprintf("rolled back automatically from revision %d, which exceeded its progress deadline", failed))
@@ -65,7 +72,6 @@ func VerdictOf(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) Verdict {
 		return v.with(PhaseComplete, fmt.Sprintf("complete: %d of %d pods updated and available", v.Updated, v.Replicas))
 	}
 	p, invalid := PartitionOf(d)
-	newRS := NewReplicaSet(d, rss)
 	limit := p.Limit(newRS, rss)
 	if invalid != nil && limit < v.Replicas {
 		v.Invalid = invalid
@@ -85,6 +91,15 @@ func VerdictOf(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) Verdict {
 		return v.with(PhaseProgressing, "paused: "+counts)
 	}
 	return v.with(PhaseProgressing, fmt.Sprintf("progressing: %s, %d available", counts, st.AvailableReplicas))
+}
+
+// statusCounts reports whether d's stored status counts rss, d's ReplicaSets (any order; nil entries skipped), as
+// they are: the counts a verdict reads, replicas, updatedReplicas and availableReplicas, equal ReplicaCounts(rss,
+// newRS), newRS being NewReplicaSet(d, rss) (ST-2). The controller's status write after a ReplicaSet's status
+// change makes it true again; until then the two are not one snapshot.
+func statusCounts(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) bool {
+	c, st := ReplicaCounts(rss, newRS), &d.Status
+	return c.Replicas == st.Replicas && c.UpdatedReplicas == st.UpdatedReplicas && c.AvailableReplicas == st.AvailableReplicas
 }
 
 func (v Verdict) with(p Phase, summary string) Verdict {

@@ -97,6 +97,16 @@ func TestVerdictOf(t *testing.T) {
 			annotate(RollbackOnProgressDeadlineAnnotation, "true", CompleteRevisionAnnotation, "1"), PhaseProgressing, ""},
 		{"deadline exceeded, opted in, nothing completed before", newVerdictFixture(2, 0, 3, 3).progressing(v1.ConditionFalse, ProgressDeadlineExceeded).
 			annotate(RollbackOnProgressDeadlineAnnotation, "true"), PhaseFailed, ""},
+		{"status behind its ReplicaSets at the partition (issue 44)", func() verdictFixture {
+			f := newVerdictFixture(2, 2, 2, 2).annotate(RolloutPartitionAnnotation, "2")
+			f.d.Status.AvailableReplicas, f.d.Status.ReadyReplicas = 2, 2 // written before the new pods turned available
+			return f
+		}(), PhaseProgressing, "progressing: 2 of 4 pods updated, 2 available (the controller has not yet counted its ReplicaSets' latest status)"},
+		{"status ahead of its ReplicaSets", func() verdictFixture {
+			f := newVerdictFixture(4, 4, 0, 0)
+			f.new.Status.AvailableReplicas = 3 // the ReplicaSet watch is behind the Deployment's
+			return f
+		}(), PhaseProgressing, ""},
 		{"automatic rollback complete", newVerdictFixture(4, 4, 0, 0).annotate(FailedRevisionAnnotation, "1"), PhaseRolledBack,
 			"rolled back automatically from revision 1, which exceeded its progress deadline"},
 	} {
