@@ -6,9 +6,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
@@ -34,8 +34,8 @@ func settled(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, newRS *appsv1.Repli
 		if p.DeletionTimestamp != nil {
 			return false, "pod " + p.Name + " is terminating"
 		}
-		if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
-			byRS[ref.UID] = append(byRS[ref.UID], p)
+		if owner, ok := ownership.ControllerUID(p); ok {
+			byRS[owner] = append(byRS[owner], p)
 		}
 	}
 	for _, rs := range rss {
