@@ -44,11 +44,13 @@ func (c Config) clientFor(controller string) (kubernetes.Interface, error) {
 }
 
 // clientsFor builds the named controller's protobuf client and, when
-// withDynamic, its JSON client for the Deployments and ReplicaSets whose
-// pod template has fields kubedeploy's API does not know (IM-8,
-// rawtemplate), and returns the protobuf client's configuration too. All
-// share one rate limiter, so that QPS and Burst limit the controller as a
-// whole.
+// withDynamic, its JSON client (IM-8: rawtemplate's JSON reads of the
+// Deployments and ReplicaSets whose stored form has fields kubedeploy's API
+// does not know, for the shared informers and observe mode; for a
+// controller, the creates of ReplicaSets and pods from such a template as
+// stored, which apiclient.New(client, dynamic) sends), and returns the
+// protobuf client's configuration too. All share one rate limiter, so that
+// QPS and Burst limit the controller as a whole.
 func (c Config) clientsFor(controller string, withDynamic bool) (kubernetes.Interface, dynamic.Interface, *rest.Config, error) {
 	cfg := c.restConfigFor(controller)
 	if withDynamic && cfg.RateLimiter == nil && cfg.QPS > 0 {

@@ -82,8 +82,9 @@ type Inputs struct {
 	// rawtemplate store attached to it (IM-8).
 	Informers informers.SharedInformerFactory
 	Templates *rawtemplate.Store
-	// Client and Dynamic are the controller's own protobuf and JSON clients (one rate limiter); Recorder
-	// records its events as EventSource(Name). The three are nil for Companions.
+	// Client and Dynamic are the controller's own protobuf and JSON clients (one rate limiter), both behind
+	// its apiclient.Client (Dynamic sends the IM-8 creates of templates as stored); Recorder records its events
+	// as EventSource(Name). The three are nil for Companions.
 	Client   kubernetes.Interface
 	Dynamic  dynamic.Interface
 	Recorder record.EventRecorder
@@ -197,9 +198,8 @@ func ParseControllers(s string) []string {
 // newDeploymentController builds the Deployment controller over in's informers.
 func newDeploymentController(ctx context.Context, in Inputs) (Runnable, error) {
 	return deployment.New(ctx, deployment.Config{
-		Client:       apiclient.New(in.Client),
+		Client:       apiclient.New(in.Client, in.Dynamic),
 		Templates:    in.Templates,
-		Dynamic:      in.Dynamic,
 		Deployments:  in.Informers.Apps().V1().Deployments(),
 		ReplicaSets:  in.Informers.Apps().V1().ReplicaSets(),
 		Pods:         in.Informers.Core().V1().Pods(),
@@ -232,9 +232,8 @@ func deploymentCompanions(ctx context.Context, in Inputs) (run func(context.Cont
 // only where nodes may be listed.
 func newReplicaSetController(ctx context.Context, in Inputs) (Runnable, error) {
 	rsCfg := replicaset.Config{
-		Client:              apiclient.New(in.Client),
+		Client:              apiclient.New(in.Client, in.Dynamic),
 		Templates:           in.Templates,
-		Dynamic:             in.Dynamic,
 		ReplicaSets:         in.Informers.Apps().V1().ReplicaSets(),
 		Pods:                in.Informers.Core().V1().Pods(),
 		Recorder:            in.Recorder,

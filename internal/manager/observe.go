@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/podcache"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
 	"github.com/kubedeploy/kubedeploy/internal/rolloutmetrics"
 	"github.com/kubedeploy/kubedeploy/internal/serving"
 	"github.com/kubedeploy/kubedeploy/internal/shadow"
@@ -30,7 +31,7 @@ const ObserverName = "observer"
 // status; the shadow syncs' writes are recorded, never sent. syncCheck follows the caches.
 func runObserving(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck) error {
 	logger := klog.FromContext(ctx)
-	factory, err := observerInformers(cfg, metav1.NamespaceAll)
+	factory, templates, err := observerInformers(ctx, cfg, metav1.NamespaceAll)
 	if err != nil {
 		return err
 	}
@@ -47,7 +48,7 @@ func runObserving(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck)
 		return err
 	}
 	defer stopRollouts()
-	watcher, err := startShadow(cfg, factory, logger)
+	watcher, err := startShadow(cfg, shadowSources(factory, templates), logger)
 	if err != nil {
 		return err
 	}
@@ -74,32 +75,40 @@ func runObserving(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck)
 }
 
 // observerInformers returns observe mode's informer factory (namespace "" for all) with pods slimmed by
-// podcache.Transform.
-func observerInformers(cfg Config, namespace string) (informers.SharedInformerFactory, error) {
-	client, err := cfg.clientFor(ObserverName)
+// podcache.Transform, and the rawtemplate store its Deployment and ReplicaSet informers fill (IM-8: they are
+// rawtemplate's, protobuf, as the controllers' own, so the shadow check's syncs see the templates as stored and
+// name ReplicaSets as the controllers do). Its errors are the clients' and the informers'.
+func observerInformers(ctx context.Context, cfg Config, namespace string) (informers.SharedInformerFactory, *rawtemplate.Store, error) {
+	client, dyn, infConfig, err := cfg.clientsFor(ObserverName, true)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	resync := time.Duration(float64(minResyncPeriod) * (1 + rand.Float64()))
-	return informers.NewSharedInformerFactoryWithOptions(client, resync,
-		informers.WithTransform(podcache.Transform), informers.WithNamespace(namespace)), nil
+	factory := informers.NewSharedInformerFactoryWithOptions(client, resync,
+		informers.WithTransform(podcache.Transform), informers.WithNamespace(namespace))
+	templates := rawtemplate.NewStore(klog.FromContext(ctx), dyn)
+	if err := templates.InformersIn(factory, infConfig, namespace); err != nil {
+		factory.Shutdown()
+		return nil, nil, err
+	}
+	return factory, templates, nil
 }
 
-// shadowSources are factory's informers as the shadow check reads them.
-func shadowSources(factory informers.SharedInformerFactory) shadow.Sources {
+// shadowSources are factory's informers, and the store they fill, as the shadow check reads them.
+func shadowSources(factory informers.SharedInformerFactory, templates *rawtemplate.Store) shadow.Sources {
 	return shadow.Sources{
 		Deployments: factory.Apps().V1().Deployments(),
 		ReplicaSets: factory.Apps().V1().ReplicaSets(),
 		Pods:        factory.Core().V1().Pods(),
+		Templates:   templates,
 	}
 }
 
-// startShadow builds the shadow check over factory's informers (before they start), its findings counted in
+// startShadow builds the shadow check over src (informers not started yet), its findings counted in
 // kubedeploy_shadow_divergences_total and kubedeploy_shadow_bound_violations_total and logged; run the
 // returned Watcher. It returns the checker's configuration error.
-func startShadow(cfg Config, factory informers.SharedInformerFactory, logger klog.Logger) (*shadow.Watcher, error) {
+func startShadow(cfg Config, src shadow.Sources, logger klog.Logger) (*shadow.Watcher, error) {
 	shadow.Register()
-	src := shadowSources(factory)
 	checker, err := shadow.NewChecker(cfg.restConfigFor(ObserverName), src, nil)
 	if err != nil {
 		return nil, err
@@ -128,12 +137,12 @@ type OnceReport struct {
 // with cfg.ShadowQuiet) and returns what it found. It writes nothing. cfg needs RESTConfig, QPS, Burst and
 // Version. It returns an error when the caches do not sync before ctx ends, or a check's.
 func ObserveOnce(ctx context.Context, cfg Config, namespace string) (OnceReport, error) {
-	factory, err := observerInformers(cfg, namespace)
+	factory, templates, err := observerInformers(ctx, cfg, namespace)
 	if err != nil {
 		return OnceReport{}, err
 	}
 	defer factory.Shutdown()
-	checker, err := shadow.NewChecker(cfg.restConfigFor(ObserverName), shadowSources(factory), nil)
+	checker, err := shadow.NewChecker(cfg.restConfigFor(ObserverName), shadowSources(factory, templates), nil)
 	if err != nil {
 		return OnceReport{}, err
 	}

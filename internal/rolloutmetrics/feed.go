@@ -188,7 +188,7 @@ func (f *Feeder) replicaSetChanged(obj any) {
 	if !ok {
 		return
 	}
-	if name, ok := rolloutstate.DeploymentOf(rs); ok {
+	if name, ok := ownership.DeploymentOf(rs); ok {
 		f.note(rs.GetNamespace(), name)
 	}
 }
@@ -199,7 +199,7 @@ func (f *Feeder) podChanged(obj any) {
 	if !ok {
 		return
 	}
-	if _, name, ok := rolloutstate.DeploymentOfPod(pod, f.rsLister.ReplicaSets(pod.GetNamespace()).Get); ok {
+	if _, name, ok := ownership.DeploymentOfPod(pod, f.rsLister.ReplicaSets(pod.GetNamespace()).Get); ok {
 		f.note(pod.GetNamespace(), name)
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
+	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
 	"github.com/kubedeploy/kubedeploy/internal/controller/unavailable"
 )
 
@@ -140,8 +140,8 @@ type unavailableSeries struct {
 
 // countUnavailable returns, per series, how many of pods are not available at now (unavailable.Of with their
 // ReplicaSet's minReadySeconds). A pod counts only when its ControllerRef names a ReplicaSet in replicaSets
-// (same name and UID) whose own ControllerRef is an apps Deployment; others (orphans, other owners, a
-// ReplicaSet not in the cache or owned by something else) are skipped.
+// (same name and UID) whose own ControllerRef is a Deployment, by ownership's one rule (ownership.DeploymentOfPod);
+// others (orphans, other owners, a ReplicaSet not in the cache or owned by something else) are skipped.
 func countUnavailable(pods []*v1.Pod, replicaSets appslisters.ReplicaSetLister, now time.Time) map[unavailableSeries]int {
 	// All that deploymentOwnerOf reads of a ReplicaSet ControllerRef, so that a pod whose ref is odd (a real
 	// ReplicaSet's UID with another name, or in another namespace) neither uses nor spoils another pod's answer.
@@ -153,7 +153,7 @@ func countUnavailable(pods []*v1.Pod, replicaSets appslisters.ReplicaSetLister, 
 	counts := map[unavailableSeries]int{}
 	for _, pod := range pods {
 		ref := metav1.GetControllerOfNoCopy(pod)
-		if ref == nil || ref.Kind != "ReplicaSet" {
+		if !ownership.RefersTo(ref, ownership.ReplicaSetKind) {
 			continue
 		}
 		key := ownerKey{pod.Namespace, ref.Name, ref.UID}
@@ -181,7 +181,7 @@ type deploymentOwner struct {
 // deploymentOwnerOf returns the Deployment name and minReadySeconds of the ReplicaSet ref names, or nil when
 // ref is not a ReplicaSet in replicaSets or that ReplicaSet is not controlled by a Deployment.
 func deploymentOwnerOf(pod *v1.Pod, replicaSets appslisters.ReplicaSetNamespaceLister) *deploymentOwner {
-	rs, name, ok := rolloutstate.DeploymentOfPod(pod, replicaSets.Get)
+	rs, name, ok := ownership.DeploymentOfPod(pod, replicaSets.Get)
 	if !ok {
 		return nil
 	}

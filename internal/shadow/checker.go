@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -26,6 +27,7 @@ import (
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/dryrun"
 	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/replicaset"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
@@ -36,6 +38,11 @@ type Sources struct {
 	Deployments appsinformers.DeploymentInformer
 	ReplicaSets appsinformers.ReplicaSetInformer
 	Pods        coreinformers.PodInformer
+	// Templates is what the Deployment and ReplicaSet informers (rawtemplate's, Store.Informers) noted of the
+	// objects' fields kubedeploy's API does not know (IM-8): the syncs get it as the live controllers do, so
+	// that they find the new ReplicaSet and name a created one (pod-template-hash) as the controller does.
+	// Nil: every template is taken as typed (a cluster of kubedeploy's own version).
+	Templates *rawtemplate.Store
 }
 
 // Checker runs kubedeploy's Deployment and ReplicaSet syncs (their NewSyncer entry points, the ones `rollout
@@ -47,6 +54,8 @@ type Checker struct {
 	dLister                  appslisters.DeploymentLister
 	rsIndexer, podIndexer    cache.Indexer
 	clock                    clock.Clock
+	// templates is Sources.Templates (nil: templates are typed).
+	templates *rawtemplate.Store
 	// client is the syncs' client: reads from the API server, writes recorded.
 	client *dryrun.Client
 
@@ -58,8 +67,9 @@ type Checker struct {
 }
 
 // NewChecker builds a Checker over src. restConfig is the observer's: the syncs' reads that bypass the caches
-// (the adoption re-checks, AD-3) go to that API server with its credentials; nothing else does, since the
-// syncs' client (dryrun.Client) has no way to send a write. It adds the controllers' indexes to the
+// (the adoption re-checks, AD-3) go to that API server with its credentials, as do src.Templates' JSON reads of
+// objects with fields kubedeploy's API does not know (IM-8); nothing else does, since the syncs' client
+// (dryrun.Client) has no way to send a write. It adds the controllers' indexes to the
 // informers, so call it before they start. A nil clk is the real clock. It returns the controllers'
 // configuration errors or the client's.
 func NewChecker(restConfig *rest.Config, src Sources, clk clock.WithTicker) (*Checker, error) {
@@ -75,16 +85,16 @@ func NewChecker(restConfig *rest.Config, src Sources, clk clock.WithTicker) (*Ch
 		return nil, fmt.Errorf("shadow: %w", err)
 	}
 	c := &Checker{
-		clock: clk, dLister: src.Deployments.Lister(),
+		clock: clk, dLister: src.Deployments.Lister(), templates: src.Templates,
 		rsIndexer: src.ReplicaSets.Informer().GetIndexer(), podIndexer: src.Pods.Informer().GetIndexer(),
 	}
-	c.client = dryrun.New(dryrun.Config{Reader: apiclient.New(reads), Current: c.current})
+	c.client = dryrun.New(dryrun.Config{Reader: apiclient.New(reads, nil), Current: c.current})
 	deployments, errD := deployment.NewSyncer(deployment.Config{
-		Client: c.client, Recorder: discardEvents{}, Clock: clk,
+		Client: c.client, Recorder: discardEvents{}, Clock: clk, Templates: src.Templates,
 		Deployments: src.Deployments, ReplicaSets: src.ReplicaSets, Pods: src.Pods,
 	})
 	replicaSets, errRS := replicaset.NewSyncer(replicaset.Config{
-		Client: c.client, Recorder: discardEvents{}, Clock: clk, ReplicaSets: src.ReplicaSets, Pods: src.Pods,
+		Client: c.client, Recorder: discardEvents{}, Clock: clk, Templates: src.Templates, ReplicaSets: src.ReplicaSets, Pods: src.Pods,
 	})
 	if err := errors.Join(errD, errRS); err != nil {
 		return nil, fmt.Errorf("shadow: %w", err)
@@ -137,11 +147,30 @@ func (c *Checker) Check(ctx context.Context, key cache.ObjectName) (Report, erro
 		}
 		pods = append(pods, p...)
 	}
-	if r.Settled, r.NotSettled = Settled(d, rss, pods, c.clock.Now()); !r.Settled {
+	newRS, err := c.newReplicaSet(ctx, d, rss)
+	if err != nil {
+		r.NotSettled = fmt.Sprintf("its templates as stored are not read yet: %v", err)
+		return r, nil
+	}
+	if r.Settled, r.NotSettled = settled(d, rss, newRS, pods, c.clock.Now()); !r.Settled {
 		return r, nil
 	}
 	r.Divergences, err = c.sync(ctx, d, rss)
 	return r, err
+}
+
+// newReplicaSet returns d's new ReplicaSet among rss as the controller finds it, the templates' fields
+// kubedeploy's API does not know counted (IM-8): d and rss are resolved first (rawtemplate.Store.Resolve, a JSON
+// read of each object whose protobuf had such fields, once), whose error it returns.
+func (c *Checker) newReplicaSet(ctx context.Context, d *appsv1.Deployment, rss []*appsv1.ReplicaSet) (*appsv1.ReplicaSet, error) {
+	objs := []metav1.Object{d}
+	for _, rs := range rss {
+		objs = append(objs, rs)
+	}
+	if err := c.templates.Resolve(ctx, objs...); err != nil {
+		return nil, err
+	}
+	return c.templates.NewReplicaSet(d, rss), nil
 }
 
 // write is one write a shadow sync made, as divergencesOf reads it.

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
 )
 
 var now = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
@@ -122,8 +124,15 @@ func check(t *testing.T, w *world) Report {
 // checker returns a Checker over w's objects in informer caches that never run, its reads sent to host.
 func checker(t *testing.T, w *world, host string) *Checker {
 	t.Helper()
+	return checkerWith(t, w, host, nil)
+}
+
+// checkerWith is checker with templates as Sources.Templates.
+func checkerWith(t *testing.T, w *world, host string, templates *rawtemplate.Store) *Checker {
+	t.Helper()
 	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
-	src := Sources{Deployments: factory.Apps().V1().Deployments(), ReplicaSets: factory.Apps().V1().ReplicaSets(), Pods: factory.Core().V1().Pods()}
+	src := Sources{Deployments: factory.Apps().V1().Deployments(), ReplicaSets: factory.Apps().V1().ReplicaSets(), Pods: factory.Core().V1().Pods(),
+		Templates: templates}
 	c, err := NewChecker(&rest.Config{Host: host}, src, clocktesting.NewFakeClock(now))
 	if err != nil {
 		t.Fatal(err)

@@ -6,9 +6,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
@@ -20,6 +20,12 @@ import (
 // sum of its ReplicaSets'; and the rollout complete (ST-9), paused, held at a partition (EX-1) or past its
 // progress deadline (ST-13). When it is not, the reason names the first thing that is not so.
 func Settled(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*v1.Pod, now time.Time) (bool, string) {
+	return settled(d, rss, rolloutstate.NewReplicaSet(d, rss), pods, now)
+}
+
+// settled is Settled with newRS, d's new ReplicaSet among rss as the controller finds it (the Checker's
+// rawtemplate store counts the templates' unknown fields, IM-8).
+func settled(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet, pods []*v1.Pod, now time.Time) (bool, string) {
 	if why := unsettledDeployment(d, rss); why != "" {
 		return false, why
 	}
@@ -28,8 +34,8 @@ func Settled(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*v1.Pod, now
 		if p.DeletionTimestamp != nil {
 			return false, "pod " + p.Name + " is terminating"
 		}
-		if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
-			byRS[ref.UID] = append(byRS[ref.UID], p)
+		if owner, ok := ownership.ControllerUID(p); ok {
+			byRS[owner] = append(byRS[owner], p)
 		}
 	}
 	for _, rs := range rss {
@@ -38,7 +44,7 @@ func Settled(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*v1.Pod, now
 		}
 	}
 	// The Deployment controller's own sums (ST-2), as a deliberate cross-check of what the live controller wrote.
-	sum := rolloutstate.ReplicaCounts(rss, rolloutstate.NewReplicaSet(d, rss))
+	sum := rolloutstate.ReplicaCounts(rss, newRS)
 	st := d.Status
 	if st.Replicas != sum.Replicas || st.ReadyReplicas != sum.ReadyReplicas || st.AvailableReplicas != sum.AvailableReplicas || st.UpdatedReplicas != sum.UpdatedReplicas {
 		return false, fmt.Sprintf("status (replicas %d, ready %d, available %d, updated %d) is not its ReplicaSets' (%d, %d, %d, %d)",

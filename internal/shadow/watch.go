@@ -16,7 +16,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
-	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
@@ -153,9 +152,9 @@ func (w *Watcher) ownedChanged(obj any) {
 	if !ok {
 		return
 	}
-	name, ok := rolloutstate.DeploymentOf(m)
+	name, ok := ownership.DeploymentOf(m)
 	if _, isPod := m.(*v1.Pod); isPod {
-		_, name, ok = rolloutstate.DeploymentOfPod(m, w.rsLister.ReplicaSets(m.GetNamespace()).Get)
+		_, name, ok = ownership.DeploymentOfPod(m, w.rsLister.ReplicaSets(m.GetNamespace()).Get)
 	}
 	if ok {
 		w.runner.EnqueueAfter(cache.ObjectName{Namespace: m.GetNamespace(), Name: name}, checkDelay)
@@ -167,11 +166,10 @@ func (w *Watcher) replicaSetUpdated(oldObj, curObj any) {
 	w.ownedChanged(curObj)
 	old, ok1 := oldObj.(*appsv1.ReplicaSet)
 	cur, ok2 := curObj.(*appsv1.ReplicaSet)
-	ref := metav1.GetControllerOfNoCopy(cur)
-	if !ok1 || !ok2 || ref == nil || ref.Kind != "Deployment" || w.OnViolation == nil {
+	if !ok1 || !ok2 || w.OnViolation == nil {
 		return
 	}
-	d, ok := ownership.Resolve(ref, "Deployment", w.dLister.Deployments(cur.Namespace).Get)
+	d, ok := ownership.Resolve(metav1.GetControllerOfNoCopy(cur), ownership.DeploymentKind, w.dLister.Deployments(cur.Namespace).Get)
 	if !ok {
 		return
 	}

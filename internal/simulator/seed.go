@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
@@ -35,6 +36,11 @@ type State struct {
 	// compare them. Zero means the latest time in Pods and ReplicaSets (a
 	// fixed time without Pods); an earlier Now than that is raised to it.
 	Now time.Time
+	// Stored are the Deployment and its ReplicaSets as the API server stores them (JSON), for a cluster newer
+	// than kubedeploy's API (IM-8): the fields of their pod templates kubedeploy does not know are carried onto
+	// Deployment and ReplicaSets (matched by kind and name), so the new ReplicaSet's name (pod-template-hash)
+	// and template are the controller's. Optional: without them the templates are taken as typed.
+	Stored []*unstructured.Unstructured
 }
 
 // startOf returns the wall-clock time of the change: from.Now, or the

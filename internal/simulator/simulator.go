@@ -23,6 +23,7 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/replicaset"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
@@ -107,6 +109,8 @@ type simulation struct {
 	// oldNames are the old ReplicaSets' names in the order first seen
 	// (oldest first); steps report sizes in this order.
 	oldNames []string
+	// templates is what the syncs know of the templates as stored (storedTemplates, IM-8).
+	templates *rawtemplate.Store
 }
 
 func newSimulation(ctx context.Context, from State, cfg Config) (*simulation, error) {
@@ -163,22 +167,27 @@ func newSimulation(ctx context.Context, from State, cfg Config) (*simulation, er
 			return nil, err
 		}
 	}
-	if err := s.newSyncers(); err != nil {
+	if err := s.newSyncers(from.Stored); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// newSyncers builds both controllers' syncs over the cluster's caches.
-func (s *simulation) newSyncers() error {
+// newSyncers builds both controllers' syncs over the cluster's caches, with the templates as stored of the
+// objects the cluster holds (storedTemplates).
+func (s *simulation) newSyncers(stored []*unstructured.Unstructured) error {
+	var err error
+	if s.templates, err = s.storedTemplates(stored); err != nil {
+		return err
+	}
 	recorder := &record.FakeRecorder{} // no channel: events are dropped
 	informers := s.factory.Apps().V1()
 	deployments, errDeployment := deployment.NewSyncer(deployment.Config{
-		Client: s.client, Recorder: recorder, Clock: s.clock,
+		Client: s.client, Recorder: recorder, Clock: s.clock, Templates: s.templates,
 		Deployments: informers.Deployments(), ReplicaSets: informers.ReplicaSets(), Pods: s.factory.Core().V1().Pods(),
 	})
 	rsConfig := replicaset.Config{
-		Client: s.client, Recorder: recorder, Clock: s.clock,
+		Client: s.client, Recorder: recorder, Clock: s.clock, Templates: s.templates,
 		ReplicaSets: informers.ReplicaSets(), Pods: s.factory.Core().V1().Pods(),
 	}
 	if s.placement != nil {
@@ -473,7 +482,7 @@ func (s *simulation) state() (*state, error) {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}
 	st := &state{d: d, rss: rolloutstate.ControlledReplicaSets(list, d.UID), times: s.pods}
-	st.newRS = rolloutstate.NewReplicaSet(d, st.rss)
+	st.newRS = s.templates.NewReplicaSet(d, st.rss)
 	st.oldRSs = rolloutstate.OldReplicaSets(st.rss, st.newRS)
 	st.pods = rolloutstate.Items(pods.Items)
 	return st, nil

@@ -40,7 +40,7 @@ func SteadyReplicaSet(ctx context.Context, d *appsv1.Deployment) (*appsv1.Replic
 		return nil, err
 	}
 	s := &simulation{cluster: c, key: cache.ObjectName{Namespace: d.Namespace, Name: d.Name}}
-	if err := s.newSyncers(); err != nil {
+	if err := s.newSyncers(nil); err != nil {
 		return nil, err
 	}
 	if err := s.observe(); err != nil {

@@ -139,9 +139,13 @@ func clusterState(ctx context.Context, c *clusterFlags, m manifests, name string
 		}
 		next.Status = cur.Status
 	}
+	stored, err := storedObjects(ctx, c, ns, name, len(ds) == 0)
+	if err != nil {
+		return simulator.State{}, err
+	}
 	// The pods' ages count to this machine's clock (raised to the latest
 	// time the pods show, should it be behind the cluster's).
-	return simulator.State{Deployment: next, ReplicaSets: rss, Pods: pods, Nodes: spreadNodes(ctx, client, next, errOut), Now: time.Now()}, nil
+	return simulator.State{Deployment: next, ReplicaSets: rss, Pods: pods, Nodes: spreadNodes(ctx, client, next, errOut), Now: time.Now(), Stored: stored}, nil
 }
 
 // spreadNodes returns the cluster's nodes when d is annotated kubedeploy.io/scale-down-spread (EX-4), so

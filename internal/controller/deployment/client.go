@@ -4,6 +4,7 @@ import (
 	"context"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -29,6 +30,11 @@ type Client interface {
 	// CreateReplicaSet creates rs in rs.Namespace (RV-9) and returns it as stored; AlreadyExists for a
 	// name in use (a hash collision, RV-10).
 	CreateReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet) (*appsv1.ReplicaSet, error)
+	// CreateReplicaSetUnstructured creates rs, a ReplicaSet as JSON whose pod template is a Deployment's as
+	// stored (rawtemplate.ReplicaSetWithTemplate: fields kubedeploy's API does not know included, IM-8), in its
+	// namespace and returns it as stored, JSON, those fields kept; errors as CreateReplicaSet's. The live
+	// adapter sends it through the dynamic client; the recording client records it.
+	CreateReplicaSetUnstructured(ctx context.Context, rs *unstructured.Unstructured) (*unstructured.Unstructured, error)
 	// PatchReplicaSet applies patch, of type pt, to the ReplicaSet (not its status): a strategic merge
 	// patch for adoption and release (AD-4, AD-5), a conditioned JSON patch for sizes, annotations and
 	// templates. It returns the ReplicaSet as stored.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/client-go/dynamic"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -60,13 +59,13 @@ type Config struct {
 	// invalid.
 	MaxCacheWait time.Duration
 	// Templates, if set, is what the informers' transform noted of each Deployment's and ReplicaSet's stored
-	// JSON (IM-8): ReplicaSets are created with the Deployment's pod template as stored, rollbacks patch a
-	// ReplicaSet's stored template back, and a Deployment with unknown fields outside its template is not
-	// managed. Nil: templates are the typed ones (the simulator, tests of typed objects).
+	// JSON (IM-8): ReplicaSets are created with the Deployment's pod template as stored (through Client's
+	// CreateReplicaSetUnstructured), the pod-template-hash folds in the fingerprint of its unknown fields,
+	// rollbacks patch a ReplicaSet's stored template back, and a Deployment with unknown fields outside its
+	// template is not managed. The manager's, observe mode's shadow check's and `rollout plan`'s simulator's
+	// syncs all have one, so all three name ReplicaSets alike. Nil: templates are the typed ones (tests of
+	// typed objects).
 	Templates *rawtemplate.Store
-	// Dynamic creates the ReplicaSets whose template has fields kubedeploy's API does not know; required with
-	// Templates.
-	Dynamic dynamic.Interface
 	// PendingCreations, if set, returns the pods the ReplicaSet controller of the same process has created, or
 	// is about to create, for the ReplicaSet namespace/name and not yet observed (replicaset.Controller's
 	// PendingCreations). EX-3 counts them in each ReplicaSet's footprint, so a ReplicaSet lowered while its
@@ -84,9 +83,6 @@ type Config struct {
 // required ones, then a negative MaxCacheWait.
 func (c Config) Validate() error {
 	invalid := runner.NonNegative(map[string]time.Duration{"MaxCacheWait": c.MaxCacheWait, "StatusSyncWindow": c.StatusSyncWindow})
-	if c.Templates != nil && c.Dynamic == nil {
-		invalid = append(invalid, errors.New("Dynamic is required with Templates"))
-	}
 	required := runner.RequiredFields(map[string]any{
 		"Client": c.Client, "Recorder": c.Recorder,
 		"Deployments informer": c.Deployments, "ReplicaSets informer": c.ReplicaSets, "Pods informer": c.Pods,
@@ -103,9 +99,8 @@ type Controller struct {
 	rsIndexer  cache.Indexer
 	podIndexer cache.Indexer
 
-	// templates and dynamic are Config.Templates and Config.Dynamic.
+	// templates is Config.Templates.
 	templates *rawtemplate.Store
-	dynamic   dynamic.Interface
 
 	recorder record.EventRecorder
 	clock    clock.Clock
@@ -158,7 +153,6 @@ func newController(cfg Config) (*Controller, error) {
 		rsIndexer:        rsInformer.GetIndexer(),
 		podIndexer:       podInformer.GetIndexer(),
 		templates:        cfg.Templates,
-		dynamic:          cfg.Dynamic,
 		recorder:         cfg.Recorder,
 		clock:            cfg.Clock,
 		statusSyncWindow: cfg.StatusSyncWindow,

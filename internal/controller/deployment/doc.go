@@ -1,5 +1,7 @@
 // Package deployment is kubedeploy's Deployment controller (spec sections
-// 1–9, 11 and 16 of spec/controllers.md, with the improvements IM-1..IM-4).
+// 1–9, 10 (with package ownership) and 11 of docs/spec.md, with the
+// improvements IM-1..IM-4 and IM-6..IM-8 and the extensions EX-0..EX-4 of its
+// first sections).
 //
 // It owns the reconciliation of apps/v1 Deployments into ReplicaSets: claiming
 // (adopting and releasing) ReplicaSets by ControllerRef, computing the
@@ -31,9 +33,12 @@
 // annotations and template for rollback, never a whole object, IM-8).
 // Decisions are made on typed objects; where a pod template has fields
 // kubedeploy's API does not know, Config.Templates (rawtemplate) supplies
-// the template as stored, which the ReplicaSet create and the rollback
-// patch carry, and a Deployment with unknown spec fields outside its
-// template is not managed (UnsupportedDeploymentField, IM-8). It
+// the template as stored, which the ReplicaSet create (sent through the
+// Client seam, CreateReplicaSetUnstructured, so that the recording client of
+// the simulator and the shadow check sees it too) and the rollback patch
+// carry, and whose fingerprint the pod-template-hash folds in; a Deployment
+// with unknown spec fields outside its template is not managed
+// (UnsupportedDeploymentField, IM-8). It
 // must never import k8s.io/kubernetes, and it
 // must never act on a ReplicaSet cache older than its own last write for a
 // Deployment (IM-4): such syncs return an error and are retried with backoff.

@@ -39,7 +39,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
 	f := &fixture{Fixture: controllertest.New(t, baseTime.Add(24*time.Hour), objs...)}
 	c, err := New(f.Ctx, Config{
-		Client:      apiclient.New(f.Client),
+		Client:      apiclient.New(f.Client, nil),
 		Deployments: f.Factory.Apps().V1().Deployments(),
 		ReplicaSets: f.Factory.Apps().V1().ReplicaSets(),
 		Pods:        f.Factory.Core().V1().Pods(),

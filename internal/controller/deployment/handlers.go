@@ -27,9 +27,10 @@ func (c *Controller) onDeployment(logger klog.Logger, obj any) {
 	c.runner.EnqueueObject(d)
 }
 
-// deploymentFor resolves a ControllerRef to a cached Deployment (EH-5).
+// deploymentFor resolves a ControllerRef to a cached Deployment (EH-5, by
+// ownership's one rule: kind, apps group, name and UID).
 func (c *Controller) deploymentFor(namespace string, ref *metav1.OwnerReference) (*appsv1.Deployment, bool) {
-	return ownership.Resolve(ref, controllerKind.Kind, func(name string) (*appsv1.Deployment, error) {
+	return ownership.Resolve(ref, ownership.DeploymentKind, func(name string) (*appsv1.Deployment, error) {
 		return c.dLister.Deployments(namespace).Get(name)
 	})
 }
@@ -125,10 +126,7 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 	if !ok {
 		return
 	}
-	ref := metav1.GetControllerOf(pod)
-	rs, ok := ownership.Resolve(ref, "ReplicaSet", func(name string) (*appsv1.ReplicaSet, error) {
-		return c.rsLister.ReplicaSets(pod.Namespace).Get(name)
-	})
+	rs, ok := ownership.ReplicaSetOf(pod, c.rsLister.ReplicaSets(pod.Namespace).Get)
 	if !ok {
 		return
 	}

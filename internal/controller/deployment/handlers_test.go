@@ -24,6 +24,8 @@ func TestReplicaSetHandlersEH2toEH5(t *testing.T) {
 	orphan.OwnerReferences = nil
 	foreign := newRS(d, "foreign", "x", 1, 0, nil)
 	foreign.OwnerReferences[0].UID = "other"
+	otherGroup := newRS(d, "other-group", "x", 1, 0, nil)
+	otherGroup.OwnerReferences[0].APIVersion = "example.com/v1" // a custom Deployment kind borrowing our name and UID
 
 	for _, tc := range []struct {
 		name string
@@ -38,6 +40,7 @@ func TestReplicaSetHandlersEH2toEH5(t *testing.T) {
 			f.c.onReplicaSetAdd(logger, o)
 		}, 0},
 		{"EH-5 UID mismatch ignored", func(f *fixture) { f.c.onReplicaSetAdd(logger, foreign) }, 0},
+		{"EH-5 a ControllerRef of another group ignored, not an orphan either", func(f *fixture) { f.c.onReplicaSetAdd(logger, otherGroup) }, 0},
 		{"EH-3 resync ignored", func(f *fixture) { f.c.onReplicaSetUpdate(logger, owned, owned.DeepCopy()) }, 0},
 		{"EH-3 update owned", func(f *fixture) {
 			cur := owned.DeepCopy()
@@ -118,6 +121,15 @@ func TestPodDeleteHandlerEH7EH8(t *testing.T) {
 		f := newFixture(t, r, rs, pod("p2"))
 		f.c.onPodDelete(klog.Background(), pod("p1"))
 		if got := f.enqueued(); len(got) != 1 || got[0] != nginxKey {
+			t.Errorf("enqueued %v", got)
+		}
+	})
+	t.Run("EH-7 a pod of a ReplicaSet kind of another group: no wake-up", func(t *testing.T) {
+		f := newFixture(t, d, rs)
+		p := pod("p1")
+		p.OwnerReferences[0].APIVersion = "example.com/v1"
+		f.c.onPodDelete(klog.Background(), p)
+		if got := f.enqueued(); len(got) != 0 {
 			t.Errorf("enqueued %v", got)
 		}
 	})

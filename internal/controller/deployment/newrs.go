@@ -181,7 +181,7 @@ func (sc *syncContext) resolveExistingReplicaSet(ctx context.Context, rs *appsv1
 	if err != nil {
 		return nil, false, err
 	}
-	if ref := metav1.GetControllerOf(existing); ref != nil && ref.UID == sc.d.UID && sameTemplate(sc.c.templates, existing, sc.d) {
+	if owner, ok := ownership.ControllerUID(existing); ok && owner == sc.d.UID && sameTemplate(sc.c.templates, existing, sc.d) {
 		return existing, true, nil
 	}
 	count := int32(0)

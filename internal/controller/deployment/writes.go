@@ -58,16 +58,19 @@ func (sc *syncContext) writeStatus(ctx context.Context) error {
 	return nil
 }
 
-// create creates rs (RV-9), with stored, d's pod template as stored, in
-// place of rs's when it is not nil (IM-8: through the dynamic client, so that
-// fields kubedeploy's API does not know reach the ReplicaSet; stored is
-// changed), and remembers the write for the IM-4 guard. It returns the ReplicaSet the API server stored or the API error
-// (AlreadyExists included, which createReplicaSet resolves).
+// create creates rs (RV-9) and remembers the write for the IM-4 guard. With
+// stored, d's pod template as stored (IM-8: it has fields kubedeploy's API
+// does not know; stored is changed), rs is sent as JSON with that template in
+// place of its own (rawtemplate.ReplicaSetWithTemplate, Client's
+// CreateReplicaSetUnstructured), so that those fields reach the ReplicaSet,
+// and the store notes the created one's template. It returns the ReplicaSet
+// the API server stored or the API error (AlreadyExists included, which
+// createReplicaSet resolves).
 func (sc *syncContext) create(ctx context.Context, rs *appsv1.ReplicaSet, stored map[string]any) (*appsv1.ReplicaSet, error) {
 	var created *appsv1.ReplicaSet
 	var err error
 	if stored != nil {
-		created, err = sc.c.templates.CreateReplicaSet(ctx, sc.c.dynamic, rs, stored)
+		created, err = sc.createAsStored(ctx, rs, stored)
 	} else {
 		created, err = sc.c.client.CreateReplicaSet(ctx, rs)
 	}
@@ -76,6 +79,20 @@ func (sc *syncContext) create(ctx context.Context, rs *appsv1.ReplicaSet, stored
 	}
 	sc.written(resourceReplicaSets, created)
 	return created, nil
+}
+
+// createAsStored sends rs with stored as its pod template and returns the
+// created ReplicaSet, typed, as the store notes it (IM-8).
+func (sc *syncContext) createAsStored(ctx context.Context, rs *appsv1.ReplicaSet, stored map[string]any) (*appsv1.ReplicaSet, error) {
+	u, err := rawtemplate.ReplicaSetWithTemplate(rs, stored)
+	if err != nil {
+		return nil, err
+	}
+	created, err := sc.c.client.CreateReplicaSetUnstructured(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	return sc.c.templates.NoteReplicaSet(created)
 }
 
 // patchDeployment applies change to a copy of sc.d and writes what it

@@ -6,9 +6,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
 )
 
 // The reads: Config.Reader's answers.
@@ -55,6 +59,22 @@ func (c *Client) CreateReplicaSet(_ context.Context, rs *appsv1.ReplicaSet) (*ap
 	return answer[*appsv1.ReplicaSet](c.write(w, "", nil))
 }
 
+// CreateReplicaSetUnstructured records the creation of rs, sent as JSON (IM-8): typed in Write.Object, as sent
+// in Write.Sent. It answers as CreateReplicaSet does, as JSON with the sent fields kubedeploy's API does not know
+// (rawtemplate.Carry); BadRequest for an rs that is not a ReplicaSet or does not convert.
+func (c *Client) CreateReplicaSetUnstructured(_ context.Context, rs *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	typed := &appsv1.ReplicaSet{}
+	if err := fromSent(rs, "ReplicaSet", typed); err != nil {
+		return nil, err
+	}
+	w := Write{Verb: VerbCreate, Resource: ReplicaSets, Namespace: typed.Namespace, Name: typed.Name, Object: typed, Sent: runtime.DeepCopyJSON(rs.Object)}
+	obj, err := c.write(w, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	return carried(obj, rs)
+}
+
 // PatchReplicaSet records a patch of a ReplicaSet and returns the ReplicaSet it leaves.
 func (c *Client) PatchReplicaSet(_ context.Context, namespace, name string, pt types.PatchType, patch []byte) (*appsv1.ReplicaSet, error) {
 	w := Write{Verb: VerbPatch, Resource: ReplicaSets, Namespace: namespace, Name: name}
@@ -83,6 +103,23 @@ func (c *Client) CreatePod(_ context.Context, namespace string, pod *v1.Pod) (*v
 	return answer[*v1.Pod](c.write(w, "", nil))
 }
 
+// CreatePodUnstructured records the creation of pod in namespace, sent as JSON (IM-8): typed in Write.Object, as
+// sent in Write.Sent. It answers as CreatePod does, as JSON with the sent fields kubedeploy's API does not know
+// (rawtemplate.Carry); BadRequest for a pod that is not a Pod or does not convert.
+func (c *Client) CreatePodUnstructured(_ context.Context, namespace string, pod *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	typed := &v1.Pod{}
+	if err := fromSent(pod, "Pod", typed); err != nil {
+		return nil, err
+	}
+	typed.Namespace = namespace
+	w := Write{Verb: VerbCreate, Resource: Pods, Namespace: namespace, Name: typed.Name, Object: typed, Sent: runtime.DeepCopyJSON(pod.Object)}
+	obj, err := c.write(w, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	return carried(obj, pod)
+}
+
 // PatchPod records a patch of a pod and returns the pod it leaves.
 func (c *Client) PatchPod(_ context.Context, namespace, name string, pt types.PatchType, patch []byte) (*v1.Pod, error) {
 	w := Write{Verb: VerbPatch, Resource: Pods, Namespace: namespace, Name: name}
@@ -106,4 +143,26 @@ func answer[T runtime.Object](obj runtime.Object, err error) (T, error) {
 		return zero, fmt.Errorf("dryrun: the write left a %T, not a %T", obj, zero)
 	}
 	return t, nil
+}
+
+// fromSent fills typed from u, an object sent as JSON that must be of kind; fields typed lacks are dropped. The
+// error is a BadRequest, as the API server answers an object it cannot decode.
+func fromSent(u *unstructured.Unstructured, kind string, typed runtime.Object) error {
+	if u.GetKind() != kind {
+		return apierrors.NewBadRequest(fmt.Sprintf("dryrun: a create of a %s was sent a %q", kind, u.GetKind()))
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("dryrun: the %s sent does not decode: %v", kind, err))
+	}
+	return nil
+}
+
+// carried is the answer to a create of sent that left obj: obj as JSON with sent's fields kubedeploy's API does not
+// know (rawtemplate.Carry). The error is an InternalError when obj does not convert.
+func carried(obj runtime.Object, sent *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	out, err := rawtemplate.Carry(obj, sent.Object)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return out, nil
 }

@@ -7,6 +7,11 @@
 // It owns no store and sends nothing: a Reader has no write method, so a write cannot leave the process by
 // construction. It must never import a test package (fake clientsets, client-go's testing package): the
 // kubedeploy-controllers binary links it through the shadow check.
+//
+// A create sent as JSON with a pod template as stored (IM-8) is recorded typed, with the JSON beside it
+// (Write.Sent), and answered as a server that keeps unknown fields answers: the object OnWrite left, with the
+// sent fields kubedeploy's API does not know (rawtemplate.Carry), so the controllers note the created ReplicaSet's
+// template and fingerprint as they do on a cluster.
 package dryrun
 
 import (
@@ -65,6 +70,10 @@ type Write struct {
 	// or updated one as sent, the patched one; nil for a delete. OnWrite may change it (fields the API server
 	// sets); the Client answers with a copy of it as OnWrite left it.
 	Object runtime.Object
+	// Sent is, for a create sent as JSON (CreateReplicaSetUnstructured, CreatePodUnstructured: a pod template
+	// as stored, IM-8), the object as sent, fields kubedeploy's API does not know included; Object is its typed
+	// form, without them. Nil for every other write.
+	Sent map[string]any
 }
 
 // Config is what New needs.

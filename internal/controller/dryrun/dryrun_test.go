@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"reflect"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -250,7 +252,7 @@ func checkRecorded(t *testing.T, got []dryrun.Write, objs map[string]runtime.Obj
 	for i, w := range got {
 		obj := w.Object
 		w.Object = nil
-		if w != want[i] {
+		if !reflect.DeepEqual(w, want[i]) {
 			t.Errorf("write %d: %+v, want %+v", i, w, want[i])
 		}
 		if (obj == nil) != (w.Verb == "delete") {
@@ -263,4 +265,68 @@ func checkRecorded(t *testing.T, got []dryrun.Write, objs map[string]runtime.Obj
 	if *objs["replicasets/rs"].(*appsv1.ReplicaSet).Spec.Replicas != 3 || len(objs["pods/p"].(*v1.Pod).Labels) != 1 {
 		t.Error("a write changed the world Current reads; only OnWrite may")
 	}
+}
+
+// TestUnstructuredCreates (IM-8): a create sent as JSON with a template as stored is recorded typed with the JSON
+// beside it, goes through OnWrite typed (the simulator's world), and is answered as JSON with what OnWrite set and
+// the fields kubedeploy's API does not know, as a server that keeps them answers; the refusals are the typed
+// creates' (AlreadyExists), and an object of the wrong kind is a BadRequest.
+func TestUnstructuredCreates(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(&reader{}, world(), func(w *dryrun.Write) error {
+		switch obj := w.Object.(type) {
+		case *appsv1.ReplicaSet:
+			obj.UID, obj.Generation = "rs2-uid", 1
+		case *v1.Pod:
+			obj.Name, obj.UID = obj.GenerateName+"0", "pod-uid"
+		}
+		return nil
+	})
+	rs := unstructuredJSON(t, `{"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs2", "namespace": "ns"},
+	  "spec": {"replicas": 1, "template": {"spec": {"someFutureField": "x", "containers": [{"name": "web", "image": "nginx:1"}]}}}}`)
+	created, err := c.CreateReplicaSetUnstructured(ctx, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _ := unstructured.NestedString(created.Object, "spec", "template", "spec", "someFutureField"); v != "x" || created.GetUID() != "rs2-uid" || created.GetKind() != "ReplicaSet" {
+		t.Errorf("answer %v: want the unknown field, OnWrite's uid and the kind", created.Object)
+	}
+	pod := unstructuredJSON(t, `{"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "rs2-"},
+	  "spec": {"someFutureField": "x", "containers": [{"name": "web", "image": "nginx:1"}]}}`)
+	createdPod, err := c.CreatePodUnstructured(ctx, "ns", pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _ := unstructured.NestedString(createdPod.Object, "spec", "someFutureField"); v != "x" || createdPod.GetName() != "rs2-0" || createdPod.GetNamespace() != "ns" {
+		t.Errorf("pod answer %v: want the unknown field, OnWrite's name, namespace ns", createdPod.Object)
+	}
+	ws := c.Take()
+	if len(ws) != 2 || ws[0].Name != "rs2" || ws[1].Name != "rs2-0" || ws[0].Verb != dryrun.VerbCreate || ws[1].Resource != dryrun.Pods {
+		t.Fatalf("recorded %+v, want the two creates", ws)
+	}
+	if typed, ok := ws[0].Object.(*appsv1.ReplicaSet); !ok || typed.Spec.Template.Spec.Containers[0].Image != "nginx:1" {
+		t.Errorf("recorded object %#v, want the typed ReplicaSet", ws[0].Object)
+	}
+	if v, _, _ := unstructured.NestedString(ws[1].Sent, "spec", "someFutureField"); v != "x" {
+		t.Errorf("recorded Sent %v, want the pod as sent", ws[1].Sent)
+	}
+	existing := unstructuredJSON(t, `{"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs", "namespace": "ns"}}`)
+	if _, err := c.CreateReplicaSetUnstructured(ctx, existing); !apierrors.IsAlreadyExists(err) {
+		t.Errorf("create of an existing name: %v, want AlreadyExists", err)
+	}
+	if _, err := c.CreatePodUnstructured(ctx, "ns", existing); !apierrors.IsBadRequest(err) {
+		t.Errorf("a ReplicaSet sent as a pod: %v, want BadRequest", err)
+	}
+	if n := len(c.Take()); n != 0 {
+		t.Errorf("%d refused creates recorded", n)
+	}
+}
+
+func unstructuredJSON(t *testing.T, raw string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON([]byte(raw)); err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

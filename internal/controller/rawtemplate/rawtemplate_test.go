@@ -13,8 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
@@ -177,13 +175,12 @@ func TestFieldPaths(t *testing.T) {
 	}
 }
 
-// TestCreatesCarryStoredTemplate (IM-8): CreateReplicaSet sends the Deployment's template as stored with the
-// ReplicaSet's labels (pod-template-hash included), and CreatePod the ReplicaSet's template spec as stored with the
-// pod's own metadata; the unknown fields reach the API server's objects.
+// TestCreatesCarryStoredTemplate (IM-8): ReplicaSetWithTemplate builds the Deployment's template as stored with the
+// ReplicaSet's labels (pod-template-hash included), NoteReplicaSet reads the created one back with the Deployment's
+// fingerprint, and PodWithTemplateSpec builds a pod with the ReplicaSet template's spec as stored and the pod's own
+// metadata: the unknown fields reach the objects sent.
 func TestCreatesCarryStoredTemplate(t *testing.T) {
 	ctx := context.Background()
-	scheme := runtime.NewScheme()
-	client := dynamicfake.NewSimpleDynamicClient(scheme)
 	s := NewStore(klog.Background(), nil)
 	out, err := s.Note(deploymentJSON(t, 1, "strict", false))
 	if err != nil {
@@ -200,34 +197,41 @@ func TestCreatesCarryStoredTemplate(t *testing.T) {
 		Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: d.Spec.Template.Spec}},
 	}
-	created, err := s.CreateReplicaSet(ctx, client, rs, stored)
+	sent, err := ReplicaSetWithTemplate(rs, stored)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if created.Name != "web-abc" || created.Spec.Template.Labels[appsv1.DefaultDeploymentUniqueLabelKey] != "abc" {
-		t.Errorf("created ReplicaSet = %+v", created)
+	if sent.GetKind() != "ReplicaSet" || sent.GetAPIVersion() != "apps/v1" || sent.GetName() != "web-abc" {
+		t.Errorf("sent ReplicaSet is %s %s %s", sent.GetAPIVersion(), sent.GetKind(), sent.GetName())
 	}
-	got, err := client.Resource(ReplicaSets).Namespace("ns").Get(ctx, "web-abc", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gotTemplate, _, _ := unstructured.NestedMap(got.Object, "spec", "template")
+	gotTemplate, _, _ := unstructured.NestedMap(sent.Object, "spec", "template")
 	want := deploymentJSON(t, 1, "strict", false)
 	wantTemplate, _, _ := unstructured.NestedMap(want.Object, "spec", "template")
 	_ = unstructured.SetNestedStringMap(wantTemplate, labels, "metadata", "labels")
 	if a, b := mustJSON(t, gotTemplate), mustJSON(t, wantTemplate); a != b {
 		t.Errorf("ReplicaSet template as sent:\n%s\nwant the Deployment's as stored plus pod-template-hash:\n%s", a, b)
 	}
+	sent.SetGeneration(1)
+	created, err := s.NoteReplicaSet(sent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.Name != "web-abc" || created.Spec.Template.Labels[appsv1.DefaultDeploymentUniqueLabelKey] != "abc" {
+		t.Errorf("created ReplicaSet = %+v", created)
+	}
 	if s.Fingerprint(created) != s.Fingerprint(d) {
 		t.Errorf("the created ReplicaSet's fingerprint %q differs from the Deployment's %q", s.Fingerprint(created), s.Fingerprint(d))
+	}
+	if _, err := s.NoteReplicaSet(deploymentJSON(t, 1, "strict", false)); err == nil {
+		t.Error("NoteReplicaSet of a Deployment: no error")
 	}
 
 	rsTemplate, err := s.Template(ctx, created)
 	if err != nil || rsTemplate == nil {
 		t.Fatalf("Template(created ReplicaSet) = %v, %v", rsTemplate, err)
 	}
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-abc-1", Namespace: "ns", Labels: labels}, Spec: rs.Spec.Template.Spec}
-	checkCreatePodCarries(ctx, t, client, pod, rsTemplate, wantTemplate)
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "web-abc-", Namespace: "ns", Labels: labels}, Spec: rs.Spec.Template.Spec}
+	checkPodCarries(t, pod, rsTemplate, wantTemplate)
 
 	back := WithoutLabel(rsTemplate, appsv1.DefaultDeploymentUniqueLabelKey)
 	wantBack, _, _ := unstructured.NestedMap(want.Object, "spec", "template")
@@ -236,25 +240,80 @@ func TestCreatesCarryStoredTemplate(t *testing.T) {
 	}
 }
 
-// checkCreatePodCarries creates pod "web-abc-1" with CreatePod from
-// rsTemplate and checks that the pod the API server holds has wantTemplate's
-// spec, unknown fields included, and the pod-template-hash label "abc".
-func checkCreatePodCarries(ctx context.Context, t *testing.T, client dynamic.Interface, pod *v1.Pod, rsTemplate, wantTemplate map[string]any) {
+// checkPodCarries builds pod with PodWithTemplateSpec from rsTemplate and checks that the pod to send has
+// wantTemplate's spec, unknown fields included, and pod's pod-template-hash label "abc"; PodFrom reads it back typed.
+func checkPodCarries(t *testing.T, pod *v1.Pod, rsTemplate, wantTemplate map[string]any) {
 	t.Helper()
-	if _, err := CreatePod(ctx, client, pod, rsTemplate); err != nil {
-		t.Fatal(err)
-	}
-	gotPod, err := client.Resource(pods).Namespace("ns").Get(ctx, "web-abc-1", metav1.GetOptions{})
+	sent, err := PodWithTemplateSpec(pod, rsTemplate)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gotSpec, _, _ := unstructured.NestedMap(gotPod.Object, "spec")
+	gotSpec, _, _ := unstructured.NestedMap(sent.Object, "spec")
 	wantSpec, _, _ := unstructured.NestedMap(wantTemplate, "spec")
 	if a, b := mustJSON(t, gotSpec), mustJSON(t, wantSpec); a != b {
 		t.Errorf("pod spec as sent:\n%s\nwant the ReplicaSet template's as stored:\n%s", a, b)
 	}
-	if l := gotPod.GetLabels(); l[appsv1.DefaultDeploymentUniqueLabelKey] != "abc" {
-		t.Errorf("pod labels = %v", l)
+	if l := sent.GetLabels(); l[appsv1.DefaultDeploymentUniqueLabelKey] != "abc" || sent.GetKind() != "Pod" || sent.GetGenerateName() != "web-abc-" {
+		t.Errorf("pod as sent: kind %q, generateName %q, labels %v", sent.GetKind(), sent.GetGenerateName(), sent.GetLabels())
+	}
+	typed, err := PodFrom(sent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if typed.Spec.Containers[0].Image != "nginx:1" || typed.GenerateName != "web-abc-" {
+		t.Errorf("PodFrom = %+v", typed)
+	}
+}
+
+// TestCarry (IM-8): a typed object changed in memory (the image) is answered with the stored object's unknown
+// fields where their parents still are: pod level, container level, nested; a field of a container the typed
+// object no longer has is dropped; a nil stored object carries nothing.
+func TestCarry(t *testing.T) {
+	stored := deploymentJSON(t, 1, "strict", false)
+	typed := &appsv1.Deployment{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(stored.Object, typed); err != nil {
+		t.Fatal(err)
+	}
+	typed.Spec.Template.Spec.Containers[0].Image = "nginx:2"
+	u, err := Carry(typed, stored.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.GetKind() != "Deployment" || u.GetAPIVersion() != "apps/v1" {
+		t.Errorf("Carry gave %s %s", u.GetAPIVersion(), u.GetKind())
+	}
+	for path, want := range map[string]any{
+		"spec.template.spec.containers[0].image":                "nginx:2",
+		"spec.template.spec.containers[0].futureContainerField": true,
+		"spec.template.spec.someFutureField.mode":               "strict",
+		"spec.template.spec.securityContext.futureProfile.type": "RuntimeDefault",
+		"status.futureStatusField":                              int64(1),
+	} {
+		if got, ok := Field(u.Object, path); !ok || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s = %v (%v), want %v", path, got, ok, want)
+		}
+	}
+	s := NewStore(klog.Background(), nil)
+	if _, err := s.Note(u); err != nil {
+		t.Fatal(err)
+	}
+	if fp := s.Fingerprint(typed); !strings.Contains(fp, "someFutureField") {
+		t.Errorf("fingerprint of the carried Deployment = %q", fp)
+	}
+
+	typed.Spec.Template.Spec.Containers = nil
+	u, err = Carry(typed, stored.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := Field(u.Object, "spec.template.spec.someFutureField"); !ok {
+		t.Error("the pod-level field was dropped with the containers")
+	}
+	if plain, err := Carry(typed, nil); err != nil || plain.GetKind() != "Deployment" {
+		t.Errorf("Carry(typed, nil) = %v, %v", plain, err)
+	}
+	if _, err := Carry(&unstructured.Unstructured{}, nil); err == nil {
+		t.Error("Carry of an object of no known kind: no error")
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -26,6 +27,11 @@ type Client interface {
 	ListPods(ctx context.Context, namespace string, selector labels.Selector) (*v1.PodList, error)
 	// CreatePod creates pod in namespace (RS-9; pod.GenerateName set, Name empty) and returns it as stored.
 	CreatePod(ctx context.Context, namespace string, pod *v1.Pod) (*v1.Pod, error)
+	// CreatePodUnstructured creates pod, a pod as JSON whose spec is a ReplicaSet's pod template spec as stored
+	// (rawtemplate.PodWithTemplateSpec: fields kubedeploy's API does not know included, IM-8), in namespace and
+	// returns it as stored, JSON; errors as CreatePod's. The live adapter sends it through the dynamic client;
+	// the recording client records it.
+	CreatePodUnstructured(ctx context.Context, namespace string, pod *unstructured.Unstructured) (*unstructured.Unstructured, error)
 	// PatchPod applies patch, of type pt (a strategic merge patch adopting or releasing the pod: AD-4,
 	// AD-5), to the pod and returns it as stored.
 	PatchPod(ctx context.Context, namespace, name string, pt types.PatchType, patch []byte) (*v1.Pod, error)

@@ -3,7 +3,6 @@ package replicaset
 import (
 	"time"
 
-	"k8s.io/client-go/dynamic"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -51,10 +50,9 @@ type Config struct {
 	Slots *runner.Slots
 	// Templates, if set, is what the informers' transform noted of each ReplicaSet's stored JSON (IM-8): pods of
 	// a ReplicaSet whose pod template has fields kubedeploy's API does not know are created from the template as
-	// stored, through Dynamic. Nil: pods are built from the typed template (tests of typed objects).
+	// stored, through Client's CreatePodUnstructured. Nil: pods are built from the typed template (tests of
+	// typed objects).
 	Templates *rawtemplate.Store
-	// Dynamic creates those pods; required with Templates.
-	Dynamic dynamic.Interface
 	// StatusSyncWindow coalesces the syncs that pod events can only make
 	// rewrite status (a pod becoming ready, a creation or deletion observed
 	// while more are expected) to at most one per ReplicaSet per window

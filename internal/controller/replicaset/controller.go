@@ -32,9 +32,6 @@ func (c Config) Validate() error {
 	errs = append(errs, runner.NonNegative(map[string]time.Duration{
 		"ExpectationsTimeout": c.ExpectationsTimeout, "MaxCacheWait": c.MaxCacheWait, "StatusSyncWindow": c.StatusSyncWindow})...)
 	errs = append(errs, runner.NonNegative(map[string]int{"BurstReplicas": c.BurstReplicas})...)
-	if c.Templates != nil && c.Dynamic == nil {
-		errs = append(errs, errors.New("Dynamic is required with Templates"))
-	}
 	return errors.Join(errs...)
 }
 

@@ -45,7 +45,7 @@ func newFixtureWith(t *testing.T, with func(*fixture, *Config), objs ...runtime.
 	t.Helper()
 	f := &fixture{Fixture: controllertest.New(t, testNow, objs...), nextRV: 100}
 	cfg := Config{
-		Client:      apiclient.New(f.Client),
+		Client:      apiclient.New(f.Client, nil),
 		ReplicaSets: f.Factory.Apps().V1().ReplicaSets(),
 		Pods:        f.Factory.Core().V1().Pods(),
 		Recorder:    f.Recorder,

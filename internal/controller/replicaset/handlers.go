@@ -61,9 +61,10 @@ func (c *Controller) onReplicaSetDelete(logger klog.Logger, obj any) {
 }
 
 // resolveOwner returns the ReplicaSet named by ref in namespace, if ref is a
-// ReplicaSet ControllerRef whose UID matches the cached object (EH-5).
+// ReplicaSet ControllerRef whose UID matches the cached object (EH-5, by
+// ownership's one rule: kind, apps group, name and UID).
 func (c *Controller) resolveOwner(namespace string, ref *metav1.OwnerReference) (*appsv1.ReplicaSet, bool) {
-	return ownership.Resolve(ref, controllerKind.Kind, func(name string) (*appsv1.ReplicaSet, error) {
+	return ownership.Resolve(ref, ownership.ReplicaSetKind, func(name string) (*appsv1.ReplicaSet, error) {
 		return c.rsLister.ReplicaSets(namespace).Get(name)
 	})
 }

@@ -47,6 +47,16 @@ func testHandlersPodAdd(t *testing.T, rs, db, emptySel *appsv1.ReplicaSet) {
 			t.Error("a pod controlled by another kind must not enqueue")
 		}
 	})
+	t.Run("EH-10 pod whose ControllerRef names a ReplicaSet of another group is ignored", func(t *testing.T) {
+		f := newFixture(t, rs)
+		f.c.expectations.ExpectCreations(klogFor(f), "ns/rs", 1)
+		f.c.onPodAdd(klogFor(f), newPod("p", webLabels, func(p *v1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "ReplicaSet", Name: "rs", UID: "rs-uid", Controller: ptr.To(true)}}
+		}))
+		if add, _, _ := f.c.expectations.Pending("ns/rs"); add != 1 || f.c.runner.Len() != 0 {
+			t.Errorf("add = %d, queue = %d; want 1 (no creation observed), 0", add, f.c.runner.Len())
+		}
+	})
 	t.Run("EH-10 orphan add enqueues matching non-empty selectors only", func(t *testing.T) {
 		f := newFixture(t, rs, db, emptySel)
 		f.c.onPodAdd(klogFor(f), newPod("p", webLabels))

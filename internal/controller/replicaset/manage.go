@@ -138,23 +138,13 @@ func slowStartBatch(count, initial int, fn func() error) (int, error) {
 // recording an event per pod and each returned resourceVersion for IM-4. A
 // create refused because the namespace is terminating counts as a success.
 // When stored (rs's template as the API server stored it) is not nil, each
-// pod's spec is stored's, sent through the dynamic client, so that fields
-// kubedeploy's API does not know reach the pods (IM-8).
-// It returns the number of successes and the first error.
+// pod's spec is stored's, sent as JSON through Client's
+// CreatePodUnstructured, so that fields kubedeploy's API does not know reach
+// the pods (IM-8). It returns the number of successes and the first error.
 func (c *Controller) createPods(ctx context.Context, rs *appsv1.ReplicaSet, n int, stored map[string]any) (int, error) {
 	key := keyOf(rs)
 	return slowStartBatch(n, slowStartInitialBatchSize, func() error {
-		pod, err := podFromTemplate(rs)
-		if err != nil {
-			c.cfg.Recorder.Eventf(rs, v1.EventTypeWarning, FailedCreate, "Error creating: %v", err)
-			return err
-		}
-		var created *v1.Pod
-		if stored != nil {
-			created, err = rawtemplate.CreatePod(ctx, c.cfg.Dynamic, pod, stored)
-		} else {
-			created, err = c.cfg.Client.CreatePod(ctx, rs.Namespace, pod)
-		}
+		created, err := c.createPod(ctx, rs, stored)
 		if err != nil {
 			if runner.IsNamespaceTerminating(err) {
 				return nil
@@ -167,6 +157,28 @@ func (c *Controller) createPods(ctx context.Context, rs *appsv1.ReplicaSet, n in
 		c.cfg.Recorder.Eventf(rs, v1.EventTypeNormal, SuccessfulCreate, "Created pod: %v", created.Name)
 		return nil
 	})
+}
+
+// createPod creates one pod of rs (RS-9): from rs's typed template, or with
+// stored's spec when it is not nil (IM-8). It returns the created pod, typed,
+// or the error of building or creating it.
+func (c *Controller) createPod(ctx context.Context, rs *appsv1.ReplicaSet, stored map[string]any) (*v1.Pod, error) {
+	pod, err := podFromTemplate(rs)
+	if err != nil {
+		return nil, err
+	}
+	if stored == nil {
+		return c.cfg.Client.CreatePod(ctx, rs.Namespace, pod)
+	}
+	u, err := rawtemplate.PodWithTemplateSpec(pod, stored)
+	if err != nil {
+		return nil, err
+	}
+	created, err := c.cfg.Client.CreatePodUnstructured(ctx, rs.Namespace, u)
+	if err != nil {
+		return nil, err
+	}
+	return rawtemplate.PodFrom(created)
 }
 
 // deletePods deletes victims concurrently (RS-14), remembering each

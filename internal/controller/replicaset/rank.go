@@ -118,7 +118,8 @@ func rankedPodsLess(a, b rankedPod, now time.Time) bool {
 	if oa, ob := phaseOrder(pa.Status.Phase), phaseOrder(pb.Status.Phase); oa != ob { // 2
 		return oa < ob
 	}
-	readyA, readyB := isPodReady(pa), isPodReady(pb)
+	sinceA, readyA := rolloutstate.PodReadySince(pa)
+	sinceB, readyB := rolloutstate.PodReadySince(pb)
 	if readyA != readyB { // 3. not Ready first
 		return !readyA
 	}
@@ -128,11 +129,8 @@ func rankedPodsLess(a, b rankedPod, now time.Time) bool {
 	if a.rank != b.rank { // 5. more related pods on the node first
 		return a.rank > b.rank
 	}
-	if readyA && readyB { // 6. more recently Ready first
-		ta, tb := podReadyTime(pa), podReadyTime(pb)
-		if !ta.Equal(tb) {
-			return newerOnLogScale(ta, tb, pa.UID, pb.UID, now)
-		}
+	if readyA && readyB && !sinceA.Equal(sinceB) { // 6. more recently Ready first
+		return newerOnLogScale(sinceA, sinceB, pa.UID, pb.UID, now)
 	}
 	if ra, rb := maxRestarts(pa), maxRestarts(pb); ra != rb { // 7. more restarts first
 		return ra > rb
@@ -198,16 +196,19 @@ func isPodActive(pod *v1.Pod) bool {
 	return pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed && pod.DeletionTimestamp == nil
 }
 
-// isPodReady reports whether pod has PodReady=True.
+// isPodReady reports whether pod has PodReady=True (rolloutstate.PodReadySince,
+// the one readiness rule of the controllers, the rollout tooling and the
+// simulator).
 func isPodReady(pod *v1.Pod) bool {
-	c := rolloutstate.PodCondition(pod, v1.PodReady)
-	return c != nil && c.Status == v1.ConditionTrue
+	_, ready := rolloutstate.PodReadySince(pod)
+	return ready
 }
 
-// podReadyTime returns when a ready pod became Ready (zero if unknown).
+// podReadyTime returns when a Ready pod turned Ready (rolloutstate.PodReadySince);
+// zero when it is not Ready or the time is unknown.
 func podReadyTime(pod *v1.Pod) time.Time {
-	if c := rolloutstate.PodCondition(pod, v1.PodReady); c != nil && c.Status == v1.ConditionTrue {
-		return c.LastTransitionTime.Time
+	if since, ready := rolloutstate.PodReadySince(pod); ready {
+		return since
 	}
 	return time.Time{}
 }

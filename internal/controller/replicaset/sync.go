@@ -224,8 +224,9 @@ func isTerminal(pod *v1.Pod) bool {
 	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
 }
 
-// isControlledBy reports whether pod's ControllerRef has uid.
+// isControlledBy reports whether pod's ControllerRef names the ReplicaSet
+// with uid (ownership.ControllerUID, the one ControllerRef rule).
 func isControlledBy(pod *v1.Pod, uid types.UID) bool {
-	ref := metav1.GetControllerOf(pod)
-	return ref != nil && ref.UID == uid
+	owner, ok := ownership.ControllerUID(pod)
+	return ok && owner == uid
 }

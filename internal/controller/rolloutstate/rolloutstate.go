@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/ownership"
 )
 
 // Replicas returns d's spec.replicas, in replicas; 1 when unset, the API server's default (VA-1), so that a
@@ -41,12 +43,13 @@ func ReplicaSetReplicas(rs *appsv1.ReplicaSet) int32 {
 	return *rs.Spec.Replicas
 }
 
-// ControlledBy returns the objects of objs whose controller ownerReference names uid, in their order: the
-// ReplicaSets a Deployment controls, the pods a ReplicaSet controls. Labels do not matter (SD-4).
+// ControlledBy returns the objects of objs whose ControllerRef names the Deployment or ReplicaSet with uid
+// (ownership.ControllerUID, the one ControllerRef rule), in their order: the ReplicaSets a Deployment controls,
+// the pods a ReplicaSet controls. Labels do not matter (SD-4).
 func ControlledBy[T metav1.Object](objs []T, uid types.UID) []T {
 	var out []T
 	for _, o := range objs {
-		if ref := metav1.GetControllerOfNoCopy(o); ref != nil && ref.UID == uid {
+		if owner, ok := ownership.ControllerUID(o); ok && owner == uid {
 			out = append(out, o)
 		}
 	}
