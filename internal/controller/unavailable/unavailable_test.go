@@ -97,3 +97,40 @@ func TestGroups(t *testing.T) {
 		t.Errorf("second group %+v", got[1])
 	}
 }
+
+// Failing: the failures that do not resolve by themselves (Persistent waiting reasons) and a pod Running but
+// not Ready for longer than it is given; not what a rollout goes through by itself.
+func TestFailing(t *testing.T) {
+	const given = 5 * time.Second
+	deletedPull := waiting("deleted-pull", "ImagePullBackOff", "")
+	deletedPull.DeletionTimestamp = &metav1.Time{Time: now}
+	pendingNotReady := running("pending-not-ready", false, now.Add(-time.Hour))
+	pendingNotReady.Status.Phase = v1.PodPending
+	noTransition := running("no-transition-time", false, time.Time{}) // started a minute ago
+	for _, tc := range []struct {
+		name   string
+		pod    *v1.Pod
+		reason string // "": not failing
+	}{
+		{"ImagePullBackOff", waiting("pull", "ImagePullBackOff", `Back-off pulling image "nginx:broken"`), "ImagePullBackOff"},
+		{"ErrImagePull", waiting("err-pull", "ErrImagePull", ""), "ErrImagePull"},
+		{"CrashLoopBackOff", waiting("crash", "CrashLoopBackOff", ""), "CrashLoopBackOff"},
+		{"CreateContainerConfigError", waiting("config", "CreateContainerConfigError", `secret "x" not found`), "CreateContainerConfigError"},
+		{"never Ready: not Ready for longer than given", running("never-ready", false, now.Add(-given-time.Second)), NotReady},
+		{"never Ready: since its start without a transition time", noTransition, NotReady},
+		{"still starting: not Ready for less than given", running("starting", false, now.Add(-given+time.Second)), ""},
+		{"ContainerCreating passes by itself", waiting("creating", ContainerCreating, ""), ""},
+		{"Unschedulable may pass as old pods go", &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "u"}, Status: v1.PodStatus{Phase: v1.PodPending,
+			Conditions: []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: "Unschedulable"}}}}, ""},
+		{"Terminating comes first", deletedPull, ""},
+		{"not Running", pendingNotReady, ""},
+		{"Ready", running("ready", true, now.Add(-time.Hour)), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reason, _, ok := Failing(tc.pod, given, now)
+			if ok != (tc.reason != "") || reason != tc.reason {
+				t.Errorf("Failing = %q, %v; want %q", reason, ok, tc.reason)
+			}
+		})
+	}
+}
