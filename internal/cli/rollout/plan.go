@@ -61,6 +61,16 @@ the first together, so on a quiet "kubedeploy up" the controllers take exactly t
 planned steps. Where the pods of one step turn Ready further apart (a busy scheduler
 or node, slow image pulls), the controller splits a step into smaller ones within
 the same bounds.
+
+A pod that fails never becomes available: a container waiting with a reason that
+does not resolve by itself (ImagePullBackOff, ErrImagePull, CrashLoopBackOff,
+CreateContainerConfigError, ...) or a pod Running and not Ready for longer than
+--pod-startup. A ReplicaSet whose pods fail that way, none Ready, has a failing
+template: the pods the plan creates for it fail too; a changed template's pods start.
+A rollout stuck on failing pods ends the plan with what will not complete without a
+change: the pods and why, when the progress deadline passes, and what
+kubedeploy.io/rollback-on-progress-deadline then does.
+
 With --local, the manifests get the defaults kube-apiserver gives them
 (its own defaulting code, of the Kubernetes version kubedeploy embeds), so
 the pod-template-hash in ReplicaSet names is the one a cluster of that
@@ -77,7 +87,7 @@ version gives them.`,
 	f.StringArrayVar(&o.images, "image", nil, "CONTAINER=IMAGE to set (repeatable; * for every container)")
 	f.StringArrayVarP(&o.files, "filename", "f", nil, "manifest with the Deployment's new version (repeatable; with --local, the current version first)")
 	f.BoolVar(&o.local, "local", false, "read nothing from the cluster: plan from -f manifests alone")
-	f.Float64Var(&o.podStartup, "pod-startup", 1, "seconds from a pod's creation to it being Ready")
+	f.Float64Var(&o.podStartup, "pod-startup", 1, "seconds from a pod's creation to it being Ready; a pod Running and not Ready for longer is taken as never Ready")
 	f.Float64Var(&o.podTermination, "pod-termination", 0, "seconds a deleted pod stays Terminating (Recreate waits for it)")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	return cmd
