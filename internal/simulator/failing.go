@@ -24,8 +24,10 @@ import (
 //     reason that does not resolve by itself (ImagePullBackOff, ErrImagePull,
 //     CrashLoopBackOff, CreateContainerConfigError, ...: unavailable.Persistent),
 //     or it is Running and not Ready, nothing waiting, for longer than
-//     PodStartup since it last turned not Ready ("never Ready": a readiness
-//     probe that does not pass). A failing pod never turns Ready in the
+//     PodStartup plus what its own probes take at the least
+//     (unavailable.ProbeAllowance: a readiness probe's initial delay and
+//     first pass, a startup probe's time to start) since it last turned not
+//     Ready ("never Ready": a readiness probe that does not pass). A failing pod never turns Ready in the
 //     simulation and is never counted available.
 //   - A ReplicaSet whose live pods include a failing one and none that is
 //     Ready has a failing template: same template, same image, same outcome.

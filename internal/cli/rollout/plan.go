@@ -31,12 +31,8 @@ type planOptions struct {
 	output         string
 }
 
-func newPlanCommand(c *clusterFlags) *cobra.Command {
-	o := &planOptions{}
-	cmd := &cobra.Command{
-		Use:   "plan [deploy/NAME] [--image CONTAINER=IMAGE] [-f NEW.yaml] [--local]",
-		Short: "Show, step by step, the rollout a change to a Deployment would start",
-		Long: `Computes the rollout a change would start by running kubedeploy's Deployment and
+// planLong is `rollout plan --help`'s description.
+const planLong = `Computes the rollout a change would start by running kubedeploy's Deployment and
 ReplicaSet controllers' own code on a simulated copy of the Deployment, its ReplicaSets
 and their pods: new pods become Ready --pod-startup seconds after they are created and
 available minReadySeconds later; existing pods keep their nodes, ages, readiness and
@@ -65,16 +61,23 @@ the same bounds.
 A pod that fails never becomes available: a container waiting with a reason that
 does not resolve by itself (ImagePullBackOff, ErrImagePull, CrashLoopBackOff,
 CreateContainerConfigError, ...) or a pod Running and not Ready for longer than
---pod-startup. A ReplicaSet whose pods fail that way, none Ready, has a failing
-template: the pods the plan creates for it fail too; a changed template's pods start.
-A rollout stuck on failing pods ends the plan with what will not complete without a
-change: the pods and why, when the progress deadline passes, and what
-kubedeploy.io/rollback-on-progress-deadline then does.
+--pod-startup plus its probes' delays. A ReplicaSet whose pods fail that way, none
+Ready, has a failing template: the pods the plan creates for it fail too; a changed
+template's pods start. A rollout stuck on failing pods ends the plan with what will
+not complete without a change: the pods and why, when the progress deadline passes,
+and what kubedeploy.io/rollback-on-progress-deadline then does.
 
 With --local, the manifests get the defaults kube-apiserver gives them
 (its own defaulting code, of the Kubernetes version kubedeploy embeds), so
 the pod-template-hash in ReplicaSet names is the one a cluster of that
-version gives them.`,
+version gives them.`
+
+func newPlanCommand(c *clusterFlags) *cobra.Command {
+	o := &planOptions{}
+	cmd := &cobra.Command{
+		Use:   "plan [deploy/NAME] [--image CONTAINER=IMAGE] [-f NEW.yaml] [--local]",
+		Short: "Show, step by step, the rollout a change to a Deployment would start",
+		Long:  planLong,
 		Example: `  kubedeploy rollout plan deploy/nginx-deployment --image nginx-deployment=nginx:1.9.3
   kubedeploy rollout plan -f examples/nginx-deployment.yaml -o json
   kubedeploy rollout plan --local -f examples/nginx-deployment.yaml --image nginx-deployment=nginx:1.9.3`,
@@ -87,7 +90,7 @@ version gives them.`,
 	f.StringArrayVar(&o.images, "image", nil, "CONTAINER=IMAGE to set (repeatable; * for every container)")
 	f.StringArrayVarP(&o.files, "filename", "f", nil, "manifest with the Deployment's new version (repeatable; with --local, the current version first)")
 	f.BoolVar(&o.local, "local", false, "read nothing from the cluster: plan from -f manifests alone")
-	f.Float64Var(&o.podStartup, "pod-startup", 1, "seconds from a pod's creation to it being Ready; a pod Running and not Ready for longer is taken as never Ready")
+	f.Float64Var(&o.podStartup, "pod-startup", 1, "seconds from a pod's creation to it being Ready; a pod Running and not Ready for longer (plus its probes' delays) is taken as never Ready")
 	f.Float64Var(&o.podTermination, "pod-termination", 0, "seconds a deleted pod stays Terminating (Recreate waits for it)")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	return cmd

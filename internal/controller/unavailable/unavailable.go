@@ -161,9 +161,9 @@ func Persistent(reason string) bool {
 // may still: the one rule `kubedeploy rollout plan` (internal/simulator) keeps failing pods unavailable by.
 // A pod fails when Of's reason is Persistent, or when it is Running and not Ready with no container waiting
 // or failed (Of's NotReady: a readiness probe that does not pass) for longer than notReadyFor (the time a
-// pod is given to turn Ready) since it last turned not Ready (its Ready condition's lastTransitionTime) or,
-// without that time, since it started (status.startTime, else its creation). now is the time the pod is
-// judged at.
+// pod is given to turn Ready) plus what its own probes take at the least (ProbeAllowance), since it last
+// turned not Ready (its Ready condition's lastTransitionTime) or, without that time, since it started
+// (status.startTime, else its creation). now is the time the pod is judged at.
 func Failing(pod *v1.Pod, notReadyFor time.Duration, now time.Time) (reason, message string, ok bool) {
 	reason, message, unavailable := Of(pod, 0, now)
 	switch {
@@ -171,10 +171,42 @@ func Failing(pod *v1.Pod, notReadyFor time.Duration, now time.Time) (reason, mes
 		return "", "", false
 	case Persistent(reason):
 		return reason, message, true
-	case reason == NotReady && pod.Status.Phase == v1.PodRunning && now.Sub(notReadySince(pod)) > notReadyFor:
+	case reason == NotReady && pod.Status.Phase == v1.PodRunning && now.Sub(notReadySince(pod)) > notReadyFor+ProbeAllowance(pod):
 		return reason, message, true
 	}
 	return "", "", false
+}
+
+// Probe defaults the API server gives (seconds, times).
+const (
+	defaultPeriodSeconds    = 10
+	defaultSuccessThreshold = 1
+	defaultFailureThreshold = 3
+)
+
+// ProbeAllowance returns the time pod's probes may take before a container that will turn Ready is: the
+// largest, over its containers, of the startup probe's initialDelaySeconds + periodSeconds ×
+// failureThreshold (the kubelet restarts a container that has not started by then) and the readiness
+// probe's initialDelaySeconds + periodSeconds × successThreshold (its first passing probes); 0 for a pod
+// without probes. Unset fields count as the API server's defaults (period 10 s, success 1, failure 3).
+func ProbeAllowance(pod *v1.Pod) time.Duration {
+	var longest int32
+	for _, c := range pod.Spec.Containers {
+		if p := c.StartupProbe; p != nil {
+			longest = max(longest, p.InitialDelaySeconds+orInt(p.PeriodSeconds, defaultPeriodSeconds)*orInt(p.FailureThreshold, defaultFailureThreshold))
+		}
+		if p := c.ReadinessProbe; p != nil {
+			longest = max(longest, p.InitialDelaySeconds+orInt(p.PeriodSeconds, defaultPeriodSeconds)*orInt(p.SuccessThreshold, defaultSuccessThreshold))
+		}
+	}
+	return time.Duration(longest) * time.Second
+}
+
+func orInt(v, def int32) int32 {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // notReadySince is when pod, not Ready, last turned so: its Ready condition's lastTransitionTime, else
