@@ -264,3 +264,18 @@ func TestSimulateOnePodFailingAmongReady(t *testing.T) {
 		t.Errorf("stopped %q", p.Stopped)
 	}
 }
+
+// An evicted pod (phase Failed, its Ready condition left True) is not counted available, nor named failing:
+// the ReplicaSet controller counts it out and replaces it, and the replacement starts as usual.
+func TestSimulateEndedPodIsNotAvailable(t *testing.T) {
+	from := stuckState(t, imagePull, false)
+	evicted := from.Pods[0]
+	evicted.Status.Phase, evicted.Status.Reason = v1.PodFailed, "Evicted"
+	p, err := Simulate(context.Background(), from, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.MinAvailable != 14 || p.Stuck == nil || len(p.Stuck.ReplicaSets) != 1 || !p.Stuck.ReplicaSets[0].New {
+		t.Errorf("min available %d, stuck %+v; want 14 (the evicted pod out) and only the new ReplicaSet's pods failing", p.MinAvailable, p.Stuck)
+	}
+}

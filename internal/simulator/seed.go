@@ -106,10 +106,10 @@ func (s *simulation) seedPods(rs *appsv1.ReplicaSet, pods []*v1.Pod) error {
 
 // seedPod returns a copy of an existing pod for the simulated cluster and
 // notes when it turns Ready (already, by its Ready condition; else
-// PodStartup after its creation, or at once), that it never does (it fails,
-// or is not Ready yet and exemplar, its template's failing pod, says it
-// will fail as that one does: failing.go) or, when Terminating, when it is
-// gone (PodTermination from now).
+// PodStartup after its creation, or at once), that it never does (it ended,
+// it fails, or it is not Ready yet and exemplar, its template's failing pod,
+// says it will fail as that one does: failing.go) or, when Terminating, when
+// it is gone (PodTermination from now).
 func (s *simulation) seedPod(p *v1.Pod, exemplar *v1.Pod) *v1.Pod {
 	pod := p.DeepCopy()
 	pod.ResourceVersion = "1"
@@ -126,6 +126,8 @@ func (s *simulation) seedPod(p *v1.Pod, exemplar *v1.Pod) *v1.Pod {
 	switch {
 	case pod.DeletionTimestamp != nil:
 		times.deleted, times.goneAt = true, s.cfg.PodTermination
+	case pod.Status.Phase == v1.PodFailed || pod.Status.Phase == v1.PodSucceeded:
+		times.fails = true // ended: never Ready again; the ReplicaSet replaces it
 	case podReady(pod):
 	case exemplar != nil:
 		if !failingNow(pod, s.cfg.PodStartup, s.start) {

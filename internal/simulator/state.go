@@ -21,11 +21,12 @@ type state struct {
 	pods   []*v1.Pod
 }
 
-// activePods returns rs's pods that are not Terminating.
+// activePods returns rs's pods that are neither Terminating nor ended
+// (phase Failed or Succeeded), the pods the ReplicaSet controller counts.
 func (st *state) activePods(rs *appsv1.ReplicaSet) []*v1.Pod {
 	var out []*v1.Pod
 	for _, p := range rolloutstate.ControlledBy(st.pods, rs.UID) {
-		if p.DeletionTimestamp == nil {
+		if p.DeletionTimestamp == nil && p.Status.Phase != v1.PodFailed && p.Status.Phase != v1.PodSucceeded {
 			out = append(out, p)
 		}
 	}
