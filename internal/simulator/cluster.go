@@ -34,9 +34,11 @@ const simulatedNode = "simulated-node"
 var defaultStart = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // podTimes is when a simulated pod turns Ready and, once deleted, is gone,
-// as offsets from the cluster's start.
+// as offsets from the cluster's start; a failing pod never turns Ready
+// (failing.go).
 type podTimes struct {
 	readyAt time.Duration
+	fails   bool
 	deleted bool
 	goneAt  time.Duration
 }
@@ -75,10 +77,14 @@ type cluster struct {
 	// resized are the ReplicaSets as each spec write (not status) left them,
 	// in order, since the last takeResized.
 	resized []*appsv1.ReplicaSet
+	// failing holds, by ReplicaSet UID, a failing pod of each ReplicaSet
+	// whose template fails: every pod started for it fails as that one does
+	// (failing.go).
+	failing map[types.UID]*v1.Pod
 }
 
 func newCluster(ctx context.Context, cfg Config, start time.Time, objs ...runtime.Object) (*cluster, error) {
-	c := &cluster{ctx: ctx, cfg: cfg, start: start, clock: clocktesting.NewFakeClock(start), pods: map[types.UID]*podTimes{}}
+	c := &cluster{ctx: ctx, cfg: cfg, start: start, clock: clocktesting.NewFakeClock(start), pods: map[types.UID]*podTimes{}, failing: map[types.UID]*v1.Pod{}}
 	c.tracker = clienttesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())
 	for _, obj := range objs {
 		if err := c.tracker.Add(obj); err != nil {
@@ -151,7 +157,8 @@ func (c *cluster) onCreateReplicaSet(rs *appsv1.ReplicaSet) {
 
 // startPod fills pod as the API server, the scheduler and the kubelet would
 // for a pod created now, Ready at readyAt (Ready already when readyAt is not
-// after now).
+// after now), or failing for good when its ReplicaSet's template fails
+// (failLike).
 func (c *cluster) startPod(pod *v1.Pod, readyAt time.Duration) {
 	c.nextID++
 	if pod.Name == "" {
@@ -169,6 +176,11 @@ func (c *cluster) startPod(pod *v1.Pod, readyAt time.Duration) {
 	pod.Status.Phase = v1.PodRunning
 	pod.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: pod.CreationTimestamp}}
 	c.pods[pod.UID] = &podTimes{readyAt: readyAt}
+	if ref := metav1.GetControllerOf(pod); ref != nil && c.failing[ref.UID] != nil {
+		failLike(pod, c.failing[ref.UID])
+		c.pods[pod.UID].fails = true
+		return
+	}
 	if readyAt <= c.now {
 		setReady(pod, c.start.Add(readyAt))
 	}
@@ -235,7 +247,7 @@ func (c *cluster) kubelet() (bool, error) {
 		case ref == nil || !rsUIDs[ref.UID] || (times.deleted && times.goneAt <= c.now):
 			delete(c.pods, pod.UID)
 			err = c.tracker.Delete(podsResource, pod.Namespace, pod.Name)
-		case !times.deleted && times.readyAt <= c.now && !podReady(pod):
+		case !times.deleted && !times.fails && times.readyAt <= c.now && !podReady(pod):
 			pod = pod.DeepCopy()
 			setReady(pod, c.start.Add(times.readyAt))
 			err = c.tracker.Update(podsResource, pod, pod.Namespace)
@@ -270,7 +282,7 @@ func (c *cluster) podsAndOwners() ([]*v1.Pod, map[types.UID]bool, error) {
 
 // nextEvent returns the earliest future time a pod turns Ready or
 // available (minReady after Ready, by its ReplicaSet's minReadySeconds) or
-// is gone.
+// is gone; failing pods do neither until deleted.
 func (c *cluster) nextEvent(minReady map[types.UID]time.Duration, owner func(types.UID) types.UID) (time.Duration, bool) {
 	var next time.Duration
 	found := false
@@ -282,6 +294,9 @@ func (c *cluster) nextEvent(minReady map[types.UID]time.Duration, owner func(typ
 	for uid, times := range c.pods {
 		if times.deleted {
 			consider(times.goneAt)
+			continue
+		}
+		if times.fails {
 			continue
 		}
 		consider(times.readyAt)

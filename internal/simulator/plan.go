@@ -12,7 +12,9 @@ import (
 // Config says how the simulated cluster under Simulate behaves.
 type Config struct {
 	// PodStartup is the time from a pod's creation to it being Ready; it is
-	// available spec.minReadySeconds later. 0 means DefaultPodStartup.
+	// available spec.minReadySeconds later. 0 means DefaultPodStartup. It is
+	// also the time a pod of the cluster is given to turn Ready: one Running
+	// and not Ready for longer never turns Ready (failing.go).
 	PodStartup time.Duration
 	// PodTermination is how long a deleted pod stays Terminating before it
 	// is gone (Recreate waits for that, RC-3). 0 means gone at once.
@@ -98,8 +100,13 @@ type Plan struct {
 	Partitioned bool `json:"partitioned,omitempty"`
 	// Stopped says why the simulation ended without completing ("" when
 	// Complete): for a held or invalid verdict, rolloutstate.Verdict's
-	// Summary.
+	// Summary; for failing pods, Stuck.Summary.
 	Stopped string `json:"stopped,omitempty"`
+	// Stuck, when the rollout will not complete without a change because
+	// pods fail (failing.go: an image that cannot be pulled, a crash loop, a
+	// pod never Ready), names them and says when the progress deadline
+	// passes and what EX-2 then does; nil otherwise.
+	Stuck *Stuck `json:"stuck,omitempty"`
 	// Verdict is rolloutstate.PhaseHeld or PhaseInvalid when the simulation
 	// stopped there (EX-1), "" otherwise.
 	Verdict rolloutstate.Phase `json:"verdict,omitempty"`

@@ -76,11 +76,16 @@ func startOf(from State) time.Time {
 // seedPods stores rs's pods: those of pods it controls as they are
 // (seedPod), or, when it controls none of them, pods made from its status
 // (see Simulate), created an hour before the change, a second apart, oldest
-// first.
+// first. When rs's pods show its template failing (failingExemplar), every
+// pod started for it fails too.
 func (s *simulation) seedPods(rs *appsv1.ReplicaSet, pods []*v1.Pod) error {
 	if owned := rolloutstate.ControlledBy(pods, rs.UID); len(owned) > 0 {
+		exemplar := failingExemplar(owned, s.cfg.PodStartup, s.start)
+		if exemplar != nil {
+			s.failing[rs.UID] = exemplar
+		}
 		for _, p := range owned {
-			if err := s.tracker.Add(s.seedPod(p)); err != nil {
+			if err := s.tracker.Add(s.seedPod(p, exemplar)); err != nil {
 				return fmt.Errorf("simulate: %w", err)
 			}
 		}
@@ -107,9 +112,11 @@ func (s *simulation) seedPods(rs *appsv1.ReplicaSet, pods []*v1.Pod) error {
 
 // seedPod returns a copy of an existing pod for the simulated cluster and
 // notes when it turns Ready (already, by its Ready condition; else
-// PodStartup after its creation, or at once) or, when Terminating, is gone
-// (PodTermination from now).
-func (s *simulation) seedPod(p *v1.Pod) *v1.Pod {
+// PodStartup after its creation, or at once), that it never does (it ended,
+// it fails, or it is not Ready yet and exemplar, its template's failing pod,
+// says it will fail as that one does: failing.go) or, when Terminating, when
+// it is gone (PodTermination from now).
+func (s *simulation) seedPod(p *v1.Pod, exemplar *v1.Pod) *v1.Pod {
 	pod := p.DeepCopy()
 	pod.ResourceVersion = "1"
 	if pod.UID == "" {
@@ -122,8 +129,19 @@ func (s *simulation) seedPod(p *v1.Pod) *v1.Pod {
 			times.readyAt = c.LastTransitionTime.Sub(s.start)
 		}
 	}
-	if pod.DeletionTimestamp != nil {
+	switch {
+	case pod.DeletionTimestamp != nil:
 		times.deleted, times.goneAt = true, s.cfg.PodTermination
+	case pod.Status.Phase == v1.PodFailed || pod.Status.Phase == v1.PodSucceeded:
+		times.fails = true // ended: never Ready again; the ReplicaSet replaces it
+	case podReady(pod):
+	case exemplar != nil:
+		if !failingNow(pod, s.cfg.PodStartup, s.start) {
+			failLike(pod, exemplar)
+		}
+		times.fails = true
+	default:
+		times.fails = failingNow(pod, s.cfg.PodStartup, s.start)
 	}
 	s.pods[pod.UID] = times
 	return pod

@@ -50,13 +50,15 @@ var deploymentKind = appsv1.SchemeGroupVersion.WithKind("Deployment")
 // stored) over from.ReplicaSets (the ReplicaSets it owns now, with their
 // status) and their pods: pods are created by the ReplicaSet controller,
 // become Ready cfg.PodStartup after creation and available minReadySeconds
-// later, and stay Terminating cfg.PodTermination after deletion. The pods in
-// from.Pods are taken as they are, with their nodes, ages and readiness, so
-// RS-14 picks among them as it would on the cluster (one not yet Ready turns
-// Ready PodStartup after its creation, or at once); a ReplicaSet none of
-// them belongs to gets pods made from its status (available ones are
-// available now, ready ones become available after minReadySeconds, the
-// others Ready after PodStartup), on one node. A paused Deployment is
+// later (rolloutstate.PodAvailable on the simulated clock), and stay
+// Terminating cfg.PodTermination after deletion. The pods in from.Pods are
+// taken as they are, with their nodes, ages and readiness, so RS-14 picks
+// among them as it would on the cluster (one not yet Ready turns Ready
+// PodStartup after its creation, or at once, unless it fails: failing.go
+// says which pods never turn Ready and which templates' new pods fail too);
+// a ReplicaSet none of them belongs to gets pods made from its status
+// (available ones are available now, ready ones become available after
+// minReadySeconds, the others Ready after PodStartup), on one node. A paused Deployment is
 // simulated as if resumed (Plan.Paused says so). It never talks to a real
 // API server.
 //
@@ -64,7 +66,7 @@ var deploymentKind = appsv1.SchemeGroupVersion.WithKind("Deployment")
 // name, an invalid selector or strategy, a ReplicaSet the Deployment does
 // not control) or when a simulated sync fails; a rollout that stops
 // progressing (for example pods that never become available) is not an
-// error: Plan.Stopped says why.
+// error: Plan.Stopped says why, and Plan.Stuck names failing pods.
 func Simulate(ctx context.Context, from State, cfg Config) (*Plan, error) {
 	if cfg.PodStartup <= 0 {
 		cfg.PodStartup = DefaultPodStartup
@@ -304,6 +306,11 @@ func (s *simulation) wait() (bool, error) {
 			s.stopHeld(v)
 			return true, nil
 		}
+		if stuck := s.stuckOf(st); stuck != nil {
+			s.plan.Stuck = stuck
+			s.stop(stuck.Summary())
+			return true, nil
+		}
 		s.stop("no pod changes state any more and the controller makes no further step")
 		return true, nil
 	case next > s.cfg.Horizon:
@@ -442,7 +449,7 @@ func (s *simulation) record(after replicaSetSizes) error {
 	for i, name := range s.oldNames {
 		oldSizes[i] = after.old[name] // 0 once deleted (history cleanup)
 	}
-	total, available := st.totals(s.now)
+	total, available := st.totals(s.clock.Now())
 	p.Steps = append(p.Steps, Step{
 		Seconds: s.now.Seconds(), NewReplicas: after.newSize, NewReplicaSetExists: after.newName != "",
 		OldReplicas: oldSizes, MaxTotal: total, MinAvailable: available, DeletedPods: s.takeDeleted(),
@@ -461,7 +468,7 @@ func (s *simulation) totals() (total, available int32, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	total, available = st.totals(s.now)
+	total, available = st.totals(s.clock.Now())
 	return total, available, nil
 }
 
@@ -481,7 +488,7 @@ func (s *simulation) state() (*state, error) {
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}
-	st := &state{d: d, rss: rolloutstate.ControlledReplicaSets(list, d.UID), times: s.pods}
+	st := &state{d: d, rss: rolloutstate.ControlledReplicaSets(list, d.UID)}
 	st.newRS = s.templates.NewReplicaSet(d, st.rss)
 	st.oldRSs = rolloutstate.OldReplicaSets(st.rss, st.newRS)
 	st.pods = rolloutstate.Items(pods.Items)

@@ -6,29 +6,27 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // state is what the simulated API server holds of the Deployment at one
 // moment: the Deployment, the ReplicaSets it controls (the new one and the
-// old ones, oldest first, RV-1), the namespace's pods and when each pod
-// turns Ready or is gone.
+// old ones, oldest first, RV-1) and the namespace's pods.
 type state struct {
 	d      *appsv1.Deployment
 	rss    []*appsv1.ReplicaSet
 	newRS  *appsv1.ReplicaSet
 	oldRSs []*appsv1.ReplicaSet
 	pods   []*v1.Pod
-	times  map[types.UID]*podTimes
 }
 
-// activePods returns rs's pods that are not Terminating.
+// activePods returns rs's pods that are neither Terminating nor ended
+// (phase Failed or Succeeded), the pods the ReplicaSet controller counts.
 func (st *state) activePods(rs *appsv1.ReplicaSet) []*v1.Pod {
 	var out []*v1.Pod
 	for _, p := range rolloutstate.ControlledBy(st.pods, rs.UID) {
-		if p.DeletionTimestamp == nil {
+		if p.DeletionTimestamp == nil && p.Status.Phase != v1.PodFailed && p.Status.Phase != v1.PodSucceeded {
 			out = append(out, p)
 		}
 	}
@@ -36,13 +34,15 @@ func (st *state) activePods(rs *appsv1.ReplicaSet) []*v1.Pod {
 }
 
 // totals returns the sum of the ReplicaSets' spec.replicas and the number of
-// their pods available at now (Ready for minReadySeconds, not Terminating).
-func (st *state) totals(now time.Duration) (total, available int32) {
+// their pods that are not Terminating and available at now (the simulated
+// clock's time), by the rule the ReplicaSet controller counts with:
+// rolloutstate.PodAvailable with the ReplicaSet's minReadySeconds.
+func (st *state) totals(now time.Time) (total, available int32) {
 	for _, rs := range st.rss {
 		total += rolloutstate.ReplicaSetReplicas(rs)
 		minReady := time.Duration(rs.Spec.MinReadySeconds) * time.Second
 		for _, p := range st.activePods(rs) {
-			if t := st.times[p.UID]; t != nil && t.readyAt <= now && t.readyAt+minReady <= now {
+			if rolloutstate.PodAvailable(p, minReady, now) {
 				available++
 			}
 		}

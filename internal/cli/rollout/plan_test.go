@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 	"github.com/kubedeploy/kubedeploy/internal/simulator"
 )
 
@@ -178,7 +177,7 @@ func TestPrintPlanSpread(t *testing.T) {
 	p := &simulator.Plan{Deployment: "web", Strategy: appsv1.RecreateDeploymentStrategyType, Replicas: 4, NewReplicaSet: "web-1",
 		SpreadKey: "topology.kubernetes.io/zone", Complete: true, EstimatedSeconds: 1,
 		Steps: []simulator.Step{{NewReplicas: 4, NewReplicaSetExists: true, MaxTotal: 4, Spread: map[string]int{"zone-b": 1, "zone-a": 2, "zone-c": 1}}}}
-	if err := printPlan(&out, next, p, rolloutstate.Verdict{}); err != nil {
+	if err := printPlan(&out, planReport{next: next, plan: p}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"SPREAD zone-a/zone-b/zone-c", "2/1/1", "SPREAD: live pods per topology.kubernetes.io/zone after each step"} {

@@ -1,10 +1,12 @@
 // Package unavailable says why a pod does not count as available to its
 // ReplicaSet, in the words kubectl shows (ImagePullBackOff, CrashLoopBackOff,
 // Unschedulable, ...), and groups a rollout's pods by that reason: the
-// "why stuck" of `kubedeploy rollout watch` (issue 11). It reads only pod
-// fields; the one kubedeploy package it imports is rolloutstate, for the
-// availability rule (rolloutstate.PodAvailable) the ReplicaSet controller
-// counts with.
+// "why stuck" of `kubedeploy rollout watch` (issue 11). Failing says which
+// of those pods will not become available without a change (Persistent
+// reasons, pods never Ready): the rule `kubedeploy rollout plan` keeps them
+// unavailable by (issue 44). It reads only pod fields; the one kubedeploy
+// package it imports is rolloutstate, for the availability rule
+// (rolloutstate.PodAvailable) the ReplicaSet controller counts with.
 package unavailable
 
 import (
@@ -96,11 +98,11 @@ func Of(pod *v1.Pod, minReadySeconds int32, now time.Time) (reason, message stri
 // Group is the pods that share one reason.
 type Group struct {
 	// Reason is the reason Of gave.
-	Reason string
+	Reason string `json:"reason"`
 	// Pods are the pods' names, sorted.
-	Pods []string
+	Pods []string `json:"pods"`
 	// Message is the first pod's message (in name order).
-	Message string
+	Message string `json:"message,omitempty"`
 }
 
 // Groups classifies pods with Of and returns one Group per reason, the
@@ -134,6 +136,89 @@ func Groups(pods []*v1.Pod, minReadySeconds int32, now time.Time) []Group {
 		groups[i] = *g
 	}
 	return groups
+}
+
+// persistent are the container waiting reasons (as the kubelet writes them) of a failure that does not resolve
+// by itself: the kubelet retries, with a back-off, what fails again for the same template.
+var persistent = map[string]bool{
+	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true, "ErrImageNeverPull": true,
+	"CrashLoopBackOff":           true,
+	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
+}
+
+// Persistent reports whether reason, as Of returns it, is a failure that will not resolve by itself: an image
+// that cannot be pulled (ErrImagePull, ImagePullBackOff, InvalidImageName, ErrImageNeverPull), a container
+// that keeps crashing (CrashLoopBackOff), or one that cannot be created or started (CreateContainerConfigError,
+// CreateContainerError, RunContainerError). The pod stays unavailable until its template, or what the
+// template refers to (an image, a ConfigMap, a Secret), changes. Reasons a rollout goes through by itself
+// (Pending, ContainerCreating, NotReady, MinReadySeconds, Terminating) are not persistent, nor is
+// Unschedulable: the pods a rollout scales down free room for it.
+func Persistent(reason string) bool {
+	return persistent[reason]
+}
+
+// Failing returns why pod will not become available without a change, with Of's message, or ok=false when it
+// may still: the one rule `kubedeploy rollout plan` (internal/simulator) keeps failing pods unavailable by.
+// A pod fails when Of's reason is Persistent, or when it is Running and not Ready with no container waiting
+// or failed (Of's NotReady: a readiness probe that does not pass) for longer than notReadyFor (the time a
+// pod is given to turn Ready) plus what its own probes take at the least (ProbeAllowance), since it last
+// turned not Ready (its Ready condition's lastTransitionTime) or, without that time, since it started
+// (status.startTime, else its creation). now is the time the pod is judged at.
+func Failing(pod *v1.Pod, notReadyFor time.Duration, now time.Time) (reason, message string, ok bool) {
+	reason, message, unavailable := Of(pod, 0, now)
+	switch {
+	case !unavailable:
+		return "", "", false
+	case Persistent(reason):
+		return reason, message, true
+	case reason == NotReady && pod.Status.Phase == v1.PodRunning && now.Sub(notReadySince(pod)) > notReadyFor+ProbeAllowance(pod):
+		return reason, message, true
+	}
+	return "", "", false
+}
+
+// Probe defaults the API server gives (seconds, times).
+const (
+	defaultPeriodSeconds    = 10
+	defaultSuccessThreshold = 1
+	defaultFailureThreshold = 3
+)
+
+// ProbeAllowance returns the time pod's probes may take before a container that will turn Ready is: the
+// largest, over its containers, of the startup probe's initialDelaySeconds + periodSeconds ×
+// failureThreshold (the kubelet restarts a container that has not started by then) and the readiness
+// probe's initialDelaySeconds + periodSeconds × successThreshold (its first passing probes); 0 for a pod
+// without probes. Unset fields count as the API server's defaults (period 10 s, success 1, failure 3).
+func ProbeAllowance(pod *v1.Pod) time.Duration {
+	var longest int32
+	for _, c := range pod.Spec.Containers {
+		if p := c.StartupProbe; p != nil {
+			longest = max(longest, p.InitialDelaySeconds+orInt(p.PeriodSeconds, defaultPeriodSeconds)*orInt(p.FailureThreshold, defaultFailureThreshold))
+		}
+		if p := c.ReadinessProbe; p != nil {
+			longest = max(longest, p.InitialDelaySeconds+orInt(p.PeriodSeconds, defaultPeriodSeconds)*orInt(p.SuccessThreshold, defaultSuccessThreshold))
+		}
+	}
+	return time.Duration(longest) * time.Second
+}
+
+func orInt(v, def int32) int32 {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// notReadySince is when pod, not Ready, last turned so: its Ready condition's lastTransitionTime, else
+// status.startTime, else its creation.
+func notReadySince(pod *v1.Pod) time.Time {
+	if c := rolloutstate.PodCondition(pod, v1.PodReady); c != nil && !c.LastTransitionTime.IsZero() {
+		return c.LastTransitionTime.Time
+	}
+	if pod.Status.StartTime != nil {
+		return pod.Status.StartTime.Time
+	}
+	return pod.CreationTimestamp.Time
 }
 
 func containerMessage(container, msg string) string {

@@ -97,3 +97,72 @@ func TestGroups(t *testing.T) {
 		t.Errorf("second group %+v", got[1])
 	}
 }
+
+// Failing: the failures that do not resolve by themselves (Persistent waiting reasons) and a pod Running but
+// not Ready for longer than it is given; not what a rollout goes through by itself.
+func TestFailing(t *testing.T) {
+	const given = 5 * time.Second
+	deletedPull := waiting("deleted-pull", "ImagePullBackOff", "")
+	deletedPull.DeletionTimestamp = &metav1.Time{Time: now}
+	pendingNotReady := running("pending-not-ready", false, now.Add(-time.Hour))
+	pendingNotReady.Status.Phase = v1.PodPending
+	noTransition := running("no-transition-time", false, time.Time{}) // started a minute ago
+	// A readiness probe that starts after 20 s and passes at the earliest 10 s later: 30 s allowed beyond given.
+	probed := running("probed", false, now.Add(-given-20*time.Second))
+	probed.Spec.Containers = []v1.Container{{Name: "app", ReadinessProbe: &v1.Probe{InitialDelaySeconds: 20}}}
+	probedLong := probed.DeepCopy()
+	probedLong.Name = "probed-long"
+	probedLong.Status.Conditions[1].LastTransitionTime = metav1.NewTime(now.Add(-given - 31*time.Second))
+	for _, tc := range []struct {
+		name   string
+		pod    *v1.Pod
+		reason string // "": not failing
+	}{
+		{"ImagePullBackOff", waiting("pull", "ImagePullBackOff", `Back-off pulling image "nginx:broken"`), "ImagePullBackOff"},
+		{"ErrImagePull", waiting("err-pull", "ErrImagePull", ""), "ErrImagePull"},
+		{"CrashLoopBackOff", waiting("crash", "CrashLoopBackOff", ""), "CrashLoopBackOff"},
+		{"CreateContainerConfigError", waiting("config", "CreateContainerConfigError", `secret "x" not found`), "CreateContainerConfigError"},
+		{"never Ready: not Ready for longer than given", running("never-ready", false, now.Add(-given-time.Second)), NotReady},
+		{"never Ready: since its start without a transition time", noTransition, NotReady},
+		{"still starting: not Ready for less than given", running("starting", false, now.Add(-given+time.Second)), ""},
+		{"still starting: within its readiness probe's first pass", probed, ""},
+		{"never Ready: longer than given and its readiness probe's first pass", probedLong, NotReady},
+		{"ContainerCreating passes by itself", waiting("creating", ContainerCreating, ""), ""},
+		{"Unschedulable may pass as old pods go", &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "u"}, Status: v1.PodStatus{Phase: v1.PodPending,
+			Conditions: []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: "Unschedulable"}}}}, ""},
+		{"Terminating comes first", deletedPull, ""},
+		{"not Running", pendingNotReady, ""},
+		{"Ready", running("ready", true, now.Add(-time.Hour)), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reason, _, ok := Failing(tc.pod, given, now)
+			if ok != (tc.reason != "") || reason != tc.reason {
+				t.Errorf("Failing = %q, %v; want %q", reason, ok, tc.reason)
+			}
+		})
+	}
+}
+
+// ProbeAllowance: the longest of the startup probe's time to start and the readiness probe's first pass,
+// with the API server's defaults for unset fields.
+func TestProbeAllowance(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		containers []v1.Container
+		want       time.Duration
+	}{
+		{"no probes", []v1.Container{{Name: "a"}}, 0},
+		{"readiness, defaults", []v1.Container{{Name: "a", ReadinessProbe: &v1.Probe{InitialDelaySeconds: 5}}}, 15 * time.Second},
+		{"readiness, set", []v1.Container{{Name: "a", ReadinessProbe: &v1.Probe{InitialDelaySeconds: 5, PeriodSeconds: 2, SuccessThreshold: 3}}}, 11 * time.Second},
+		{"startup, defaults", []v1.Container{{Name: "a", StartupProbe: &v1.Probe{}}}, 30 * time.Second},
+		{"the longest container", []v1.Container{
+			{Name: "a", ReadinessProbe: &v1.Probe{PeriodSeconds: 1}},
+			{Name: "b", StartupProbe: &v1.Probe{PeriodSeconds: 5, FailureThreshold: 12}}}, time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ProbeAllowance(&v1.Pod{Spec: v1.PodSpec{Containers: tc.containers}}); got != tc.want {
+				t.Errorf("ProbeAllowance = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -4,7 +4,10 @@
 // loopback rate limit), `kubedeploy rollout plan … -o json` predicts exactly
 // the sizes the controllers then write to the new and the old ReplicaSet:
 // for the seed Deployment (examples/nginx-deployment.yaml), for seed 004's
-// one-by-one case and for a Recreate Deployment. It has a control plane of
+// one-by-one case and for a Recreate Deployment; and that the plan of a
+// rollout stuck on nginx:broken promises nothing and names the failing pods,
+// and its plan back to the old image is what the controllers do (issue 44,
+// stuck_test.go). It has a control plane of
 // its own because test/integration times pods at 200 ms and its controllers'
 // client at kube-controller-manager's 20/30, under which one step's pods turn
 // Ready over more than a status window and the controllers split the step.
