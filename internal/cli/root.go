@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kubedeploy/kubedeploy/internal/buildinfo"
 	"github.com/kubedeploy/kubedeploy/internal/cli/cliargs"
 	"github.com/kubedeploy/kubedeploy/internal/cli/controllerscmd"
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout"
@@ -17,6 +18,8 @@ import (
 // NewRootCommand returns the `kubedeploy` command with every subcommand.
 // Errors are returned to main, which prints them on one line and exits 1;
 // an unknown subcommand, at any level, is one (cliargs.RefuseUnknownSubcommands).
+// Every command but kubectl (whose arguments are kubectl's) takes --version
+// (cliargs.AddVersionFlag): it prints what `kubedeploy version` prints.
 func NewRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kubedeploy",
@@ -31,6 +34,7 @@ process; "kubedeploy kubectl" is kubectl, pointed at it.`,
 	root.AddCommand(newUpCommand(), controllerscmd.NewCommand(), controllerscmd.NewObserveCommand(), newKubectlCommand(),
 		newRolloutCommand(), newShardsCommand(), newVersionCommand())
 	cliargs.RefuseUnknownSubcommands(root)
+	cliargs.AddVersionFlag(root, buildinfo.Summary(programName))
 	return root
 }
 
@@ -92,7 +96,7 @@ const PluginName = "kubectl-kubedeploy"
 // NewPluginCommand returns the command tree kubectl-kubedeploy runs: the
 // rollout commands, with kubectl's own kubeconfig rules (--kubeconfig,
 // $KUBECONFIG, ~/.kube/config), and version. An unknown subcommand is an
-// error, as in NewRootCommand.
+// error, and --version works on every command, as in NewRootCommand.
 func NewPluginCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "kubedeploy",
@@ -103,5 +107,6 @@ func NewPluginCommand() *cobra.Command {
 	}
 	root.AddCommand(rollout.NewCommand(rollout.Options{}), newVersionCommand())
 	cliargs.RefuseUnknownSubcommands(root)
+	cliargs.AddVersionFlag(root, buildinfo.Summary(programName))
 	return root
 }
