@@ -11,10 +11,12 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/kubedeploy/kubedeploy/internal/cli/cliargs"
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/timeline"
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/viewmodel"
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/watcher"
@@ -62,15 +64,18 @@ the events.
 
 It exits 0 when the rollout is complete or held by its kubedeploy.io/rollout-partition,
 1 when the Deployment reports ProgressDeadlineExceeded (or was rolled back automatically)
-or --timeout passes, like "kubectl rollout status", and 3 while a kubedeploy.io/ value that
-does not parse holds the rollout (the line before says which annotation, its value and
-what it wants).`,
+or --timeout passes, like "kubectl rollout status", or when you stop it first (q, Ctrl-C),
+and 3 while a kubedeploy.io/ value that does not parse holds the rollout (the line before
+says which annotation, its value and what it wants).`,
 		Example: `  kubedeploy rollout watch deploy/nginx-deployment
   kubedeploy kubectl set image deploy/nginx-deployment nginx-deployment=nginx:1.9.3 && \
     kubedeploy rollout watch deploy/nginx-deployment --timeline rollout.png
   kubedeploy rollout watch deploy/nginx-deployment --timeout 5m --plain`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.check(); err != nil {
+				return err
+			}
 			name, err := deploymentName(args[0])
 			if err != nil {
 				return err
@@ -101,6 +106,12 @@ what it wants).`,
 	return cmd
 }
 
+// check returns the first of watch's flags out of range: a negative --timeout (which would end the watch at
+// once, as a timeout) or --events.
+func (o *watchOptions) check() error {
+	return cliargs.First(cliargs.AtLeast("--timeout", o.timeout, 0), cliargs.AtLeast("--events", o.events, 0))
+}
+
 // spreadShown reports whether the view shows d's spread across topology domains: d is annotated
 // kubedeploy.io/scale-down-spread (EX-4) and nodes can be listed. When they cannot (a user without list on
 // nodes), it says so on errOut and the watch goes on without the spread.
@@ -115,22 +126,27 @@ func spreadShown(ctx context.Context, client kubernetes.Interface, d *appsv1.Dep
 	return true
 }
 
-// errStopped is returned when the user stops the terminal view (q, Ctrl-C).
+// errStopped is returned when the user stops the watch before the rollout ended: q or Ctrl-C in the terminal
+// view, Ctrl-C (SIGINT, or SIGTERM: main cancels the command's context) in either view.
 var errStopped = errors.New("stopped watching before the rollout ended")
 
 // watchRollout follows the Deployment ns/name with a watcher until the
 // rollout ends as viewmodel.Model.Outcome says: nil when complete or held,
 // an error wrapping viewmodel.ErrDeadline when it failed or was rolled
-// back, or an error saying it timed out when ctx ends. When out is a
+// back, or when ctx ends (watchEnded) an error saying it timed out or
+// errStopped. A Deployment that does not exist is an error naming
+// ns/name. When out is a
 // terminal (and o.plain is unset) it runs the live view, else it prints a
 // plain block whenever the view changes. With o.timeline it writes the
 // recorded picture at the end, whatever the outcome, and says so on errOut.
 func watchRollout(ctx context.Context, client kubernetes.Interface, ns, name string, o *watchOptions, out, errOut io.Writer) error {
 	d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		if ctx.Err() != nil {
-			return timedOut(ns, name)
-		}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return watchEnded(ctx, ns, name)
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("deployment %s/%s not found", ns, name)
+	case err != nil:
 		return err
 	}
 	cfg := watcher.Config{Events: o.events > 0, Nodes: spreadShown(ctx, client, d, errOut), Clock: o.clockOrReal()}
@@ -145,7 +161,7 @@ func watchRollout(ctx context.Context, client kubernetes.Interface, ns, name str
 	if err != nil {
 		cancel()
 		if ctx.Err() != nil {
-			return timedOut(ns, name)
+			return watchEnded(ctx, ns, name)
 		}
 		return err
 	}
@@ -159,7 +175,7 @@ func watchRollout(ctx context.Context, client kubernetes.Interface, ns, name str
 		err = runPlain(ctx, w, o, out)
 	}
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		err = timedOut(ns, name)
+		err = watchEnded(ctx, ns, name)
 	}
 	if rec != nil {
 		w.Flush()
@@ -178,8 +194,14 @@ func terminal(out io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-func timedOut(ns, name string) error {
-	return fmt.Errorf("deployment %s/%s: timed out waiting for the rollout", ns, name)
+// watchEnded returns the watch's error for ctx, which ended before the rollout of ns/name did: it timed out
+// when --timeout's deadline passed, else the user stopped it (errStopped, the terminal view's words): main
+// cancels the command's context on Ctrl-C.
+func watchEnded(ctx context.Context, ns, name string) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("deployment %s/%s: timed out waiting for the rollout", ns, name)
+	}
+	return errStopped
 }
 
 // eachModel calls show with the model of what w holds now, and the time it

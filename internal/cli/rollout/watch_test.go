@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -161,9 +162,68 @@ func TestWatchCompleteAndTimeout(t *testing.T) {
 		t.Errorf("%d blocks, want 1:\n%s", n, out.String())
 	}
 
-	err = watchRollout(context.Background(), fake.NewClientset(), "ns", "web", &watchOptions{}, &out, &out)
-	if err == nil || !strings.Contains(err.Error(), `"web" not found`) {
-		t.Errorf("missing Deployment: error %v", err)
+	// Issue 44: the error names the namespace it looked in, as `rollout plan`'s does.
+	err = watchRollout(context.Background(), fake.NewClientset(), "nons", "web", &watchOptions{}, &out, &out)
+	if err == nil || err.Error() != "deployment nons/web not found" {
+		t.Errorf("missing Deployment: error %v, want %q", err, "deployment nons/web not found")
+	}
+}
+
+// cancelOnWrite is an io.Writer that cancels a context at its first write: Ctrl-C once the first block is out.
+// (It holds its buffer rather than embedding it, whose WriteString would bypass Write.)
+type cancelOnWrite struct {
+	buf    bytes.Buffer
+	cancel context.CancelFunc
+}
+
+func (w *cancelOnWrite) Write(p []byte) (int, error) {
+	w.cancel()
+	return w.buf.Write(p)
+}
+
+// Issue 44: Ctrl-C (main cancels the command's context) during a plain watch says the watch was stopped, in the
+// terminal view's words, not that it timed out; with --timeout, Ctrl-C before the deadline still says stopped.
+func TestWatchPlainInterrupted(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+	}{{"no timeout", 0}, {"before --timeout", time.Hour}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.timeout > 0 {
+				ctx, cancel = context.WithTimeout(ctx, tc.timeout)
+				defer cancel()
+			}
+			out := &cancelOnWrite{cancel: cancel}
+			err := watchRollout(ctx, fake.NewClientset(rolloutObjects(progressingCondition)...), "ns", "web", &watchOptions{}, out, io.Discard)
+			if !errors.Is(err, errStopped) || err.Error() != "stopped watching before the rollout ended" {
+				t.Errorf("error %v, want errStopped\n%s", err, out.buf.String())
+			}
+		})
+	}
+}
+
+// Issue 44: negative durations and counts are refused with the flag's name, before anything is read.
+func TestWatchAndPlanRefuseNegativeFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"watch", "deploy/web", "--timeout", "-5s"}, "--timeout must be at least 0s, got -5s"},
+		{[]string{"watch", "deploy/web", "--events", "-1"}, "--events must be at least 0, got -1"},
+		{[]string{"watch", "deploy/web", "--request-timeout", "-5s"}, "--request-timeout must be at least 0s, got -5s"},
+		{[]string{"plan", "deploy/web", "--request-timeout", "-1m"}, "--request-timeout must be at least 0s, got -1m0s"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			cmd := NewCommand(Options{})
+			cmd.SetOut(io.Discard)
+			cmd.SetErr(io.Discard)
+			cmd.SetArgs(append(tc.args, "--kubeconfig", "/nonexistent"))
+			if err := cmd.ExecuteContext(context.Background()); err == nil || err.Error() != tc.want {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
 	}
 }
 
