@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -55,7 +56,7 @@ after N s, ...) with their names and the first one's message.
 
 On a terminal it is a live view with one progress bar per ReplicaSet (q or Ctrl-C stops
 watching). Piped, or with --plain, it prints a block of plain lines whenever something
-changes.
+changes, each event in one block only.
 
 With --timeline it also records the rollout from the moment it starts watching and, when it
 ends, writes a picture of it (PNG or SVG, by the file's extension): every ReplicaSet's size
@@ -253,7 +254,9 @@ func runPlain(ctx context.Context, w *watcher.Watcher, o *watchOptions, out io.W
 
 // plainView is `rollout watch`'s output when piped or --plain: blocks of
 // Model.Lines(true), the first line stamped with the time (15:04:05, the
-// clock's zone: local for the real one).
+// clock's zone: local for the real one), each with only the events no
+// earlier block printed: the model holds the latest events, so consecutive
+// blocks would repeat them (issue 44).
 // A block is printed only when what it shows changed: the comparison is of
 // Model.LinesWithoutAges, every line as shown but with the durations in
 // why-messages ("not Ready after 12s") left out, so that ages ticking
@@ -267,8 +270,11 @@ type plainView struct {
 	// (zero before the first block).
 	shown     string
 	printedAt time.Time
-	// held is a changed block not printed yet ("" when none).
-	held string
+	// held is a changed model not printed yet, built at heldAt (nil when none).
+	held   *viewmodel.Model
+	heldAt time.Time
+	// printed holds the eventKey of every event a block printed.
+	printed map[string]bool
 }
 
 // show prints m, built at now, as a block when it shows something the last
@@ -277,14 +283,13 @@ type plainView struct {
 // rollout ended well it then prints Ended's line. It returns m.Outcome().
 func (p *plainView) show(m *viewmodel.Model, now time.Time) (done bool, err error) {
 	done, err = m.Outcome()
-	p.held = ""
+	p.held = nil
 	if key := m.LinesWithoutAges(); key != p.shown {
-		block := fmt.Sprintf("%s %s\n", now.Format("15:04:05"), m.Lines(true))
 		if done || p.printedAt.IsZero() || now.Sub(p.printedAt) >= plainInterval {
-			io.WriteString(p.out, block)
+			p.print(m, now)
 			p.shown, p.printedAt = key, now
 		} else {
-			p.held = block
+			p.held, p.heldAt = m, now
 		}
 	}
 	if done && err == nil {
@@ -293,10 +298,37 @@ func (p *plainView) show(m *viewmodel.Model, now time.Time) (done bool, err erro
 	return done, err
 }
 
+// print writes m's block stamped with at: Lines(true) with only the events
+// no block printed before, which it records as printed.
+func (p *plainView) print(m *viewmodel.Model, at time.Time) {
+	if p.printed == nil {
+		p.printed = map[string]bool{}
+	}
+	unseen := *m
+	unseen.Events = nil
+	for _, e := range m.Events {
+		if key := eventKey(e); !p.printed[key] {
+			p.printed[key] = true
+			unseen.Events = append(unseen.Events, e)
+		}
+	}
+	fmt.Fprintf(p.out, "%s %s\n", at.Format("15:04:05"), unseen.Lines(true))
+}
+
+// eventKey identifies an event: its UID, else its namespace and name. An
+// event that happens again (the API server counts it up) is the same event,
+// shown in one block only, as the blocks show no counts.
+func eventKey(e v1.Event) string {
+	if e.UID != "" {
+		return string(e.UID)
+	}
+	return e.Namespace + "/" + e.Name
+}
+
 // flush prints the block show held back, if any: the watch is ending.
 func (p *plainView) flush() {
-	if p.held != "" {
-		io.WriteString(p.out, p.held)
-		p.held = ""
+	if p.held != nil {
+		p.print(p.held, p.heldAt)
+		p.held = nil
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -469,5 +470,42 @@ func TestPlainViewPrintsChanges(t *testing.T) {
 	}
 	if !strings.HasSuffix(out.String(), "deployment \"web\" successfully rolled out\n") || blocks() != 5 {
 		t.Errorf("the end was not printed at once:\n%s", out.String())
+	}
+}
+
+// Piped (issue 44): each event is printed in one block only, though every model holds the latest three and
+// consecutive blocks would repeat them; also one counted up again, and one in a held block that flush prints.
+func TestPlainViewPrintsEachEventOnce(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	event := func(i int, count int32) *v1.Event {
+		e := rolloutEvent(fmt.Sprintf("web.%d", i), "", fmt.Sprintf("event %d", i), time.Duration(9-i)*time.Second)
+		e.Count = count
+		return e
+	}
+	var out bytes.Buffer
+	p := &plainView{out: &out}
+	look := func(at time.Duration, events ...*v1.Event) {
+		t.Helper()
+		in := inputOf(rolloutObjects(progressingCondition), 3)
+		in.Events = events // the watcher's cache: every event so far; the model keeps the latest 3
+		if done, err := p.show(viewmodel.Build(in, t0.Add(at)), t0.Add(at)); done || err != nil {
+			t.Fatalf("show at %v: done %v, err %v", at, done, err)
+		}
+	}
+	look(0, event(1, 1), event(2, 1))
+	look(2*time.Second, event(1, 1), event(2, 1), event(3, 1))
+	look(4*time.Second, event(1, 1), event(2, 1), event(3, 1), event(4, 1), event(5, 1))
+	look(4300*time.Millisecond, event(1, 1), event(2, 1), event(3, 1), event(4, 1), event(5, 1), event(6, 1)) // held
+	look(4600*time.Millisecond, event(1, 1), event(2, 1), event(3, 1), event(4, 1), event(5, 2), event(6, 1)) // held
+	p.flush()
+
+	if blocks := strings.Count(out.String(), "deployment/web:"); blocks != 4 {
+		t.Errorf("%d blocks, want 4:\n%s", blocks, out.String())
+	}
+	for i := 1; i <= 6; i++ {
+		line := fmt.Sprintf("event: Normal ScalingReplicaSet: event %d\n", i)
+		if got := strings.Count(out.String(), line); got != 1 {
+			t.Errorf("%q printed %d times, want once:\n%s", strings.TrimSpace(line), got, out.String())
+		}
 	}
 }
