@@ -149,8 +149,13 @@ func kubectlFatal(src kubeconfigSource) func(msg string, code int) {
 // kubectl's own message and code, unless the kubeconfig from src is missing (missing) and msg is the failure
 // that follows from it (kubectl naming the missing file, or, when every KUBECONFIG file is missing, kubectl
 // trying localhost:8080 without one); then src.missingError as main prints errors ("kubedeploy: …") and 1.
+// When a data dir's kubeconfig reached a cluster whose certificate its CA did not sign, kubectl's message is
+// followed by a line saying so (kubeconfigSource.anotherCluster).
 func kubectlError(msg string, code int, src kubeconfigSource, missing bool) (string, int) {
 	if !missing {
+		if src.dataDir != "" && strings.Contains(msg, "x509: certificate signed by unknown authority") {
+			msg = strings.TrimSuffix(msg, "\n") + "\nkubedeploy: " + src.anotherCluster(src.server(nil))
+		}
 		return msg, code
 	}
 	follows := strings.Contains(msg, src.path) || (src.from == fromKubeconfigEnv && strings.Contains(msg, "localhost:8080"))

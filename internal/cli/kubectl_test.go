@@ -109,6 +109,7 @@ func TestKubectlError(t *testing.T) {
 		{"another error", `error: the path "x.yaml" does not exist`, dataDir, true, true},
 		{"kubeconfig exists", "error: stat /d/kubeconfig: permission denied", dataDir, false, true},
 		{"localhost:8080 from a data dir's kubeconfig", "The connection to the server localhost:8080 was refused", dataDir, true, true},
+		{"another cluster's certificate, from KUBECONFIG", "Unable to connect to the server: tls: failed to verify certificate: x509: certificate signed by unknown authority", env, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			msg, code := kubectlError(tc.msg, 7, tc.src, tc.missing)
@@ -122,6 +123,20 @@ func TestKubectlError(t *testing.T) {
 				t.Errorf("got %q (%d), want %q (1)", msg, code, want)
 			}
 		})
+	}
+}
+
+// TestKubectlErrorAnotherCluster: kubectl's x509 error through a data dir's kubeconfig is followed by a line
+// saying that another cluster answers at its address (issue 44).
+func TestKubectlErrorAnotherCluster(t *testing.T) {
+	dir := t.TempDir()
+	writeKubeconfig(t, dir, "https://127.0.0.1:6443")
+	kubectlMsg := "Unable to connect to the server: tls: failed to verify certificate: x509: certificate signed by unknown authority"
+	msg, code := kubectlError(kubectlMsg, 1, kubeconfigFrom(dir, true, "", "", "/root"), false)
+	want := kubectlMsg + "\nkubedeploy: the API server at https://127.0.0.1:6443 is not the cluster of data dir " + dir +
+		": its certificate is not signed by that data dir's CA, so another cluster answers at that address; is `kubedeploy up --data-dir " + dir + "` running?"
+	if msg != want || code != 1 {
+		t.Errorf("got %q (%d), want %q (1)", msg, code, want)
 	}
 }
 
