@@ -74,30 +74,7 @@ says which annotation, its value and what it wants).`,
   kubedeploy rollout watch deploy/nginx-deployment --timeout 5m --plain`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.check(); err != nil {
-				return err
-			}
-			name, err := deploymentName(args[0])
-			if err != nil {
-				return err
-			}
-			if o.timeline != "" {
-				// Refuse a bad --timeline before recording a whole rollout.
-				if err := timeline.CheckPath(o.timeline); err != nil {
-					return err
-				}
-			}
-			client, ns, err := c.client()
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			if o.timeout > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, o.timeout)
-				defer cancel()
-			}
-			return watchRollout(ctx, client, ns, name, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return o.run(cmd, c, args[0])
 		},
 	}
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 0, "give up (exit 1) after this long; 0 waits for completion or the progress deadline")
@@ -105,6 +82,35 @@ says which annotation, its value and what it wants).`,
 	cmd.Flags().StringVar(&o.timeline, "timeline", "", "when the watch ends, write a picture of the rollout to this .png or .svg file")
 	cmd.Flags().BoolVar(&o.plain, "plain", false, "print plain lines even on a terminal")
 	return cmd
+}
+
+// run checks the flags and the Deployment's name (arg) and watches its rollout in the cluster of c, until
+// --timeout when set (watchRollout).
+func (o *watchOptions) run(cmd *cobra.Command, c *clusterFlags, arg string) error {
+	if err := o.check(); err != nil {
+		return err
+	}
+	name, err := deploymentName(arg)
+	if err != nil {
+		return err
+	}
+	if o.timeline != "" {
+		// Refuse a bad --timeline before recording a whole rollout.
+		if err := timeline.CheckPath(o.timeline); err != nil {
+			return err
+		}
+	}
+	client, ns, err := c.client()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	return watchRollout(ctx, client, ns, name, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 }
 
 // check returns the first of watch's flags out of range: a negative --timeout (which would end the watch at
@@ -315,14 +321,18 @@ func (p *plainView) print(m *viewmodel.Model, at time.Time) {
 	fmt.Fprintf(p.out, "%s %s\n", at.Format("15:04:05"), unseen.Lines(true))
 }
 
-// eventKey identifies an event: its UID, else its namespace and name. An
-// event that happens again (the API server counts it up) is the same event,
-// shown in one block only, as the blocks show no counts.
+// eventKey identifies an event line: the event's UID (else its namespace
+// and name) and its line (viewmodel.EventLine). An event that happens again
+// with the same message (the API server counts it up) prints the same line,
+// which is not printed again; one whose message changes (the event
+// aggregator's "(combined from similar events): …", which names the latest
+// of them) prints a new line.
 func eventKey(e v1.Event) string {
-	if e.UID != "" {
-		return string(e.UID)
+	id := string(e.UID)
+	if id == "" {
+		id = e.Namespace + "/" + e.Name
 	}
-	return e.Namespace + "/" + e.Name
+	return id + "\x00" + viewmodel.EventLine(e)
 }
 
 // flush prints the block show held back, if any: the watch is ending.

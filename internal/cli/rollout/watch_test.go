@@ -473,8 +473,9 @@ func TestPlainViewPrintsChanges(t *testing.T) {
 	}
 }
 
-// Piped (issue 44): each event is printed in one block only, though every model holds the latest three and
-// consecutive blocks would repeat them; also one counted up again, and one in a held block that flush prints.
+// Piped (issue 44): each event line is printed in one block only, though every model holds the latest three and
+// consecutive blocks would repeat them; also one counted up again, and one in a held block that flush prints. An
+// event whose message changes (the aggregator's "combined from similar events") is a new line.
 func TestPlainViewPrintsEachEventOnce(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	event := func(i int, count int32) *v1.Event {
@@ -498,14 +499,17 @@ func TestPlainViewPrintsEachEventOnce(t *testing.T) {
 	look(4300*time.Millisecond, event(1, 1), event(2, 1), event(3, 1), event(4, 1), event(5, 1), event(6, 1)) // held
 	look(4600*time.Millisecond, event(1, 1), event(2, 1), event(3, 1), event(4, 1), event(5, 2), event(6, 1)) // held
 	p.flush()
+	combined := event(6, 2)
+	combined.Message = "(combined from similar events): event 7"
+	look(6*time.Second, event(1, 1), event(2, 1), event(3, 1), event(4, 1), event(5, 2), combined)
 
-	if blocks := strings.Count(out.String(), "deployment/web:"); blocks != 4 {
-		t.Errorf("%d blocks, want 4:\n%s", blocks, out.String())
+	if blocks := strings.Count(out.String(), "deployment/web:"); blocks != 5 {
+		t.Errorf("%d blocks, want 5:\n%s", blocks, out.String())
 	}
-	for i := 1; i <= 6; i++ {
-		line := fmt.Sprintf("event: Normal ScalingReplicaSet: event %d\n", i)
+	for i, msg := range []string{"event 1", "event 2", "event 3", "event 4", "event 5", "event 6", "(combined from similar events): event 7"} {
+		line := "event: Normal ScalingReplicaSet: " + msg + "\n"
 		if got := strings.Count(out.String(), line); got != 1 {
-			t.Errorf("%q printed %d times, want once:\n%s", strings.TrimSpace(line), got, out.String())
+			t.Errorf("%d: %q printed %d times, want once:\n%s", i, strings.TrimSpace(line), got, out.String())
 		}
 	}
 }
