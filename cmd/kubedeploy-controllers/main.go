@@ -35,13 +35,12 @@ func main() {
 }
 
 // newCommand returns `kubedeploy controllers` (controllerscmd.NewCommand) as the root command of this binary, with
-// --version printing buildinfo.Summary. Errors are returned to main, which prints them on one line and exits 1; an
-// unknown subcommand is one (cliargs.RefuseUnknownSubcommands).
+// --version printing buildinfo.Summary (and --version=raw the build information) here and on observe
+// (cliargs.AddVersionFlag). Errors are returned to main, which prints them on one line and exits 1; an unknown
+// subcommand is one (cliargs.RefuseUnknownSubcommands).
 func newCommand() *cobra.Command {
 	cmd := controllerscmd.NewCommand()
 	cmd.Use = name
-	cmd.Version = buildinfo.Version()
-	cmd.SetVersionTemplate(buildinfo.Summary(name) + "\n")
 	cmd.SilenceUsage = true
 	cmd.SilenceErrors = true
 	// Observe mode (issue 25), for clusters whose own controllers run the rollouts: `kubedeploy-controllers observe`.
@@ -49,5 +48,6 @@ func newCommand() *cobra.Command {
 	observe.SilenceUsage = true
 	cmd.AddCommand(observe)
 	cliargs.RefuseUnknownSubcommands(cmd)
+	cliargs.AddVersionFlag(cmd, buildinfo.Summary(name))
 	return cmd
 }

@@ -95,19 +95,34 @@ func TestFlagsAreThoseOfKubedeployControllers(t *testing.T) {
 	}
 }
 
+// TestVersionFlag: --version prints the version report, and --version=raw the build information, on the binary
+// and on observe, without running either (issue 44: observe had no --version).
 func TestVersionFlag(t *testing.T) {
-	cmd := newCommand()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"--version"})
-	if err := cmd.Execute(); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--version"}, buildinfo.Summary(name) + "\n"},
+		{[]string{"observe", "--version"}, buildinfo.Summary(name) + "\n"},
+		{[]string{"--version=raw"}, "go\t"},
+		{[]string{"observe", "--once", "--version=raw"}, "go\t"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			cmd := newCommand()
+			var out bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetErr(&out)
+			cmd.SetArgs(tc.args)
+			if err := cmd.Execute(); err != nil {
+				t.Fatalf("error %v; printed %q", err, out.String())
+			}
+			if !strings.HasPrefix(out.String(), tc.want) || (!strings.HasSuffix(tc.want, "\t") && out.String() != tc.want) {
+				t.Errorf("printed %q, want %q", out.String(), tc.want)
+			}
+		})
 	}
-	if got, want := out.String(), buildinfo.Summary(name)+"\n"; got != want {
-		t.Errorf("--version printed %q, want %q", got, want)
-	}
-	if !strings.HasPrefix(out.String(), name+" "+buildinfo.Version()+" (") {
-		t.Errorf("--version printed %q, want it to start with %q", out.String(), name+" "+buildinfo.Version())
+	if want := name + " " + buildinfo.Version() + " ("; !strings.HasPrefix(buildinfo.Summary(name), want) {
+		t.Errorf("the report %q does not start with %q", buildinfo.Summary(name), want)
 	}
 }
 

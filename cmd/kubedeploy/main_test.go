@@ -67,3 +67,77 @@ func TestMainPrintsOneLine(t *testing.T) {
 		})
 	}
 }
+
+// TestVersionFlagStops: `up --version`, `controllers --version` and the root's print the version report and exit
+// 0, with nothing else on stdout or stderr, and up leaves its data dir alone (issue 44: the root printed its help,
+// up and controllers started).
+func TestVersionFlagStops(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "up")
+	for _, args := range [][]string{
+		{"--version"},
+		{"up", "--data-dir", dataDir, "--api-port", "0", "--version"},
+		{"controllers", "--version"},
+		{"rollout", "watch", "--version=raw"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			stdout, stderr, code := runMain(t, args...)
+			want := "kubedeploy "
+			if strings.HasSuffix(args[len(args)-1], "=raw") {
+				want = "go\t"
+			}
+			if code != 0 || !strings.HasPrefix(stdout, want) || stderr != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 0 and stdout starting %q", code, stdout, stderr, want)
+			}
+		})
+	}
+	if _, err := os.Lstat(dataDir); !os.IsNotExist(err) {
+		t.Errorf("up --version created %s (%v)", dataDir, err)
+	}
+}
+
+// TestKubectlArgumentsAreKubectls: `kubedeploy kubectl` hands kubectl its arguments as typed (the kubeconfig goes
+// in KUBECONFIG), so a mistyped command gets kubectl's own error and suggestion, --version is kubectl's (which
+// has none), and a plugin on PATH runs with its arguments and KUBECONFIG pointing at the data dir's kubeconfig
+// (issue 44: a --kubeconfig put first made kubectl refuse "flags cannot be placed before plugin name").
+func TestKubectlArgumentsAreKubectls(t *testing.T) {
+	bin := t.TempDir()
+	plugin := "#!/bin/sh\necho \"args: $*\"\necho \"KUBECONFIG=$KUBECONFIG\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "kubectl-hello"), []byte(plugin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	dataDir := t.TempDir() // up's, with its kubeconfig; runMain's default data dir has none
+	if err := os.WriteFile(filepath.Join(dataDir, "kubeconfig"), []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args           []string
+		code           int
+		stdout, stderr []string
+	}{
+		{[]string{"kubectl", "--data-dir", dataDir, "gett", "pods"}, 1, nil, []string{`unknown command "gett" for "kubectl"`, "Did you mean this?", "\tget\n"}},
+		{[]string{"kubectl", "gett", "pods"}, 1, nil, []string{`unknown command "gett" for "kubectl"`, "Did you mean this?", "\tget\n"}}, // no kubeconfig
+		{[]string{"kubectl", "--version"}, 1, nil, []string{"unknown flag: --version"}},
+		{[]string{"kubectl", "--data-dir", dataDir, "hello", "a", "--b"}, 0, []string{"args: a --b\n", "KUBECONFIG=" + filepath.Join(dataDir, "kubeconfig") + "\n"}, nil},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			stdout, stderr, code := runMain(t, tc.args...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d; stdout %q, stderr %q", code, tc.code, stdout, stderr)
+			}
+			for _, want := range tc.stdout {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("stdout %q lacks %q", stdout, want)
+				}
+			}
+			for _, want := range tc.stderr {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr %q lacks %q", stderr, want)
+				}
+			}
+			if strings.Contains(stderr, "flags cannot be placed before plugin name") {
+				t.Errorf("stderr %q", stderr)
+			}
+		})
+	}
+}

@@ -21,12 +21,21 @@ type tryHints struct {
 	export bool
 	// example is exampleManifest's absolute path, or "" when it is not found (not run from the repository).
 	example string
+	// noControllers is set when up runs no controllers of its own (--controllers=): nothing rolls a Deployment
+	// out until controllers run against the cluster.
+	noControllers bool
 }
 
 // lines returns the banner's "try:" lines, without indentation: `export KUBECONFIG=…` when export is set, the
-// command that creates the example Deployment, and how any kubectl reaches the cluster. Paths are quoted for
-// the shell where they need it.
+// command that creates the example Deployment, and how any kubectl reaches the cluster; with noControllers,
+// how to run kubedeploy's controllers against the cluster instead, and why. Paths are quoted for the shell where
+// they need it.
 func (h tryHints) lines() []string {
+	if h.noControllers {
+		return []string{h.command + " controllers --kubeconfig " + shellQuote(h.kubeconfig),
+			"(in another shell: up runs no Deployment or ReplicaSet controller, so nothing rolls out until one runs against it;",
+			"the pods of deploy/ or of the Helm chart installed here are simulated and run nothing)"}
+	}
 	create := h.command + " kubectl apply -f " + shellQuote(h.example)
 	if h.example == "" {
 		create = h.command + " kubectl create deployment nginx-deployment --image=nginx:1.9 --replicas=20"
@@ -66,10 +75,11 @@ func isGoRunBuild(path string) bool {
 	return filepath.Base(exeDir) == "exe" && strings.HasPrefix(filepath.Base(filepath.Dir(filepath.Dir(exeDir))), "go-build")
 }
 
-// newTryHints returns up's hints for the cluster whose admin kubeconfig is kubeconfig, from this process:
-// its executable, $PATH, $KUBECONFIG, the home directory and the working directory.
-func newTryHints(kubeconfig string) tryHints {
-	h := tryHints{kubeconfig: absolute(kubeconfig)}
+// newTryHints returns up's hints for the cluster whose admin kubeconfig is kubeconfig, whose up runs controllers
+// of its own or not (controllers), from this process: its executable, $PATH, $KUBECONFIG, the home directory
+// and the working directory.
+func newTryHints(kubeconfig string, controllers bool) tryHints {
+	h := tryHints{kubeconfig: absolute(kubeconfig), noControllers: !controllers}
 	home, _ := os.UserHomeDir()
 	h.export = needsExport(h.kubeconfig, filepath.Join(dataDirFrom("", home), "kubeconfig"), os.Getenv("KUBECONFIG"))
 	exe, _ := os.Executable()

@@ -20,6 +20,11 @@ func TestTryHints(t *testing.T) {
 			[]string{"export KUBECONFIG=/tmp/kd/kubeconfig", "go run ./cmd/kubedeploy kubectl apply -f /src/kubedeploy/examples/nginx-deployment.yaml", "(after the export, any kubectl works too)"}},
 		{"spaces, not installed, no example", tryHints{command: "'/opt/my tools/kubedeploy'", kubeconfig: "/tmp/my kd/kubeconfig", export: true},
 			[]string{"export KUBECONFIG='/tmp/my kd/kubeconfig'", "'/opt/my tools/kubedeploy' kubectl create deployment nginx-deployment --image=nginx:1.9 --replicas=20", "(after the export, any kubectl works too)"}},
+		// Issue 44: with --controllers= nothing would perform the rollout the other hints start.
+		{"no controllers of its own", tryHints{command: "kubedeploy", kubeconfig: "/tmp/my kd/kubeconfig", export: true, example: "/src/kubedeploy/examples/nginx-deployment.yaml", noControllers: true},
+			[]string{"kubedeploy controllers --kubeconfig '/tmp/my kd/kubeconfig'",
+				"(in another shell: up runs no Deployment or ReplicaSet controller, so nothing rolls out until one runs against it;",
+				"the pods of deploy/ or of the Helm chart installed here are simulated and run nothing)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.h.lines(); !reflect.DeepEqual(got, tc.want) {

@@ -1,12 +1,18 @@
 package cli
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // dataDirEnv names the environment variable that overrides the default data dir
@@ -108,4 +114,88 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// dataDirSource returns the kubeconfig chosen by a command's --data-dir (dataDir, given when flags say it
+// changed) and the environment (currentKubeconfig), or an error for a --data-dir without a directory.
+func dataDirSource(flags *pflag.FlagSet, dataDir string) (kubeconfigSource, error) {
+	given := flags.Changed("data-dir")
+	if given && dataDir == "" {
+		return kubeconfigSource{}, errors.New("--data-dir needs a directory")
+	}
+	return currentKubeconfig(dataDir, given), nil
+}
+
+// useKubeconfig is how the commands that read the cluster of `kubedeploy up` (rollout, shards, observe) choose
+// their kubeconfig, from flags (their --kubeconfig, and --server and --local where they have them) and src
+// (dataDirSource): nothing to choose when --kubeconfig or --server is given, or for a plan with --local, which
+// reads no cluster; else src's kubeconfig when a data dir chose it (not KUBECONFIG, which client-go reads
+// itself) and it exists, or --data-dir named it: --kubeconfig is set to it and used is true. It returns
+// src.missingError when the command would read a cluster and finds no kubeconfig: src's missing and, when the
+// data dir is only the default one, kubectlHome (~/.kube/config, the last resort) missing too.
+func useKubeconfig(flags *pflag.FlagSet, src kubeconfigSource, kubectlHome string) (used bool, err error) {
+	if flags.Changed("kubeconfig") || flags.Changed("server") {
+		return false, nil
+	}
+	if local, err := flags.GetBool("local"); err == nil && local {
+		return false, nil
+	}
+	missing := src.missing()
+	if src.from != fromKubeconfigEnv && (src.from == fromDataDirFlag || !missing) {
+		if err := flags.Set("kubeconfig", src.path); err != nil {
+			return false, err
+		}
+		used = true
+	}
+	if !missing {
+		return used, nil
+	}
+	usesHome := src.from == fromDefault || src.from == fromDataDirEnv // what KUBECONFIG or a flag names replaces it
+	if _, err := os.Stat(kubectlHome); err == nil && usesHome {
+		return used, nil
+	}
+	return used, src.missingError()
+}
+
+// explain returns err, a command's error reading the cluster of src's kubeconfig, with what it means when src is
+// a data dir's (else as it is): that the API server answering at that kubeconfig's address is another cluster
+// (its certificate is not signed by the data dir's CA: another `up`, started on the same port, answers there),
+// or that nothing answers there; either way it asks whether `kubedeploy up --data-dir DIR` is running.
+func (s kubeconfigSource) explain(err error) error {
+	if err == nil || s.dataDir == "" {
+		return err
+	}
+	var unknownCA x509.UnknownAuthorityError
+	switch {
+	case errors.As(err, &unknownCA):
+		return fmt.Errorf("%s (%w)", s.anotherCluster(s.server(err)), err)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("nothing answers at %s, the API server of data dir %s: is `kubedeploy up --data-dir %s` running? (%w)",
+			s.server(err), s.dataDir, shellQuote(s.dataDir), err)
+	}
+	return err
+}
+
+// anotherCluster says that the API server at server, from s's data dir's kubeconfig, is another cluster.
+func (s kubeconfigSource) anotherCluster(server string) string {
+	return fmt.Sprintf("the API server at %s is not the cluster of data dir %s: its certificate is not signed by that "+
+		"data dir's CA, so another cluster answers at that address; is `kubedeploy up --data-dir %s` running?",
+		server, s.dataDir, shellQuote(s.dataDir))
+}
+
+// server returns the API server's address (scheme://host:port) that err, a request's error, names, else the
+// server of s's kubeconfig's current context, else "its address".
+func (s kubeconfigSource) server(err error) string {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		if u, perr := url.Parse(uerr.URL); perr == nil && u.Host != "" {
+			return u.Scheme + "://" + u.Host
+		}
+	}
+	if cfg, lerr := clientcmd.LoadFromFile(s.path); lerr == nil {
+		if ctx := cfg.Contexts[cfg.CurrentContext]; ctx != nil && cfg.Clusters[ctx.Cluster] != nil {
+			return cfg.Clusters[ctx.Cluster].Server
+		}
+	}
+	return "its address"
 }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	kubectlcmd "k8s.io/kubectl/pkg/cmd"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 )
@@ -50,21 +52,32 @@ func takeDataDir(args []string) (dir string, given bool, rest []string) {
 	return dir, given, rest
 }
 
-// kubectlArgs returns the arguments for kubectl: args, with
-// --kubeconfig=<src.path> added in front unless args name a kubeconfig
-// already or KUBECONFIG chose it (src, from kubeconfigFrom: an explicit
-// --data-dir wins over the environment, as on `kubedeploy up`). A KUBECONFIG
-// of one file that is missing (missing) is passed as --kubeconfig too, so
-// that kubectl fails naming it rather than trying localhost:8080; kubectl
-// config commands write to that file either way.
-func kubectlArgs(args []string, src kubeconfigSource, missing bool) []string {
-	if hasKubeconfigFlag(args) {
-		return args
+// kubectlInvocation returns kubectl's arguments and the KUBECONFIG to run it with ("": leave the environment as
+// it is) for args (without --data-dir) and the kubeconfig src (from kubeconfigFrom: an explicit --data-dir wins
+// over the environment, as on `kubedeploy up`), which is missing or not:
+//
+//   - args naming a kubeconfig, or a KUBECONFIG that chose src and exists (any of its files): as they are.
+//   - src exists: args as typed, and src.path as KUBECONFIG, as if exported. Not a --kubeconfig flag in front:
+//     kubectl then sees a mistyped command first and gives its own "unknown command … Did you mean" (issue 44:
+//     its plugin lookup refused a flag first with "flags cannot be placed before plugin name"), and plugins
+//     (kubectl-NAME on PATH) run with their arguments as given and find the cluster in KUBECONFIG.
+//   - src missing (a single KUBECONFIG file included): --kubeconfig=<src.path> after args (before a "--"), so
+//     that kubectl fails naming the missing file, which kubectlError explains, rather than trying
+//     localhost:8080 (it skips a KUBECONFIG file that does not exist); kubectl config commands write to that
+//     file either way.
+func kubectlInvocation(args []string, src kubeconfigSource, missing bool) (kubectlArgs []string, kubeconfigEnv string) {
+	fromEnv := src.from == fromKubeconfigEnv
+	switch {
+	case hasKubeconfigFlag(args), fromEnv && (!missing || len(filepath.SplitList(src.path)) != 1):
+		return args, ""
+	case !missing:
+		return args, src.path
 	}
-	if src.from == fromKubeconfigEnv && (!missing || len(filepath.SplitList(src.path)) != 1) {
-		return args
+	end := slices.Index(args, "--")
+	if end < 0 {
+		end = len(args)
 	}
-	return append([]string{"--kubeconfig=" + src.path}, args...)
+	return slices.Concat(args[:end], []string{"--kubeconfig=" + src.path}, args[end:]), ""
 }
 
 func newKubectlCommand() *cobra.Command {
@@ -76,7 +89,10 @@ func newKubectlCommand() *cobra.Command {
 else ~/.kubedeploy. KUBECONFIG or --kubeconfig take precedence over the default
 data dir (not over an explicit --data-dir). Errors are printed by kubectl, as
 kubectl prints them, but for a missing kubeconfig, which kubedeploy explains
-on one line: where it looked and how to point elsewhere.`,
+on one line: where it looked and how to point elsewhere. The kubeconfig is passed
+as KUBECONFIG, so plugins (kubectl-NAME on PATH) find it too. Every argument,
+--version included, is kubectl's: "kubedeploy kubectl version --client" prints
+kubectl's version, "kubedeploy version" kubedeploy's.`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := stampKubectlVersion(); err != nil {
@@ -93,7 +109,16 @@ on one line: where it looked and how to point elsewhere.`,
 			if !hasKubeconfigFlag(rest) {
 				cmdutil.BehaviorOnFatal(kubectlFatal(src))
 			}
-			full := append([]string{"kubectl"}, kubectlArgs(rest, src, src.missing())...)
+			kargs, env := kubectlInvocation(rest, src, src.missing())
+			if env != "" {
+				if err := os.Setenv("KUBECONFIG", env); err != nil {
+					return err
+				}
+			}
+			// Packages of the embedded control plane register component-base's --version on
+			// pflag.CommandLine, which cobra would add to kubectl's flags: kubectl has no such flag.
+			pflag.CommandLine = pflag.NewFlagSet("kubectl", pflag.ExitOnError)
+			full := append([]string{"kubectl"}, kargs...)
 			os.Args = full
 			k := kubectlcmd.NewDefaultKubectlCommand()
 			k.SetArgs(full[1:])
@@ -124,8 +149,13 @@ func kubectlFatal(src kubeconfigSource) func(msg string, code int) {
 // kubectl's own message and code, unless the kubeconfig from src is missing (missing) and msg is the failure
 // that follows from it (kubectl naming the missing file, or, when every KUBECONFIG file is missing, kubectl
 // trying localhost:8080 without one); then src.missingError as main prints errors ("kubedeploy: …") and 1.
+// When a data dir's kubeconfig reached a cluster whose certificate its CA did not sign, kubectl's message is
+// followed by a line saying so (kubeconfigSource.anotherCluster).
 func kubectlError(msg string, code int, src kubeconfigSource, missing bool) (string, int) {
 	if !missing {
+		if src.dataDir != "" && strings.Contains(msg, "x509: certificate signed by unknown authority") {
+			msg = strings.TrimSuffix(msg, "\n") + "\nkubedeploy: " + src.anotherCluster(src.server(nil))
+		}
 		return msg, code
 	}
 	follows := strings.Contains(msg, src.path) || (src.from == fromKubeconfigEnv && strings.Contains(msg, "localhost:8080"))

@@ -7,31 +7,41 @@ import (
 	componentversion "k8s.io/component-base/version"
 )
 
-func TestKubectlArgs(t *testing.T) {
+// TestKubectlInvocation: `kubedeploy kubectl` passes kubectl its arguments as typed, but --data-dir, and the
+// kubeconfig as KUBECONFIG: --data-dir's, else KUBECONFIG as it is, else the default data dir's; none when the
+// arguments name one. A missing one is --kubeconfig after the arguments, for kubectl to name it (issue 44: a
+// --kubeconfig put in front made kubectl's plugin lookup refuse a mistyped command with "flags cannot be placed
+// before plugin name").
+func TestKubectlInvocation(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		args       []string
-		kubeconfig string
+		kubeconfig string // the environment's KUBECONFIG
 		missing    bool
-		want       []string
+		wantArgs   []string
+		wantEnv    string // "" leaves KUBECONFIG as it is
 	}{
-		{"defaults to the data dir", []string{"get", "pods"}, "", false, []string{"--kubeconfig=/d/kubeconfig", "get", "pods"}},
-		{"KUBECONFIG wins", []string{"get", "pods"}, "/k", false, []string{"get", "pods"}},
-		{"--kubeconfig flag wins", []string{"--kubeconfig", "/x", "get"}, "", false, []string{"--kubeconfig", "/x", "get"}},
-		{"--kubeconfig= flag wins", []string{"get", "--kubeconfig=/x"}, "", false, []string{"get", "--kubeconfig=/x"}},
-		{"after -- is not a flag", []string{"exec", "p", "--", "--kubeconfig=/x"}, "", false, []string{"--kubeconfig=/d/kubeconfig", "exec", "p", "--", "--kubeconfig=/x"}},
-		{"--data-dir wins over KUBECONFIG", []string{"--data-dir", "/e", "get", "pods"}, "/k", false, []string{"--kubeconfig=/e/kubeconfig", "get", "pods"}},
-		{"--data-dir= form", []string{"get", "--data-dir=/e", "pods"}, "", false, []string{"--kubeconfig=/e/kubeconfig", "get", "pods"}},
-		{"--kubeconfig wins over --data-dir", []string{"--data-dir=/e", "--kubeconfig=/x", "get"}, "", false, []string{"--kubeconfig=/x", "get"}},
-		{"--data-dir after -- is kept", []string{"exec", "p", "--", "--data-dir=/e"}, "", false, []string{"--kubeconfig=/d/kubeconfig", "exec", "p", "--", "--data-dir=/e"}},
-		{"missing KUBECONFIG is named", []string{"get", "pods"}, "/k", true, []string{"--kubeconfig=/k", "get", "pods"}},
-		{"missing KUBECONFIG list is kubectl's", []string{"get"}, "/k:/l", true, []string{"get"}},
+		{"defaults to the data dir", []string{"get", "pods"}, "", false, []string{"get", "pods"}, "/d/kubeconfig"},
+		{"a mistyped command stays first", []string{"gett", "pods"}, "", false, []string{"gett", "pods"}, "/d/kubeconfig"},
+		{"a plugin's arguments stay as typed", []string{"hello", "a", "--b"}, "", false, []string{"hello", "a", "--b"}, "/d/kubeconfig"},
+		{"KUBECONFIG wins", []string{"get", "pods"}, "/k", false, []string{"get", "pods"}, ""},
+		{"--kubeconfig flag wins", []string{"--kubeconfig", "/x", "get"}, "", false, []string{"--kubeconfig", "/x", "get"}, ""},
+		{"--kubeconfig= flag wins", []string{"get", "--kubeconfig=/x"}, "", false, []string{"get", "--kubeconfig=/x"}, ""},
+		{"after -- is not a flag", []string{"exec", "p", "--", "--kubeconfig=/x"}, "", false, []string{"exec", "p", "--", "--kubeconfig=/x"}, "/d/kubeconfig"},
+		{"--data-dir wins over KUBECONFIG", []string{"--data-dir", "/e", "get", "pods"}, "/k", false, []string{"get", "pods"}, "/e/kubeconfig"},
+		{"--data-dir= form", []string{"get", "--data-dir=/e", "pods"}, "", false, []string{"get", "pods"}, "/e/kubeconfig"},
+		{"--kubeconfig wins over --data-dir", []string{"--data-dir=/e", "--kubeconfig=/x", "get"}, "", false, []string{"--kubeconfig=/x", "get"}, ""},
+		{"--data-dir after -- is kept", []string{"exec", "p", "--", "--data-dir=/e"}, "", false, []string{"exec", "p", "--", "--data-dir=/e"}, "/d/kubeconfig"},
+		{"missing data dir's is named last", []string{"gett", "pods"}, "", true, []string{"gett", "pods", "--kubeconfig=/d/kubeconfig"}, ""},
+		{"missing: before --", []string{"exec", "p", "--", "sh"}, "", true, []string{"exec", "p", "--kubeconfig=/d/kubeconfig", "--", "sh"}, ""},
+		{"missing KUBECONFIG is named", []string{"get", "pods"}, "/k", true, []string{"get", "pods", "--kubeconfig=/k"}, ""},
+		{"missing KUBECONFIG list is kubectl's", []string{"get"}, "/k:/l", true, []string{"get"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, given, rest := takeDataDir(tc.args)
-			src := kubeconfigFrom(dir, given, tc.kubeconfig, "/d", "/home")
-			if got := kubectlArgs(rest, src, tc.missing); !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("kubectlArgs(%v) = %v, want %v", tc.args, got, tc.want)
+			args, env := kubectlInvocation(rest, kubeconfigFrom(dir, given, tc.kubeconfig, "/d", "/home"), tc.missing)
+			if !reflect.DeepEqual(args, tc.wantArgs) || env != tc.wantEnv {
+				t.Errorf("kubectl %v: arguments %v, KUBECONFIG %q; want %v, %q", tc.args, args, env, tc.wantArgs, tc.wantEnv)
 			}
 		})
 	}
@@ -99,6 +109,7 @@ func TestKubectlError(t *testing.T) {
 		{"another error", `error: the path "x.yaml" does not exist`, dataDir, true, true},
 		{"kubeconfig exists", "error: stat /d/kubeconfig: permission denied", dataDir, false, true},
 		{"localhost:8080 from a data dir's kubeconfig", "The connection to the server localhost:8080 was refused", dataDir, true, true},
+		{"another cluster's certificate, from KUBECONFIG", "Unable to connect to the server: tls: failed to verify certificate: x509: certificate signed by unknown authority", env, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			msg, code := kubectlError(tc.msg, 7, tc.src, tc.missing)
@@ -112,6 +123,20 @@ func TestKubectlError(t *testing.T) {
 				t.Errorf("got %q (%d), want %q (1)", msg, code, want)
 			}
 		})
+	}
+}
+
+// TestKubectlErrorAnotherCluster: kubectl's x509 error through a data dir's kubeconfig is followed by a line
+// saying that another cluster answers at its address (issue 44).
+func TestKubectlErrorAnotherCluster(t *testing.T) {
+	dir := t.TempDir()
+	writeKubeconfig(t, dir, "https://127.0.0.1:6443")
+	kubectlMsg := "Unable to connect to the server: tls: failed to verify certificate: x509: certificate signed by unknown authority"
+	msg, code := kubectlError(kubectlMsg, 1, kubeconfigFrom(dir, true, "", "", "/root"), false)
+	want := kubectlMsg + "\nkubedeploy: the API server at https://127.0.0.1:6443 is not the cluster of data dir " + dir +
+		": its certificate is not signed by that data dir's CA, so another cluster answers at that address; is `kubedeploy up --data-dir " + dir + "` running?"
+	if msg != want || code != 1 {
+		t.Errorf("got %q (%d), want %q (1)", msg, code, want)
 	}
 }
 

@@ -1,14 +1,13 @@
 package cli
 
 import (
-	"errors"
-	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kubedeploy/kubedeploy/internal/buildinfo"
 	"github.com/kubedeploy/kubedeploy/internal/cli/cliargs"
 	"github.com/kubedeploy/kubedeploy/internal/cli/controllerscmd"
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout"
@@ -17,6 +16,8 @@ import (
 // NewRootCommand returns the `kubedeploy` command with every subcommand.
 // Errors are returned to main, which prints them on one line and exits 1;
 // an unknown subcommand, at any level, is one (cliargs.RefuseUnknownSubcommands).
+// Every command but kubectl (whose arguments are kubectl's) takes --version
+// (cliargs.AddVersionFlag): it prints what `kubedeploy version` prints.
 func NewRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kubedeploy",
@@ -28,60 +29,87 @@ process; "kubedeploy kubectl" is kubectl, pointed at it.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newUpCommand(), controllerscmd.NewCommand(), controllerscmd.NewObserveCommand(), newKubectlCommand(),
+	root.AddCommand(newUpCommand(), controllerscmd.NewCommand(), newObserveCommand(), newKubectlCommand(),
 		newRolloutCommand(), newShardsCommand(), newVersionCommand())
 	cliargs.RefuseUnknownSubcommands(root)
+	cliargs.AddVersionFlag(root, buildinfo.Summary(programName))
 	return root
 }
 
+// dataDirUsage is the help of --data-dir on the commands that read the cluster of `kubedeploy up`.
+const dataDirUsage = "the `DIR` given to kubedeploy up, whose cluster to read (default $" + dataDirEnv + ", else ~/.kubedeploy); before KUBECONFIG, after --kubeconfig"
+
 // newRolloutCommand returns `kubedeploy rollout` (package rollout) reading
-// the cluster of `kubedeploy up`: the kubeconfig is --kubeconfig, else
+// the cluster of `kubedeploy up` by the rule of useKubeconfig: the kubeconfig is --kubeconfig, else
 // <--data-dir>/kubeconfig, else $KUBECONFIG, else <data dir>/kubeconfig
 // ($KUBEDEPLOY_DATA_DIR, else ~/.kubedeploy) when it exists, else
 // ~/.kube/config, as `kubedeploy kubectl` reads it (but for ~/.kube/config).
 // When none exists, a subcommand that reads the cluster fails before it
-// runs with kubeconfigSource.missingError.
+// runs with kubeconfigSource.missingError; when the data dir's kubeconfig
+// reaches no cluster or another one, its error says so (kubeconfigSource.explain).
 func newRolloutCommand() *cobra.Command {
 	cmd := rollout.NewCommand(rollout.Options{DefaultKubeconfig: filepath.Join(defaultDataDir(), "kubeconfig")})
 	var dataDir string
-	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", "", "the `DIR` given to kubedeploy up, whose cluster to read (default $"+dataDirEnv+", else ~/.kubedeploy); before KUBECONFIG, after --kubeconfig")
+	var chosen kubeconfigSource // the data dir's, once useKubeconfig chose it
+	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", "", dataDirUsage)
 	cmd.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
 		if c == cmd {
 			return nil // `rollout` alone prints its help
 		}
-		given := c.Flags().Changed("data-dir")
-		if given && dataDir == "" {
-			return errors.New("--data-dir needs a directory")
+		src, err := dataDirSource(c.Flags(), dataDir)
+		if err != nil {
+			return err
 		}
-		return useKubeconfig(c.Flags(), currentKubeconfig(dataDir, given), clientcmd.RecommendedHomeFile)
+		used, err := useKubeconfig(c.Flags(), src, clientcmd.RecommendedHomeFile)
+		if used {
+			chosen = src
+		}
+		return err
 	}
+	explainErrors(cmd.Commands(), func(err error) error { return chosen.explain(err) })
 	return cmd
 }
 
-// useKubeconfig points the rollout command's flags at src's kubeconfig when --data-dir chose it, and returns
-// src.missingError when the command would read a cluster and finds no kubeconfig: none given by --kubeconfig or
-// --server, src's missing, and, when the data dir is only the default one, kubectlHome (~/.kube/config, the
-// rollout commands' last resort) missing too. A plan with --local reads no cluster.
-func useKubeconfig(flags *pflag.FlagSet, src kubeconfigSource, kubectlHome string) error {
-	if flags.Changed("kubeconfig") || flags.Changed("server") {
-		return nil
-	}
-	if local, err := flags.GetBool("local"); err == nil && local {
-		return nil
-	}
-	if src.from == fromDataDirFlag {
-		if err := flags.Set("kubeconfig", src.path); err != nil {
+// newObserveCommand returns `kubedeploy observe` (controllerscmd.NewObserveCommand) reading, without
+// --kubeconfig or KUBECONFIG, the cluster of `kubedeploy up` by the same rule as rollout and shards
+// (useKubeconfig, with --data-dir; issue 44), else, in a pod, the in-cluster configuration, else
+// ~/.kube/config.
+func newObserveCommand() *cobra.Command {
+	cmd := controllerscmd.NewObserveCommand()
+	cmd.Long += `
+
+Without --kubeconfig or KUBECONFIG, "kubedeploy observe" reads the cluster of "kubedeploy up":
+--data-dir's kubeconfig, else $KUBEDEPLOY_DATA_DIR's, else ~/.kubedeploy's when it exists.`
+	var dataDir string
+	var chosen kubeconfigSource
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", dataDirUsage)
+	cmd.PreRunE = func(c *cobra.Command, _ []string) error {
+		src, err := dataDirSource(c.Flags(), dataDir)
+		if err != nil {
 			return err
 		}
+		used, err := useKubeconfig(c.Flags(), src, clientcmd.RecommendedHomeFile)
+		if used {
+			chosen = src
+		}
+		if _, inCluster := rest.InClusterConfig(); err != nil && src.from != fromDataDirFlag && inCluster == nil {
+			return nil // in a pod: observe's own rule takes the in-cluster configuration
+		}
+		return err
 	}
-	if !src.missing() {
-		return nil
+	explainErrors([]*cobra.Command{cmd}, func(err error) error { return chosen.explain(err) })
+	return cmd
+}
+
+// explainErrors makes each of cmds return its RunE's error through explain.
+func explainErrors(cmds []*cobra.Command, explain func(error) error) {
+	for _, c := range cmds {
+		run := c.RunE
+		if run == nil {
+			continue
+		}
+		c.RunE = func(c *cobra.Command, args []string) error { return explain(run(c, args)) }
 	}
-	usesHome := src.from == fromDefault || src.from == fromDataDirEnv // what KUBECONFIG or a flag names replaces it
-	if _, err := os.Stat(kubectlHome); err == nil && usesHome {
-		return nil
-	}
-	return src.missingError()
 }
 
 // PluginName is the file name under which the kubedeploy binary is a
@@ -92,7 +120,7 @@ const PluginName = "kubectl-kubedeploy"
 // NewPluginCommand returns the command tree kubectl-kubedeploy runs: the
 // rollout commands, with kubectl's own kubeconfig rules (--kubeconfig,
 // $KUBECONFIG, ~/.kube/config), and version. An unknown subcommand is an
-// error, as in NewRootCommand.
+// error, and --version works on every command, as in NewRootCommand.
 func NewPluginCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "kubedeploy",
@@ -103,5 +131,6 @@ func NewPluginCommand() *cobra.Command {
 	}
 	root.AddCommand(rollout.NewCommand(rollout.Options{}), newVersionCommand())
 	cliargs.RefuseUnknownSubcommands(root)
+	cliargs.AddVersionFlag(root, buildinfo.Summary(programName))
 	return root
 }

@@ -119,7 +119,7 @@ func TestUseKubeconfigFallsBackToKubectlHome(t *testing.T) {
 		{kubeconfigFrom("", false, missing, "", "/root"), true},
 	} {
 		cmd := newRolloutCommand()
-		if err := useKubeconfig(cmd.PersistentFlags(), tc.src, home); (err != nil) != tc.wantErr {
+		if _, err := useKubeconfig(cmd.PersistentFlags(), tc.src, home); (err != nil) != tc.wantErr {
 			t.Errorf("%+v: error %v, want one: %v", tc.src, err, tc.wantErr)
 		}
 	}

@@ -35,6 +35,9 @@ type shardsOptions struct {
 	namespace string
 	ring      string
 	output    string
+	// chosen is the data dir whose kubeconfig clients chose (useKubeconfig), to explain errors reading its
+	// cluster; zero otherwise.
+	chosen kubeconfigSource
 }
 
 // newShardsCommand returns `kubedeploy shards`: the ring of `kubedeploy controllers --sharding` as it is now.
@@ -58,7 +61,7 @@ pods now), and the balance: the biggest replica's pods over the mean. It never w
 	}
 	f := cmd.Flags()
 	o.cluster.AddFlags(f)
-	f.StringVar(&o.dataDir, "data-dir", "", "the `DIR` given to kubedeploy up, whose cluster to read (default $"+dataDirEnv+", else ~/.kubedeploy); before KUBECONFIG, after --kubeconfig")
+	f.StringVar(&o.dataDir, "data-dir", "", dataDirUsage)
 	f.StringVarP(&o.namespace, "namespace", "n", manager.DefaultResourceNamespace, "namespace of the ring and the replicas' Leases (the controllers' --leader-elect-resource-namespace)")
 	f.StringVar(&o.ring, "ring", shard.DefaultRingName, "name of the ring's ConfigMap (the controllers' --shard-ring-name)")
 	f.StringVarP(&o.output, "output", "o", "", "output format: '' for tables, or json")
@@ -75,7 +78,7 @@ func runShards(cmd *cobra.Command, o *shardsOptions) error {
 	}
 	view, err := readShards(cmd.Context(), client, meta, o.namespace, o.ring, time.Now())
 	if err != nil {
-		return err
+		return o.chosen.explain(err)
 	}
 	if o.output == "json" {
 		enc := json.NewEncoder(cmd.OutOrStdout())
@@ -87,16 +90,16 @@ func runShards(cmd *cobra.Command, o *shardsOptions) error {
 
 // clients returns a clientset and a metadata client for the cluster the flags name (see newShardsCommand).
 func (o *shardsOptions) clients(cmd *cobra.Command) (kubernetes.Interface, metadata.Interface, error) {
-	given := cmd.Flags().Changed("data-dir")
-	if given && o.dataDir == "" {
-		return nil, nil, fmt.Errorf("--data-dir needs a directory")
-	}
-	src := currentKubeconfig(o.dataDir, given)
-	if err := useKubeconfig(cmd.Flags(), src, clientcmd.RecommendedHomeFile); err != nil {
+	src, err := dataDirSource(cmd.Flags(), o.dataDir)
+	if err != nil {
 		return nil, nil, err
 	}
-	if *o.cluster.KubeConfig == "" && src.from != fromKubeconfigEnv && !src.missing() {
-		*o.cluster.KubeConfig = src.path
+	used, err := useKubeconfig(cmd.Flags(), src, clientcmd.RecommendedHomeFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	if used {
+		o.chosen = src
 	}
 	if raw, err := o.cluster.ToRawKubeConfigLoader().RawConfig(); err == nil && len(raw.Clusters) == 0 && *o.cluster.APIServer == "" {
 		return nil, nil, fmt.Errorf("no cluster to read: no kubeconfig in %s, $KUBECONFIG or ~/.kube/config; pass --kubeconfig",

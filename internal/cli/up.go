@@ -352,7 +352,7 @@ func printReady(w io.Writer, cp *controlplane.ControlPlane, controllers []string
 		zones = fmt.Sprintf(" in %d zones (%s…%s)", cp.Zones(), controlplane.ZoneName(0), controlplane.ZoneName(cp.Zones()-1))
 	}
 	fmt.Fprintf(w, "  cluster:    %d simulated nodes%s; kube-controller-manager runs %d controllers (--kube-controllers)\n", cp.Nodes(), zones, len(cp.KubeControllers()))
-	try := newTryHints(cp.KubeconfigPath())
+	try := newTryHints(cp.KubeconfigPath(), len(controllers) > 0)
 	fmt.Fprintf(w, "  kubeconfig: %s\n", try.kubeconfig)
 	for i, line := range try.lines() {
 		label := "try:"

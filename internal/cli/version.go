@@ -8,6 +8,9 @@ import (
 	"github.com/kubedeploy/kubedeploy/internal/buildinfo"
 )
 
+// programName is the name the version report gives this binary, also as the kubectl plugin.
+const programName = "kubedeploy"
+
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
@@ -18,7 +21,7 @@ control plane (what "kubectl version" shows as the server version of "kubedeploy
 and the client-go and Go versions it was built with.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), buildinfo.Summary("kubedeploy"))
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), buildinfo.Summary(programName))
 			return err
 		},
 	}

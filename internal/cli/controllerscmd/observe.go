@@ -7,6 +7,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 
@@ -115,6 +117,9 @@ func runObserveOnce(ctx context.Context, o *observeOptions, out io.Writer) error
 	if cfg.RESTConfig, err = loadRESTConfig(o.kubeconfig); err != nil {
 		return err
 	}
+	if err := checkReachable(ctx, cfg.RESTConfig); err != nil {
+		return err
+	}
 	r, err := manager.ObserveOnce(klog.NewContext(ctx, klog.Background().WithName("kubedeploy")), cfg, o.namespace)
 	if err != nil {
 		return err
@@ -122,6 +127,19 @@ func runObserveOnce(ctx context.Context, o *observeOptions, out io.Writer) error
 	printOnce(out, r, o.namespace)
 	if len(r.Divergent) > 0 {
 		return errDivergent
+	}
+	return nil
+}
+
+// checkReachable returns an error naming the API server of cfg when a GET of its /version fails (nothing
+// answers, a certificate of another CA, …): --once's informers would retry forever and never sync.
+func checkReachable(ctx context.Context, cfg *rest.Config) error {
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := client.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
+		return fmt.Errorf("reading the cluster at %s: %w", cfg.Host, err)
 	}
 	return nil
 }

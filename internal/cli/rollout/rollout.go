@@ -22,6 +22,9 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubedeploy/kubedeploy/internal/cli/cliargs"
 )
 
 // Options says how the rollout commands find their cluster.
@@ -64,7 +67,11 @@ type clusterFlags struct {
 // client returns a clientset and the namespace to use: -n, else the
 // kubeconfig context's, else "default". The kubeconfig is --kubeconfig,
 // else $KUBECONFIG, else the default one when it exists, else kubectl's.
+// A negative --request-timeout is refused: client-go would take it for no timeout at all.
 func (c *clusterFlags) client() (kubernetes.Interface, string, error) {
+	if err := c.checkRequestTimeout(); err != nil {
+		return nil, "", err
+	}
 	if (c.flags.KubeConfig == nil || *c.flags.KubeConfig == "") && os.Getenv("KUBECONFIG") == "" && c.defaultKubeconfig != "" {
 		if _, err := os.Stat(c.defaultKubeconfig); err == nil {
 			path := c.defaultKubeconfig
@@ -93,6 +100,19 @@ func (c *clusterFlags) client() (kubernetes.Interface, string, error) {
 		return nil, "", err
 	}
 	return client, ns, nil
+}
+
+// checkRequestTimeout returns an error for a --request-timeout that parses (clientcmd.ParseTimeout) to a
+// negative duration; one that does not parse is left to ToRESTConfig, which says so.
+func (c *clusterFlags) checkRequestTimeout() error {
+	if c.flags.Timeout == nil || *c.flags.Timeout == "" {
+		return nil
+	}
+	d, err := clientcmd.ParseTimeout(*c.flags.Timeout)
+	if err != nil {
+		return nil
+	}
+	return cliargs.AtLeast("--request-timeout", d, 0)
 }
 
 // namespace returns -n when given, else "".

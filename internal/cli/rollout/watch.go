@@ -11,10 +11,13 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/kubedeploy/kubedeploy/internal/cli/cliargs"
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/timeline"
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/viewmodel"
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/watcher"
@@ -53,7 +56,7 @@ after N s, ...) with their names and the first one's message.
 
 On a terminal it is a live view with one progress bar per ReplicaSet (q or Ctrl-C stops
 watching). Piped, or with --plain, it prints a block of plain lines whenever something
-changes.
+changes, each event in one block only.
 
 With --timeline it also records the rollout from the moment it starts watching and, when it
 ends, writes a picture of it (PNG or SVG, by the file's extension): every ReplicaSet's size
@@ -62,36 +65,16 @@ the events.
 
 It exits 0 when the rollout is complete or held by its kubedeploy.io/rollout-partition,
 1 when the Deployment reports ProgressDeadlineExceeded (or was rolled back automatically)
-or --timeout passes, like "kubectl rollout status", and 3 while a kubedeploy.io/ value that
-does not parse holds the rollout (the line before says which annotation, its value and
-what it wants).`,
+or --timeout passes, like "kubectl rollout status", or when you stop it first (q, Ctrl-C),
+and 3 while a kubedeploy.io/ value that does not parse holds the rollout (the line before
+says which annotation, its value and what it wants).`,
 		Example: `  kubedeploy rollout watch deploy/nginx-deployment
   kubedeploy kubectl set image deploy/nginx-deployment nginx-deployment=nginx:1.9.3 && \
     kubedeploy rollout watch deploy/nginx-deployment --timeline rollout.png
   kubedeploy rollout watch deploy/nginx-deployment --timeout 5m --plain`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := deploymentName(args[0])
-			if err != nil {
-				return err
-			}
-			if o.timeline != "" {
-				// Refuse a bad --timeline before recording a whole rollout.
-				if err := timeline.CheckPath(o.timeline); err != nil {
-					return err
-				}
-			}
-			client, ns, err := c.client()
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			if o.timeout > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, o.timeout)
-				defer cancel()
-			}
-			return watchRollout(ctx, client, ns, name, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return o.run(cmd, c, args[0])
 		},
 	}
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 0, "give up (exit 1) after this long; 0 waits for completion or the progress deadline")
@@ -99,6 +82,41 @@ what it wants).`,
 	cmd.Flags().StringVar(&o.timeline, "timeline", "", "when the watch ends, write a picture of the rollout to this .png or .svg file")
 	cmd.Flags().BoolVar(&o.plain, "plain", false, "print plain lines even on a terminal")
 	return cmd
+}
+
+// run checks the flags and the Deployment's name (arg) and watches its rollout in the cluster of c, until
+// --timeout when set (watchRollout).
+func (o *watchOptions) run(cmd *cobra.Command, c *clusterFlags, arg string) error {
+	if err := o.check(); err != nil {
+		return err
+	}
+	name, err := deploymentName(arg)
+	if err != nil {
+		return err
+	}
+	if o.timeline != "" {
+		// Refuse a bad --timeline before recording a whole rollout.
+		if err := timeline.CheckPath(o.timeline); err != nil {
+			return err
+		}
+	}
+	client, ns, err := c.client()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	return watchRollout(ctx, client, ns, name, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+}
+
+// check returns the first of watch's flags out of range: a negative --timeout (which would end the watch at
+// once, as a timeout) or --events.
+func (o *watchOptions) check() error {
+	return cliargs.First(cliargs.AtLeast("--timeout", o.timeout, 0), cliargs.AtLeast("--events", o.events, 0))
 }
 
 // spreadShown reports whether the view shows d's spread across topology domains: d is annotated
@@ -115,22 +133,27 @@ func spreadShown(ctx context.Context, client kubernetes.Interface, d *appsv1.Dep
 	return true
 }
 
-// errStopped is returned when the user stops the terminal view (q, Ctrl-C).
+// errStopped is returned when the user stops the watch before the rollout ended: q or Ctrl-C in the terminal
+// view, Ctrl-C (SIGINT, or SIGTERM: main cancels the command's context) in either view.
 var errStopped = errors.New("stopped watching before the rollout ended")
 
 // watchRollout follows the Deployment ns/name with a watcher until the
 // rollout ends as viewmodel.Model.Outcome says: nil when complete or held,
 // an error wrapping viewmodel.ErrDeadline when it failed or was rolled
-// back, or an error saying it timed out when ctx ends. When out is a
+// back, or when ctx ends (watchEnded) an error saying it timed out or
+// errStopped. A Deployment that does not exist is an error naming
+// ns/name. When out is a
 // terminal (and o.plain is unset) it runs the live view, else it prints a
 // plain block whenever the view changes. With o.timeline it writes the
 // recorded picture at the end, whatever the outcome, and says so on errOut.
 func watchRollout(ctx context.Context, client kubernetes.Interface, ns, name string, o *watchOptions, out, errOut io.Writer) error {
 	d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		if ctx.Err() != nil {
-			return timedOut(ns, name)
-		}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return watchEnded(ctx, ns, name)
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("deployment %s/%s not found", ns, name)
+	case err != nil:
 		return err
 	}
 	cfg := watcher.Config{Events: o.events > 0, Nodes: spreadShown(ctx, client, d, errOut), Clock: o.clockOrReal()}
@@ -145,7 +168,7 @@ func watchRollout(ctx context.Context, client kubernetes.Interface, ns, name str
 	if err != nil {
 		cancel()
 		if ctx.Err() != nil {
-			return timedOut(ns, name)
+			return watchEnded(ctx, ns, name)
 		}
 		return err
 	}
@@ -159,7 +182,7 @@ func watchRollout(ctx context.Context, client kubernetes.Interface, ns, name str
 		err = runPlain(ctx, w, o, out)
 	}
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		err = timedOut(ns, name)
+		err = watchEnded(ctx, ns, name)
 	}
 	if rec != nil {
 		w.Flush()
@@ -178,8 +201,14 @@ func terminal(out io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-func timedOut(ns, name string) error {
-	return fmt.Errorf("deployment %s/%s: timed out waiting for the rollout", ns, name)
+// watchEnded returns the watch's error for ctx, which ended before the rollout of ns/name did: it timed out
+// when --timeout's deadline passed, else the user stopped it (errStopped, the terminal view's words): main
+// cancels the command's context on Ctrl-C.
+func watchEnded(ctx context.Context, ns, name string) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("deployment %s/%s: timed out waiting for the rollout", ns, name)
+	}
+	return errStopped
 }
 
 // eachModel calls show with the model of what w holds now, and the time it
@@ -231,7 +260,9 @@ func runPlain(ctx context.Context, w *watcher.Watcher, o *watchOptions, out io.W
 
 // plainView is `rollout watch`'s output when piped or --plain: blocks of
 // Model.Lines(true), the first line stamped with the time (15:04:05, the
-// clock's zone: local for the real one).
+// clock's zone: local for the real one), each with only the events no
+// earlier block printed: the model holds the latest events, so consecutive
+// blocks would repeat them (issue 44).
 // A block is printed only when what it shows changed: the comparison is of
 // Model.LinesWithoutAges, every line as shown but with the durations in
 // why-messages ("not Ready after 12s") left out, so that ages ticking
@@ -245,8 +276,11 @@ type plainView struct {
 	// (zero before the first block).
 	shown     string
 	printedAt time.Time
-	// held is a changed block not printed yet ("" when none).
-	held string
+	// held is a changed model not printed yet, built at heldAt (nil when none).
+	held   *viewmodel.Model
+	heldAt time.Time
+	// printed holds the eventKey of every event a block printed.
+	printed map[string]bool
 }
 
 // show prints m, built at now, as a block when it shows something the last
@@ -255,14 +289,13 @@ type plainView struct {
 // rollout ended well it then prints Ended's line. It returns m.Outcome().
 func (p *plainView) show(m *viewmodel.Model, now time.Time) (done bool, err error) {
 	done, err = m.Outcome()
-	p.held = ""
+	p.held = nil
 	if key := m.LinesWithoutAges(); key != p.shown {
-		block := fmt.Sprintf("%s %s\n", now.Format("15:04:05"), m.Lines(true))
 		if done || p.printedAt.IsZero() || now.Sub(p.printedAt) >= plainInterval {
-			io.WriteString(p.out, block)
+			p.print(m, now)
 			p.shown, p.printedAt = key, now
 		} else {
-			p.held = block
+			p.held, p.heldAt = m, now
 		}
 	}
 	if done && err == nil {
@@ -271,10 +304,41 @@ func (p *plainView) show(m *viewmodel.Model, now time.Time) (done bool, err erro
 	return done, err
 }
 
+// print writes m's block stamped with at: Lines(true) with only the events
+// no block printed before, which it records as printed.
+func (p *plainView) print(m *viewmodel.Model, at time.Time) {
+	if p.printed == nil {
+		p.printed = map[string]bool{}
+	}
+	unseen := *m
+	unseen.Events = nil
+	for _, e := range m.Events {
+		if key := eventKey(e); !p.printed[key] {
+			p.printed[key] = true
+			unseen.Events = append(unseen.Events, e)
+		}
+	}
+	fmt.Fprintf(p.out, "%s %s\n", at.Format("15:04:05"), unseen.Lines(true))
+}
+
+// eventKey identifies an event line: the event's UID (else its namespace
+// and name) and its line (viewmodel.EventLine). An event that happens again
+// with the same message (the API server counts it up) prints the same line,
+// which is not printed again; one whose message changes (the event
+// aggregator's "(combined from similar events): …", which names the latest
+// of them) prints a new line.
+func eventKey(e v1.Event) string {
+	id := string(e.UID)
+	if id == "" {
+		id = e.Namespace + "/" + e.Name
+	}
+	return id + "\x00" + viewmodel.EventLine(e)
+}
+
 // flush prints the block show held back, if any: the watch is ending.
 func (p *plainView) flush() {
-	if p.held != "" {
-		io.WriteString(p.out, p.held)
-		p.held = ""
+	if p.held != nil {
+		p.print(p.held, p.heldAt)
+		p.held = nil
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -171,9 +173,68 @@ func TestWatchCompleteAndTimeout(t *testing.T) {
 		t.Errorf("%d blocks, want 1:\n%s", n, out.String())
 	}
 
-	err = watchRollout(context.Background(), fake.NewClientset(), "ns", "web", &watchOptions{}, &out, &out)
-	if err == nil || !strings.Contains(err.Error(), `"web" not found`) {
-		t.Errorf("missing Deployment: error %v", err)
+	// Issue 44: the error names the namespace it looked in, as `rollout plan`'s does.
+	err = watchRollout(context.Background(), fake.NewClientset(), "nons", "web", &watchOptions{}, &out, &out)
+	if err == nil || err.Error() != "deployment nons/web not found" {
+		t.Errorf("missing Deployment: error %v, want %q", err, "deployment nons/web not found")
+	}
+}
+
+// cancelOnWrite is an io.Writer that cancels a context at its first write: Ctrl-C once the first block is out.
+// (It holds its buffer rather than embedding it, whose WriteString would bypass Write.)
+type cancelOnWrite struct {
+	buf    bytes.Buffer
+	cancel context.CancelFunc
+}
+
+func (w *cancelOnWrite) Write(p []byte) (int, error) {
+	w.cancel()
+	return w.buf.Write(p)
+}
+
+// Issue 44: Ctrl-C (main cancels the command's context) during a plain watch says the watch was stopped, in the
+// terminal view's words, not that it timed out; with --timeout, Ctrl-C before the deadline still says stopped.
+func TestWatchPlainInterrupted(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+	}{{"no timeout", 0}, {"before --timeout", time.Hour}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.timeout > 0 {
+				ctx, cancel = context.WithTimeout(ctx, tc.timeout)
+				defer cancel()
+			}
+			out := &cancelOnWrite{cancel: cancel}
+			err := watchRollout(ctx, fake.NewClientset(rolloutObjects(progressingCondition)...), "ns", "web", &watchOptions{}, out, io.Discard)
+			if !errors.Is(err, errStopped) || err.Error() != "stopped watching before the rollout ended" {
+				t.Errorf("error %v, want errStopped\n%s", err, out.buf.String())
+			}
+		})
+	}
+}
+
+// Issue 44: negative durations and counts are refused with the flag's name, before anything is read.
+func TestWatchAndPlanRefuseNegativeFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"watch", "deploy/web", "--timeout", "-5s"}, "--timeout must be at least 0s, got -5s"},
+		{[]string{"watch", "deploy/web", "--events", "-1"}, "--events must be at least 0, got -1"},
+		{[]string{"watch", "deploy/web", "--request-timeout", "-5s"}, "--request-timeout must be at least 0s, got -5s"},
+		{[]string{"plan", "deploy/web", "--request-timeout", "-1m"}, "--request-timeout must be at least 0s, got -1m0s"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			cmd := NewCommand(Options{})
+			cmd.SetOut(io.Discard)
+			cmd.SetErr(io.Discard)
+			cmd.SetArgs(append(tc.args, "--kubeconfig", "/nonexistent"))
+			if err := cmd.ExecuteContext(context.Background()); err == nil || err.Error() != tc.want {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
 	}
 }
 
@@ -416,5 +477,46 @@ func TestPlainViewPrintsChanges(t *testing.T) {
 	}
 	if !strings.HasSuffix(out.String(), "deployment \"web\" successfully rolled out\n") || blocks() != 5 {
 		t.Errorf("the end was not printed at once:\n%s", out.String())
+	}
+}
+
+// Piped (issue 44): each event line is printed in one block only, though every model holds the latest three and
+// consecutive blocks would repeat them; also one counted up again, and one in a held block that flush prints. An
+// event whose message changes (the aggregator's "combined from similar events") is a new line.
+func TestPlainViewPrintsEachEventOnce(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	event := func(i int, count int32) *v1.Event {
+		e := rolloutEvent(fmt.Sprintf("web.%d", i), "", fmt.Sprintf("event %d", i), time.Duration(9-i)*time.Second)
+		e.Count = count
+		return e
+	}
+	var out bytes.Buffer
+	p := &plainView{out: &out}
+	look := func(at time.Duration, events ...*v1.Event) {
+		t.Helper()
+		in := inputOf(rolloutObjects(progressingCondition), 3)
+		in.Events = events // the watcher's cache: every event so far; the model keeps the latest 3
+		if done, err := p.show(viewmodel.Build(in, t0.Add(at)), t0.Add(at)); done || err != nil {
+			t.Fatalf("show at %v: done %v, err %v", at, done, err)
+		}
+	}
+	look(0, event(1, 1), event(2, 1))
+	look(2*time.Second, event(1, 1), event(2, 1), event(3, 1))
+	look(4*time.Second, event(1, 1), event(2, 1), event(3, 1), event(4, 1), event(5, 1))
+	look(4300*time.Millisecond, event(1, 1), event(2, 1), event(3, 1), event(4, 1), event(5, 1), event(6, 1)) // held
+	look(4600*time.Millisecond, event(1, 1), event(2, 1), event(3, 1), event(4, 1), event(5, 2), event(6, 1)) // held
+	p.flush()
+	combined := event(6, 2)
+	combined.Message = "(combined from similar events): event 7"
+	look(6*time.Second, event(1, 1), event(2, 1), event(3, 1), event(4, 1), event(5, 2), combined)
+
+	if blocks := strings.Count(out.String(), "deployment/web:"); blocks != 5 {
+		t.Errorf("%d blocks, want 5:\n%s", blocks, out.String())
+	}
+	for i, msg := range []string{"event 1", "event 2", "event 3", "event 4", "event 5", "event 6", "(combined from similar events): event 7"} {
+		line := "event: Normal ScalingReplicaSet: " + msg + "\n"
+		if got := strings.Count(out.String(), line); got != 1 {
+			t.Errorf("%d: %q printed %d times, want once:\n%s", i, strings.TrimSpace(line), got, out.String())
+		}
 	}
 }
