@@ -25,10 +25,12 @@ const PodReplacementTerminationComplete = "TerminationComplete"
 // CompletedAtRevisionAnnotation on a ReplicaSet).
 const KubedeployAnnotationPrefix = "kubedeploy.io/"
 
-// isReplicaSetRecord reports whether key is a kubedeploy.io/ annotation that records something of the ReplicaSet
-// carrying it (CompletedAtRevisionAnnotation), which EX-0 leaves on the ReplicaSet.
-func isReplicaSetRecord(key string) bool {
-	return key == CompletedAtRevisionAnnotation
+// keepsRecord reports whether key is a kubedeploy.io/ annotation that records something of the ReplicaSet carrying
+// it and that EX-0 leaves on the ReplicaSets of d: CompletedAtRevisionAnnotation while d is opted into EX-2
+// (RollsBackOnDeadline). A Deployment taken out of EX-2 loses the records with its policy, so that a later
+// `kubectl rollout undo` copies none onto it.
+func keepsRecord(d *appsv1.Deployment, key string) bool {
+	return key == CompletedAtRevisionAnnotation && RollsBackOnDeadline(d)
 }
 
 // PolicyAnnotations are the keys a user sets on a Deployment to opt into kubedeploy's extensions (EX-1..EX-4).
@@ -50,13 +52,14 @@ func IsKubedeployAnnotation(key string) bool {
 // SetPolicyAnnotations makes the kubedeploy.io/ annotations of a ReplicaSet, given as its annotations map
 // (modified in place; nil is replaced when something is added), what EX-0 wants for a ReplicaSet of d: each
 // of d's PolicyAnnotations copied, every other kubedeploy.io/ key (a policy d no longer has, bookkeeping
-// copied there by an older kubedeploy) removed, except the ReplicaSet's own record (CompletedAtRevisionAnnotation).
+// copied there by an older kubedeploy) removed, except the ReplicaSet's own record (CompletedAtRevisionAnnotation)
+// while d is opted into EX-2.
 // It returns the map and whether it changed.
 func SetPolicyAnnotations(d *appsv1.Deployment, annotations map[string]string) (map[string]string, bool) {
 	changed := false
 	for k, have := range annotations {
 		want, ok := d.Annotations[k]
-		if IsKubedeployAnnotation(k) && !isReplicaSetRecord(k) && (!ok || !isPolicyAnnotation(k) || want != have) {
+		if IsKubedeployAnnotation(k) && !keepsRecord(d, k) && (!ok || !isPolicyAnnotation(k) || want != have) {
 			delete(annotations, k)
 			changed = true
 		}
@@ -79,7 +82,7 @@ func SetPolicyAnnotations(d *appsv1.Deployment, annotations map[string]string) (
 // (EX-0): it allocates nothing.
 func PolicyAnnotationsDiffer(d *appsv1.Deployment, annotations map[string]string) bool {
 	for k, have := range annotations {
-		if want, ok := d.Annotations[k]; IsKubedeployAnnotation(k) && !isReplicaSetRecord(k) && (!ok || !isPolicyAnnotation(k) || want != have) {
+		if want, ok := d.Annotations[k]; IsKubedeployAnnotation(k) && !keepsRecord(d, k) && (!ok || !isPolicyAnnotation(k) || want != have) {
 			return true
 		}
 	}

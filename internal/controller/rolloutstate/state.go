@@ -55,8 +55,9 @@ const (
 	// revision (decimal) at which that ReplicaSet's rollout last completed: the status the controller was about
 	// to write for the Deployment's current generation counted every replica updated and available on it
 	// (Complete). It is the ReplicaSet's own record, so a hand-run `kubectl rollout undo`, which replaces the
-	// Deployment's annotations, cannot erase it; EX-0 leaves it on the ReplicaSet, and the controller never copies
-	// it to another ReplicaSet. An undo does copy it onto the Deployment, where nothing reads it and the
+	// Deployment's annotations, cannot erase it; EX-0 leaves it on the ReplicaSet while the Deployment is opted
+	// into EX-2 (and removes it with the policy once it is not), and the controller never copies it to another
+	// ReplicaSet. An undo does copy it onto the Deployment, where nothing reads it and the
 	// controller removes it with its next CompleteRevisionAnnotation write.
 	CompletedAtRevisionAnnotation = "kubedeploy.io/completed-at-revision"
 	// ScaleDownSpreadAnnotation opts a Deployment into scale-down that keeps its pods spread (EX-4): its value

@@ -179,8 +179,8 @@ func TestPlanAutoRollbackFromRecords(t *testing.T) {
 	}
 }
 
-// EX-0 leaves a ReplicaSet's own record (CompletedAtRevisionAnnotation) where it is, and removes other
-// bookkeeping.
+// EX-0 leaves a ReplicaSet's own record (CompletedAtRevisionAnnotation) where it is while the Deployment is
+// opted into EX-2, removes it once it is not, and removes other bookkeeping.
 func TestSetPolicyAnnotationsKeepsTheReplicaSetsRecord(t *testing.T) {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{RollbackOnProgressDeadlineAnnotation: "true"}}}
 	rs := map[string]string{CompletedAtRevisionAnnotation: "3", FailedRevisionAnnotation: "2", RollbackOnProgressDeadlineAnnotation: "true"}
@@ -190,5 +190,12 @@ func TestSetPolicyAnnotationsKeepsTheReplicaSetsRecord(t *testing.T) {
 	got, changed := SetPolicyAnnotations(d, rs)
 	if !changed || got[CompletedAtRevisionAnnotation] != "3" || got[FailedRevisionAnnotation] != "" {
 		t.Errorf("SetPolicyAnnotations = %v (changed %v); want the record kept and failed-revision removed", got, changed)
+	}
+	out := &appsv1.Deployment{} // taken out of EX-2: the records go with the policy
+	if !PolicyAnnotationsDiffer(out, got) {
+		t.Errorf("PolicyAnnotationsDiffer: a record on a ReplicaSet of a Deployment out of EX-2 is no difference")
+	}
+	if got, _ := SetPolicyAnnotations(out, got); len(got) != 0 {
+		t.Errorf("SetPolicyAnnotations out of EX-2 = %v, want nothing of kubedeploy's", got)
 	}
 }
