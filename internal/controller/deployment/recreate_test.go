@@ -1,12 +1,16 @@
 package deployment
 
 import (
+	"errors"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	core "k8s.io/client-go/testing"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
@@ -111,5 +115,52 @@ func TestOldPodsRunningRC3(t *testing.T) {
 	}
 	if !oldPodsRunning(nil, nil, map[types.UID][]*v1.Pod{old.UID: {pod(v1.PodRunning, false)}}) {
 		t.Error("with no new ReplicaSet yet, a running pod of any ReplicaSet must count")
+	}
+}
+
+// Issue 44 (the randomized comparison's Recreate message): when the status write that records
+// NewReplicaSetCreated is lost (kube-controller-manager loses it to its own 409, NA-1: the create sync's cached
+// Deployment is older than the previous sync's status write), the Progressing condition keeps the previous
+// rollout's NewReplicaSetAvailable, and ST-13's complete shortcut (status.replicas = updatedReplicas with that
+// reason, true all through a Recreate once the old pods are gone) never rewrites its message: it names the previous
+// ReplicaSet. That is upstream's rule, which kubedeploy keeps; kubedeploy loses the write only to an API error
+// (IM-2), here a 500, and then says what upstream says. docs/safety.md has the measured upstream 409s.
+func TestRecreateLostCreatedConditionKeepsThePreviousMessage(t *testing.T) {
+	d := newRecreateDeployment(3)
+	old := startRollout(d, 3)
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 3, UpdatedReplicas: 3, AvailableReplicas: 3, ReadyReplicas: 3,
+		Conditions: []appsv1.DeploymentCondition{newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, rolloutstate.NewReplicaSetAvailable,
+			`ReplicaSet "nginx-a" has successfully progressed.`, baseTime)}}
+	d.Generation = 2
+	f := newFixture(t, d, old)
+	if _, err := f.sync(); err != nil { // RC-2: the old ReplicaSet to 0
+		t.Fatal(err)
+	}
+	f.observe()
+	f.setRSStatus("nginx-a", 0, 0)
+	lost := false
+	f.Client.PrependReactor("update", "deployments", func(a core.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "status" || lost {
+			return false, nil, nil
+		}
+		lost = true
+		return true, nil, apierrors.NewInternalError(errors.New("lost"))
+	})
+	if _, err := f.sync(); err == nil || !lost { // RC-4: created, its NewReplicaSetCreated write lost
+		t.Fatalf("the create sync: err %v, write lost %v", err, lost)
+	}
+	newName := "nginx-" + computeHash(&d.Spec.Template, nil)
+	for range 4 {
+		f.observe()
+		if _, err := f.sync(); err != nil {
+			t.Fatal(err)
+		}
+		f.setRSStatus(newName, *f.rs(newName).Spec.Replicas, *f.rs(newName).Spec.Replicas)
+	}
+	got := f.deployment()
+	c := rolloutstate.Condition(&got.Status, appsv1.DeploymentProgressing)
+	if !rolloutstate.Complete(got, &got.Status) || c.Reason != rolloutstate.NewReplicaSetAvailable || c.Message != `ReplicaSet "nginx-a" has successfully progressed.` {
+		t.Errorf("after the rollout to %s: complete %v, Progressing %s %q; want the previous ReplicaSet's message kept", newName,
+			rolloutstate.Complete(got, &got.Status), c.Reason, c.Message)
 	}
 }
