@@ -228,3 +228,47 @@ func TestAutoRollbackOnProgressDeadline(t *testing.T) {
 		})
 	}
 }
+
+// Issue 44, item 1 (EX-2), as the newcomer ran it, with the real kubectl: revision 1 completes, revision 2
+// (nginx:broken) is rolled back automatically to revision 3, which completes; then `kubectl rollout undo
+// --to-revision=2` by hand, which replaces the Deployment's annotations with the broken ReplicaSet's. The undo's
+// rollout (revision 4) is never recorded complete, and at its deadline it is rolled back again, to the ReplicaSet
+// that really completed, with the Warning event naming both revisions.
+func TestAutoRollbackAfterHandUndo(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := harness.Context(t, 4*time.Minute)
+	const name = "web"
+	d := harness.NewDeployment(ns, name, 5, "nginx:1.9")
+	d.Spec.ProgressDeadlineSeconds = new(int32(10))
+	d.Annotations = map[string]string{rolloutstate.RollbackOnProgressDeadlineAnnotation: "true"}
+	createDeployment(ctx, t, d)
+	waitRevision(t, ns, name, "1")
+	setImage(ctx, t, ns, name, name, brokenImage)
+	waitDeployment(t, ns, name, "rolled back to revision 3 and recorded complete", func(d *appsv1.Deployment) bool {
+		return d.Annotations[rolloutstate.FailedRevisionAnnotation] == "2" && d.Annotations[rolloutstate.CompleteRevisionAnnotation] == "3"
+	})
+	if _, err := env.Kubectl(ctx, "-n", ns, "rollout", "undo", "deployment/"+name, "--to-revision=2"); err != nil {
+		t.Fatal(err)
+	}
+	undone := waitDeployment(t, ns, name, "the undo's rollout observed", func(d *appsv1.Deployment) bool {
+		return observed(d) && d.Annotations[revisionAnnotation] == "4"
+	})
+	if img := undone.Spec.Template.Spec.Containers[0].Image; img != brokenImage {
+		t.Fatalf("after the undo the template runs %s, want %s", img, brokenImage)
+	}
+	back := waitDeployment(t, ns, name, "rolled back again from revision 4", func(d *appsv1.Deployment) bool {
+		return d.Annotations[rolloutstate.FailedRevisionAnnotation] == "4"
+	})
+	if img := back.Spec.Template.Spec.Containers[0].Image; img != "nginx:1.9" {
+		t.Errorf("rolled back to %s, want nginx:1.9 (revision 3, the last that completed)", img)
+	}
+	for _, rs := range harness.OwnedReplicaSets(ctx, t, env.Client, back) {
+		if rec, ok := rs.Annotations[rolloutstate.CompletedAtRevisionAnnotation]; ok && rs.Spec.Template.Spec.Containers[0].Image == brokenImage {
+			t.Errorf("the broken ReplicaSet %s is recorded complete at revision %s", rs.Name, rec)
+		}
+	}
+	waitEvent(t, ns, name, deployment.AutoRolledBack, fmt.Sprintf(
+		`Rolled back deployment %q from revision 4, which exceeded its progress deadline, to revision 3 (ReplicaSet %q)`,
+		name, newReplicaSetName(ctx, t, back, "nginx:1.9")))
+	waitRevision(t, ns, name, "5")
+}
