@@ -56,18 +56,27 @@ func newRolloutCommand() *cobra.Command {
 		if c == cmd {
 			return nil // `rollout` alone prints its help
 		}
-		src, err := dataDirSource(c.Flags(), dataDir)
-		if err != nil {
-			return err
-		}
-		used, err := useKubeconfig(c.Flags(), src, clientcmd.RecommendedHomeFile)
-		if used {
-			chosen = src
-		}
+		_, err := chooseKubeconfig(c, dataDir, &chosen)
 		return err
 	}
 	explainErrors(cmd.Commands(), func(err error) error { return chosen.explain(err) })
 	return cmd
+}
+
+// chooseKubeconfig applies useKubeconfig's rule to c's flags with the --data-dir value dataDir (or
+// $KUBEDEPLOY_DATA_DIR, or ~/.kubedeploy), and sets *chosen to the source when its kubeconfig is the one used, so
+// that errors can be explained against it (kubeconfigSource.explain). It returns the source considered and
+// dataDirSource's or useKubeconfig's error.
+func chooseKubeconfig(c *cobra.Command, dataDir string, chosen *kubeconfigSource) (kubeconfigSource, error) {
+	src, err := dataDirSource(c.Flags(), dataDir)
+	if err != nil {
+		return src, err
+	}
+	used, err := useKubeconfig(c.Flags(), src, clientcmd.RecommendedHomeFile)
+	if used {
+		*chosen = src
+	}
+	return src, err
 }
 
 // newObserveCommand returns `kubedeploy observe` (controllerscmd.NewObserveCommand) reading, without
@@ -84,14 +93,7 @@ Without --kubeconfig or KUBECONFIG, "kubedeploy observe" reads the cluster of "k
 	var chosen kubeconfigSource
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", dataDirUsage)
 	cmd.PreRunE = func(c *cobra.Command, _ []string) error {
-		src, err := dataDirSource(c.Flags(), dataDir)
-		if err != nil {
-			return err
-		}
-		used, err := useKubeconfig(c.Flags(), src, clientcmd.RecommendedHomeFile)
-		if used {
-			chosen = src
-		}
+		src, err := chooseKubeconfig(c, dataDir, &chosen)
 		if _, inCluster := rest.InClusterConfig(); err != nil && src.from != fromDataDirFlag && inCluster == nil {
 			return nil // in a pod: observe's own rule takes the in-cluster configuration
 		}

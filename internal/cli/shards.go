@@ -22,7 +22,6 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubedeploy/kubedeploy/internal/manager"
 	"github.com/kubedeploy/kubedeploy/internal/shard"
@@ -90,16 +89,8 @@ func runShards(cmd *cobra.Command, o *shardsOptions) error {
 
 // clients returns a clientset and a metadata client for the cluster the flags name (see newShardsCommand).
 func (o *shardsOptions) clients(cmd *cobra.Command) (kubernetes.Interface, metadata.Interface, error) {
-	src, err := dataDirSource(cmd.Flags(), o.dataDir)
-	if err != nil {
+	if _, err := chooseKubeconfig(cmd, o.dataDir, &o.chosen); err != nil {
 		return nil, nil, err
-	}
-	used, err := useKubeconfig(cmd.Flags(), src, clientcmd.RecommendedHomeFile)
-	if err != nil {
-		return nil, nil, err
-	}
-	if used {
-		o.chosen = src
 	}
 	if raw, err := o.cluster.ToRawKubeConfigLoader().RawConfig(); err == nil && len(raw.Clusters) == 0 && *o.cluster.APIServer == "" {
 		return nil, nil, fmt.Errorf("no cluster to read: no kubeconfig in %s, $KUBECONFIG or ~/.kube/config; pass --kubeconfig",

@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
 	"github.com/kubedeploy/kubedeploy/internal/manager"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
@@ -30,21 +29,8 @@ import (
 //     whose typed template is revision 1's and differs only in an unknown field's value: only a check that counts
 //     that field, as the controller does, takes revision 3's ReplicaSet for the new one.
 func TestPlanAndObserveAgreeWithTheController(t *testing.T) {
-	harness.Skip(t, env)
-	fs := newFutureServer(t)
-	stop := env.RunControllers(manager.Config{RESTConfig: fs.restConfig()})
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("controllers: %v", err)
-		}
-	})
-	ns := env.Namespace(t)
-	ctx := harness.Context(t, 5*time.Minute)
-	dyn, err := dynamic.NewForConfig(fs.restConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	deployments := dyn.Resource(rawtemplate.Deployments).Namespace(ns)
+	r := startFutureRun(t)
+	fs, ns, ctx, deployments := r.fs, r.ns, r.ctx, r.deployments
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON([]byte(futureDeployment(ns, "agree", ""))); err != nil {
 		t.Fatal(err)

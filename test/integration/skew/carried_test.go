@@ -20,7 +20,6 @@ import (
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
-	"github.com/kubedeploy/kubedeploy/internal/manager"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
 
@@ -63,21 +62,8 @@ func futureDeployment(ns, name, specField string) string {
 //     write, while the other Deployment proceeds;
 //   - the server's version skew is exported.
 func TestTemplatesCarriedThroughNewerServer(t *testing.T) {
-	harness.Skip(t, env)
-	fs := newFutureServer(t)
-	stop := env.RunControllers(manager.Config{RESTConfig: fs.restConfig()})
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("controllers: %v", err)
-		}
-	})
-	ns := env.Namespace(t)
-	ctx := harness.Context(t, 5*time.Minute)
-	dyn, err := dynamic.NewForConfig(fs.restConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	deployments := dyn.Resource(rawtemplate.Deployments).Namespace(ns)
+	r := startFutureRun(t)
+	fs, ns, ctx, dyn, deployments := r.fs, r.ns, r.ctx, r.dyn, r.deployments
 	createFutureDeployments(ctx, t, deployments, ns)
 
 	harness.WaitComplete(t, env.Client, ns, "carried", time.Minute)
