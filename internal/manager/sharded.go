@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -165,51 +163,6 @@ func (l *sharedLimiters) get(name string, qps float32, burst int) flowcontrol.Ra
 		l.by[name] = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
 	}
 	return l.by[name]
-}
-
-// fencedTransport refuses every write into a namespace outside its claims' buckets (SH-1), and every write
-// into a bucket's namespace while that bucket's claim is not valid (SH-2); a write into no namespace needs every
-// claim valid. Reads pass. A replica whose claim lapsed writes nothing there, whatever its workers were doing,
-// and a set's controllers write only in their buckets' namespaces, whatever their caches held.
-type fencedTransport struct {
-	next   http.RoundTripper
-	claims []shard.Claim
-}
-
-func (t fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method == http.MethodGet || req.Method == http.MethodHead {
-		return t.next.RoundTrip(req)
-	}
-	ns, namespaced := requestNamespace(req.URL.Path)
-	if !namespaced {
-		for _, c := range t.claims {
-			if !c.Fence.Valid() {
-				return nil, shard.ErrFenced
-			}
-		}
-		return t.next.RoundTrip(req)
-	}
-	i := slices.IndexFunc(t.claims, func(c shard.Claim) bool { return c.Range.Contains(ns) })
-	if i < 0 {
-		return nil, fmt.Errorf("%w: %s %s is in namespace %q, outside this replica's buckets here", shard.ErrFenced, req.Method, req.URL.Path, ns)
-	}
-	if !t.claims[i].Fence.Valid() {
-		return nil, fmt.Errorf("%w: the claim on bucket %d, namespace %q's, is not valid", shard.ErrFenced, t.claims[i].Bucket, ns)
-	}
-	return t.next.RoundTrip(req)
-}
-
-// requestNamespace returns the namespace of a request to a namespaced object or collection
-// (/api/v1/namespaces/<ns>/… or /apis/<group>/<version>/namespaces/<ns>/…); a request to a namespace object
-// itself has none.
-func requestNamespace(path string) (string, bool) {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	for i := 0; i+2 < len(parts); i++ {
-		if parts[i] == "namespaces" && (i == 2 || i == 3) {
-			return parts[i+1], true
-		}
-	}
-	return "", false
 }
 
 // applyShard sets the process's shared rate limiter and, for a controller's own clients, the fence on cfg.

@@ -58,19 +58,45 @@ type Claim struct {
 	Fence  *Fence
 }
 
-// Fence says whether a claim may still be acted on (SH-2): while valid says so (the coordinator's: its epoch
-// is the replica's current one, renewed within RenewDeadline without a lapse since the claim was won) and it
-// has not been revoked.
+// Fence says whether a claim may still be acted on (SH-2), and until when: while valid says so (the
+// coordinator's: its epoch is the replica's current one, renewed within RenewDeadline without a lapse since the
+// claim was won) and it has not been revoked. A fence built with NewFenceUntil also gives the instant its claim
+// stops being valid (Deadline), so that a write can carry it.
 type Fence struct {
 	valid   func() bool
+	until   func() time.Time
+	now     func() time.Time
 	revoked atomic.Bool
 }
 
-// NewFence returns a fence that holds while valid returns true and Revoke has not been called.
+// NewFence returns a fence that holds while valid returns true and Revoke has not been called; it has no
+// Deadline.
 func NewFence(valid func() bool) *Fence { return &Fence{valid: valid} }
 
+// NewFenceUntil returns a fence that holds while now() is before until() and Revoke has not been called; until
+// returns the zero time once the claim is invalid for good (a new membership epoch).
+func NewFenceUntil(until, now func() time.Time) *Fence { return &Fence{until: until, now: now} }
+
 // Valid reports whether the claim may be acted on now.
-func (f *Fence) Valid() bool { return !f.revoked.Load() && f.valid() }
+func (f *Fence) Valid() bool {
+	if f.revoked.Load() {
+		return false
+	}
+	if f.until != nil {
+		return f.now().Before(f.until())
+	}
+	return f.valid()
+}
+
+// Deadline returns the instant the claim stops being valid, unless it is renewed before (its membership
+// renewed, SH-2), and true; or false for a fence without one (NewFence) or a revoked one. A write that must
+// not land after its claim ended carries it as its deadline.
+func (f *Fence) Deadline() (time.Time, bool) {
+	if f.until == nil || f.revoked.Load() {
+		return time.Time{}, false
+	}
+	return f.until(), true
+}
 
 // Revoke ends the fence for good.
 func (f *Fence) Revoke() { f.revoked.Store(true) }
@@ -98,6 +124,10 @@ type Config struct {
 	MinResplitInterval time.Duration
 	// Clock is the membership's and the loop's clock (clock.RealClock{} when nil).
 	Clock clock.WithTicker
+	// Hold, if set, returns until when this replica's mode may act at all (SH-10: the sharded replicas' hold on
+	// the leader-election Lease, as this replica last saw it renewed, + RenewDeadline); every claim's fence ends
+	// then at the latest. Nil: no such limit.
+	Hold func() time.Time
 }
 
 // Coordinator is one replica's part of the sharded mode: it keeps its membership, moves buckets as Next asks
@@ -324,3 +354,15 @@ func (c *Coordinator) createRing(ctx context.Context) error {
 
 // now is the coordinator's clock's time.
 func (c *Coordinator) now() time.Time { return c.cfg.Clock.Now() }
+
+// claimValidUntil returns when a claim won in epoch stops being valid (SH-2): the membership's validity, cut
+// short by the mode's hold (Config.Hold, SH-10); the zero time once it is invalid for good.
+func (c *Coordinator) claimValidUntil(epoch int64) time.Time {
+	until := c.member.ValidUntil(epoch)
+	if c.cfg.Hold != nil && !until.IsZero() {
+		if hold := c.cfg.Hold(); hold.Before(until) {
+			return hold
+		}
+	}
+	return until
+}

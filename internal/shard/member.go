@@ -85,6 +85,17 @@ func (m *Membership) Epoch() int64 {
 	return m.epoch
 }
 
+// ValidUntil returns when a claim won in epoch stops being valid unless the Lease is renewed before (SH-2): the
+// start of the last renewal + RenewDeadline while epoch is the current one, else the zero time.
+func (m *Membership) ValidUntil(epoch int64) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if epoch == 0 || m.epoch != epoch {
+		return time.Time{}
+	}
+	return m.validUntil
+}
+
 // Valid reports whether a claim won in epoch may still be acted on (SH-2).
 func (m *Membership) Valid(epoch int64) bool { return epoch != 0 && m.Epoch() == epoch }
 

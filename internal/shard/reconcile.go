@@ -240,7 +240,7 @@ func (c *Coordinator) logWriteError(err error, what string) {
 // start starts bucket i (of a ring of `of`) with a fresh fence of epoch; a build error is logged and retried
 // next round.
 func (c *Coordinator) start(ctx context.Context, i int, rng Range, of int, epoch int64) {
-	fence := NewFence(func() bool { return c.member.Valid(epoch) })
+	fence := NewFenceUntil(func() time.Time { return c.claimValidUntil(epoch) }, c.now)
 	running, err := c.cfg.Runner.Start(ctx, Claim{Bucket: i, Range: rng, Of: of, Fence: fence})
 	if err != nil {
 		c.logger.Error(err, "Could not start a shard bucket", "bucket", i, "range", rng.String())
