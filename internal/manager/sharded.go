@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +40,11 @@ type Sharding struct {
 	Buckets int
 	// RingName names the ring's ConfigMap (default shard.DefaultRingName), in LeaderElection.ResourceNamespace.
 	RingName string
+	// LeaderLease is the Lease, "NAMESPACE/NAME", that a leader-elected (unsharded) kubedeploy controllers holds
+	// (its LeaderElection.ResourceNamespace/ResourceName; default DefaultResourceNamespace/DefaultResourceName).
+	// The sharded replicas hold it together while they run, and wait while a leader holds it, so that the two
+	// modes never run at once (SH-10). "-" turns that off.
+	LeaderLease string
 	// ConsolidateAfter is how long the replica's buckets stay unchanged before it runs them all in one set of
 	// controllers, one list and watch per resource (default DefaultConsolidateAfter; < 0: never, each bucket
 	// keeps its own).
@@ -48,13 +55,21 @@ type Sharding struct {
 func (s *Sharding) Default() {
 	s.Buckets = cmp.Or(s.Buckets, DefaultShardBuckets)
 	s.RingName = cmp.Or(s.RingName, shard.DefaultRingName)
+	s.LeaderLease = cmp.Or(s.LeaderLease, DefaultResourceNamespace+"/"+DefaultResourceName)
 	s.ConsolidateAfter = cmp.Or(s.ConsolidateAfter, DefaultConsolidateAfter)
 }
 
-// Validate returns an error for a bucket count outside 1..1024.
+// Validate returns an error for a bucket count outside 1..1024, or a LeaderLease that is neither "-" nor
+// NAMESPACE/NAME.
 func (s Sharding) Validate() error {
-	if s.Enabled && (s.Buckets < 1 || s.Buckets > 1024) {
+	if !s.Enabled {
+		return nil
+	}
+	if s.Buckets < 1 || s.Buckets > 1024 {
 		return fmt.Errorf("shard buckets must be between 1 and 1024, got %d", s.Buckets)
+	}
+	if ns, name, ok := strings.Cut(s.LeaderLease, "/"); s.LeaderLease != "" && s.LeaderLease != "-" && (!ok || ns == "" || name == "" || strings.Contains(name, "/")) {
+		return fmt.Errorf("the shard leader Lease must be NAMESPACE/NAME or \"-\", got %q", s.LeaderLease)
 	}
 	return nil
 }
@@ -174,9 +189,11 @@ func (s *shardContext) applyShard(cfg *rest.Config, controller string, qps float
 }
 
 // runSharded runs cfg's controllers in sharded mode until ctx ends: it probes whether the API server filters
-// by shard, then runs a shard.Coordinator whose buckets each run a ControllerSet over their namespaces. The
-// error is the coordinator client's or its informers'.
-func runSharded(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck) error {
+// by shard, then, while the sharded replicas hold the leader Lease (SH-10, modeLease; always with LeaderLease
+// "-"), runs a shard.Coordinator whose buckets each run a ControllerSet over their namespaces. While a
+// leader-elected process holds that Lease it waits, writing nothing, and other says so. The error is the
+// coordinator client's or its informers'.
+func runSharded(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck, other *otherMode) error {
 	logger := klog.FromContext(ctx)
 	client, err := cfg.clientFor("shard-coordinator")
 	if err != nil {
@@ -193,15 +210,47 @@ func runSharded(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck) e
 	} else {
 		logger.Info("Sharded mode: the API server does not filter by shard (ShardedListAndWatch off, or an older server); this replica filters client-side only")
 	}
-	le := cfg.LeaderElection
 	sets := &shardRunner{cfg: cfg, serverSide: serverSide, limiters: &sharedLimiters{}, slots: &sharedSlots{logger: klog.FromContext(ctx)}}
+	if cfg.Sharding.LeaderLease == "-" {
+		return runCoordinator(ctx, cfg, client, sets, syncCheck, nil)
+	}
+	mode, err := newModeLease(cfg.Sharding.LeaderLease, cfg.LeaderElection.ResourceNamespace, cfg.Sharding.RingName, cfg.LeaderElection, client, other)
+	if err != nil {
+		return err
+	}
+	for {
+		if err := mode.waitHeld(ctx); err != nil {
+			return nil // ctx ended while waiting
+		}
+		logger.Info("The sharded replicas hold the leader Lease; starting", "lease", cfg.Sharding.LeaderLease)
+		runCtx, stop := context.WithCancel(ctx)
+		go mode.keep(runCtx, stop)
+		coord, err := runCoordinatorOnce(runCtx, cfg, client, sets, syncCheck, mode.HeldUntil)
+		stop()
+		if err != nil || ctx.Err() != nil {
+			releaseIfLast(ctx, mode, coord)
+			return err
+		}
+	}
+}
+
+// runCoordinator is runCoordinatorOnce's error alone.
+func runCoordinator(ctx context.Context, cfg Config, client kubernetes.Interface, sets *shardRunner, syncCheck *serving.SyncCheck, hold func() time.Time) error {
+	_, err := runCoordinatorOnce(ctx, cfg, client, sets, syncCheck, hold)
+	return err
+}
+
+// runCoordinatorOnce runs a new shard.Coordinator of this replica over sets (hold: Config.Hold) until ctx ends,
+// with syncCheck following it, and returns it and its error.
+func runCoordinatorOnce(ctx context.Context, cfg Config, client kubernetes.Interface, sets *shardRunner, syncCheck *serving.SyncCheck, hold func() time.Time) (*shard.Coordinator, error) {
+	le := cfg.LeaderElection
 	groups := newGroupRunner(sets.build, cfg.Sharding.ConsolidateAfter)
 	groups.onHeld = sets.slots.resize
 	coord := shard.NewCoordinator(shard.Config{
 		Client: client, Namespace: le.ResourceNamespace, RingName: cfg.Sharding.RingName, Identity: le.Identity,
 		Buckets:   cfg.Sharding.Buckets,
 		Durations: shard.Durations{LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod},
-		Measure:   measureFor(cfg), Runner: groups,
+		Measure:   measureFor(cfg), Runner: groups, Hold: hold,
 	})
 	syncCheck.Set(coord.HasSynced)
 	defer syncCheck.Set(nil)
@@ -212,7 +261,23 @@ func runSharded(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck) e
 			}
 		}()
 	}
-	return coord.Run(ctx)
+	return coord, coord.Run(ctx)
+}
+
+// releaseIfLast releases the sharded replicas' hold on the leader Lease when coord's membership saw no other live
+// replica: the last sharded replica to stop lets a leader-elected process start at once instead of after
+// LeaseDuration. Failure is logged.
+func releaseIfLast(ctx context.Context, mode *modeLease, coord *shard.Coordinator) {
+	if coord != nil && slices.ContainsFunc(coord.Membership().Live(), func(id string) bool { return id != coord.Membership().Identity() }) {
+		return
+	}
+	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mode.le.RenewDeadline)
+	defer cancel()
+	if err := mode.release(releaseCtx); err != nil {
+		klog.FromContext(ctx).Info("Could not release the leader Lease; it expires by itself", "lease", mode.name, "err", err)
+		return
+	}
+	klog.FromContext(ctx).Info("Released the leader Lease: no other sharded replica is live", "lease", mode.name)
 }
 
 // shardRunner builds the ControllerSets of a sharded replica's buckets (groupRunner runs them).

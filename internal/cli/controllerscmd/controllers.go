@@ -78,6 +78,8 @@ func addControllersFlags(cmd *cobra.Command, o *controllersOptions) {
 	f.IntVar(&m.Sharding.Buckets, "shard-buckets", manager.DefaultShardBuckets, "buckets of the namespace hash space in a ring this replica creates, 1..1024 (a ring that exists keeps its own)")
 	f.DurationVar(&m.Sharding.ConsolidateAfter, "shard-consolidate-after", manager.DefaultConsolidateAfter, "how long a replica's buckets stay unchanged before it runs them in one set of controllers, one list and watch per resource (0: never, each bucket keeps its own)")
 	f.StringVar(&m.Sharding.RingName, "shard-ring-name", shard.DefaultRingName, "name of the ConfigMap that holds the shard ring, in --leader-elect-resource-namespace")
+	f.StringVar(&m.Sharding.LeaderLease, "shard-leader-lease", manager.DefaultResourceNamespace+"/"+manager.DefaultResourceName,
+		"NAMESPACE/NAME of the Lease a leader-elected (unsharded) kubedeploy controllers holds: the sharded replicas hold it together while they run, so that the two modes never run at once (SH-10); \"-\" turns that off")
 	f.IntVar(&m.Serving.Port, "secure-port", manager.DefaultSecurePort, "HTTPS port for /healthz, /readyz, /livez and /metrics, 0..65535 (0 disables)")
 	f.StringVar(&m.Serving.BindAddress, "bind-address", "127.0.0.1", "IP address for --secure-port (0.0.0.0 for all interfaces, e.g. in a pod)")
 	f.BoolVar(&m.Serving.Profiling, "profiling", true, "serve Go's pprof profiles under /debug/pprof/ on --secure-port, to users allowed get on that nonResourceURL")
