@@ -53,7 +53,9 @@ func TestOneModeAtATime(t *testing.T) {
 	stopped := time.Now()
 	took = waitLog(t, late.controllersProcess, "The sharded replicas hold the leader Lease; starting", shardLeaseDuration+5*time.Second)
 	t.Logf("(2) the sharded replica waited beside the leader; after its SIGTERM it took over in %s", took.Round(100*time.Millisecond))
-	r.checkQuiet(since, stopped, func(e auditEvent) bool { return replicaOf(e) == late.identity || strings.Contains(e.UserAgent, late.identity) },
+	r.checkQuiet(since, stopped, func(e auditEvent) bool {
+		return replicaOf(e) == late.identity || strings.Contains(e.UserAgent, late.identity)
+	},
 		"the sharded replica while the leader lived")
 	stopRolling()
 	r.waitRolloutsComplete()
