@@ -16,7 +16,7 @@ import (
 
 // fencedTransport refuses every write into a namespace outside its claims' buckets (SH-1), and every write into
 // a bucket's namespace while that bucket's claim is not valid (SH-2); a write into no namespace needs every claim
-// valid. Reads pass. A replica whose claim lapsed writes nothing there, whatever its workers were doing, and a
+// valid. Reads and Events pass. A replica whose claim lapsed writes nothing there, whatever its workers were doing, and a
 // set's controllers write only in their buckets' namespaces, whatever their caches held.
 //
 // A write it lets through carries its claim's end (shard.Fence.Deadline) as its deadline (issue 45): the request's
@@ -31,7 +31,7 @@ type fencedTransport struct {
 }
 
 func (t fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method == http.MethodGet || req.Method == http.MethodHead {
+	if req.Method == http.MethodGet || req.Method == http.MethodHead || isEventWrite(req.URL.Path) {
 		return t.next.RoundTrip(req)
 	}
 	fences, err := t.fencesFor(req)
@@ -133,6 +133,19 @@ func (c *cancelOnClose) Close() error {
 	err := c.ReadCloser.Close()
 	c.cancel()
 	return err
+}
+
+// isEventWrite reports whether path is an Event's (core/v1 or events.k8s.io): events say what a sync did, best
+// effort, and are no write of a Deployment, ReplicaSet or Pod that SH-1 and SH-2 guard, so an event of a sync that
+// finished as its claim ended is still recorded.
+func isEventWrite(path string) bool {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	for i := 2; i <= 3 && i+2 < len(parts); i++ {
+		if parts[i] == "namespaces" {
+			return parts[i+2] == "events" // /api/v1/namespaces/<ns>/events…, /apis/<group>/<v>/namespaces/<ns>/events…
+		}
+	}
+	return false
 }
 
 // requestNamespace returns the namespace of a request to a namespaced object or collection

@@ -86,3 +86,20 @@ func TestWithTimeout(t *testing.T) {
 		t.Errorf("sub-millisecond timeout: %s", got)
 	}
 }
+
+// An Event is written whatever the claims (best effort, no workload write); a namespace named "events" is not an
+// Event.
+func TestIsEventWrite(t *testing.T) {
+	for path, want := range map[string]bool{
+		"/api/v1/namespaces/team-a/events":                      true,
+		"/api/v1/namespaces/team-a/events/web.1":                true,
+		"/apis/events.k8s.io/v1/namespaces/team-a/events":       true,
+		"/api/v1/namespaces/events/pods":                        false,
+		"/api/v1/namespaces/team-a/pods/events":                 false,
+		"/apis/apps/v1/namespaces/team-a/replicasets/web/scale": false,
+	} {
+		if got := isEventWrite(path); got != want {
+			t.Errorf("isEventWrite(%q) = %v, want %v", path, got, want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -26,7 +27,7 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 		return
 	}
 	if cm == nil {
-		if err := c.createRing(ctx); err != nil {
+		if err := c.createRing(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			c.logger.Error(err, "Could not create the shard ring")
 		}
 		return
@@ -229,12 +230,27 @@ func (c *Coordinator) claim(ctx context.Context, cm *v1.ConfigMap, next Ring, ep
 	return true
 }
 
-func (c *Coordinator) logWriteError(err error, what string) {
-	if apierrors.IsConflict(err) {
-		c.logger.V(2).Info("The shard ring changed first; reading it again", "write", what)
+// logError logs err with msg and keysAndValues as an error, or at V(2) when it is this replica's own shutdown
+// cutting the request short (context canceled): stopping is not a failure.
+func (c *Coordinator) logError(err error, msg string, keysAndValues ...any) {
+	if errors.Is(err, context.Canceled) {
+		c.logger.V(2).Info(msg+" (shutting down)", append(keysAndValues, "err", err)...)
 		return
 	}
-	c.logger.Error(err, "Could not write the shard ring", "write", what)
+	c.logger.Error(err, msg, keysAndValues...)
+}
+
+// logWriteError logs a failed ring write: a conflict (another replica wrote first) and a write cut short by this
+// replica's own shutdown (context canceled) at V(2), anything else as an error.
+func (c *Coordinator) logWriteError(err error, what string) {
+	switch {
+	case apierrors.IsConflict(err):
+		c.logger.V(2).Info("The shard ring changed first; reading it again", "write", what)
+	case errors.Is(err, context.Canceled):
+		c.logger.V(2).Info("A shard ring write was cut short by shutting down", "write", what)
+	default:
+		c.logger.Error(err, "Could not write the shard ring", "write", what)
+	}
 }
 
 // start starts bucket i (of a ring of `of`) with a fresh fence of epoch; a build error is logged and retried
@@ -243,7 +259,7 @@ func (c *Coordinator) start(ctx context.Context, i int, rng Range, of int, epoch
 	fence := NewFenceUntil(func() time.Time { return c.claimValidUntil(epoch) }, c.now)
 	running, err := c.cfg.Runner.Start(ctx, Claim{Bucket: i, Range: rng, Of: of, Fence: fence})
 	if err != nil {
-		c.logger.Error(err, "Could not start a shard bucket", "bucket", i, "range", rng.String())
+		c.logError(err, "Could not start a shard bucket", "bucket", i, "range", rng.String())
 		return
 	}
 	c.mu.Lock()
@@ -312,7 +328,7 @@ func (c *Coordinator) take(ctx context.Context, cm *v1.ConfigMap, ring Ring, m M
 		expired, err := c.member.ConfirmExpired(ctx, m.From)
 		if err != nil || !expired {
 			if err != nil {
-				c.logger.Error(err, "Could not read a shard replica's Lease", "replica", m.From)
+				c.logError(err, "Could not read a shard replica's Lease", "replica", m.From)
 			}
 			return
 		}

@@ -81,7 +81,7 @@ func (c *Coordinator) maybeResplit(ctx context.Context, cm *v1.ConfigMap, ring R
 	c.lastMeasure = c.now()
 	pods, err := c.cfg.Measure(ctx)
 	if err != nil {
-		c.logger.Error(err, "Could not measure the namespaces for a shard re-split")
+		c.logError(err, "Could not measure the namespaces for a shard re-split")
 		return false
 	}
 	fresh := NewRing(Bounds(pods, len(ring.Buckets)), pods)
@@ -102,7 +102,7 @@ func (c *Coordinator) maybeResplit(ctx context.Context, cm *v1.ConfigMap, ring R
 func (c *Coordinator) deleteStaleLeases(ctx context.Context, ring Ring) {
 	deleted, err := c.member.DeleteStale(ctx, owners(ring))
 	if err != nil {
-		c.logger.Error(err, "Could not delete a stale shard membership Lease")
+		c.logError(err, "Could not delete a stale shard membership Lease")
 	}
 	if len(deleted) > 0 {
 		c.logger.Info("Deleted the Leases of shard replicas long gone", "replicas", deleted)
