@@ -3,12 +3,12 @@ package shard
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -96,7 +96,8 @@ func ControlledBy(obj metav1.Object, kind string) bool {
 	return c != nil && isApps(c, kind)
 }
 
+// isApps reports whether ref names a kind of the apps group (any version), without allocating: it runs for
+// every cached pod at each of the coordinator's rounds.
 func isApps(ref *metav1.OwnerReference, kind string) bool {
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	return err == nil && gv.Group == appsv1.GroupName && ref.Kind == kind
+	return ref.Kind == kind && strings.HasPrefix(ref.APIVersion, appsv1.GroupName+"/")
 }
