@@ -322,3 +322,7 @@ func (h bucketHandle) Pods() (pods, namespaces int) {
 	}
 	return pods, namespaces
 }
+
+// Steady counts the steady pods of the bucket's namespaces in its set's caches, and those namespaces
+// (shard.Running.Steady, SH-8: steadyOf).
+func (h bucketHandle) Steady() (pods, namespaces int) { return steadyOf(h.set(), h.claim.Range) }

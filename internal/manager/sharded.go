@@ -300,8 +300,8 @@ func (r *shardRunner) build(ctx context.Context, claims []shard.Claim) (bucketSe
 	return set, nil
 }
 
-// measureFor returns the measure of a new ring: every namespace and its pods, read as metadata only from the
-// API server's cache.
+// measureFor returns the measure of a new ring or a re-split: every namespace and its steady pods
+// (shard.SteadyByNamespace, SH-8), read from the API server's cache.
 func measureFor(cfg Config) func(ctx context.Context) (map[string]int, error) {
 	return func(ctx context.Context) (map[string]int, error) {
 		rc := cfg.restConfigFor("shard-coordinator")
@@ -313,6 +313,6 @@ func measureFor(cfg Config) func(ctx context.Context) (map[string]int, error) {
 		if err != nil {
 			return nil, err
 		}
-		return shard.PodsByNamespace(ctx, client, meta)
+		return shard.SteadyByNamespace(ctx, client, meta)
 	}
 }

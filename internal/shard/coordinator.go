@@ -47,6 +47,11 @@ type Running interface {
 	HasSynced() bool
 	// Pods and Namespaces count the cached pods and the namespaces they are in.
 	Pods() (pods, namespaces int)
+	// Steady counts, from the caches, the pods the bucket's namespaces hold at rest and the namespaces that
+	// hold any: each Deployment's spec.replicas, each ReplicaSet's not controlled by a Deployment, and each pod
+	// not controlled by a ReplicaSet, so that a rollout's surge does not change it (SH-8). It is the bucket's
+	// weight in the ring (Bucket.Pods).
+	Steady() (pods, namespaces int)
 }
 
 // Claim is one bucket won by this replica: its index and range in the ring, the ring's number of buckets
@@ -116,9 +121,13 @@ type Config struct {
 	// Buckets is the number of buckets of a ring this replica creates (a ring that exists keeps its own).
 	Buckets   int
 	Durations Durations
-	// Measure returns the cluster's namespaces and their pods (namespace → pods), for the bounds of a new ring.
+	// Measure returns the cluster's namespaces and their steady pods (namespace → pods, as Running.Steady
+	// counts them: SteadyByNamespace), for the bounds of a new ring or a re-split.
 	Measure func(ctx context.Context) (map[string]int, error)
 	Runner  Runner
+	// WeightRefreshInterval is the least time between two rewrites of this replica's buckets' steady pods in
+	// the ring (default DefaultWeightRefreshInterval).
+	WeightRefreshInterval time.Duration
 	// MinResplitInterval is the least time between two re-splits this replica asks for (default
 	// DefaultMinResplitInterval).
 	MinResplitInterval time.Duration
@@ -165,6 +174,9 @@ func NewCoordinator(cfg Config) *Coordinator {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.WeightRefreshInterval == 0 {
+		cfg.WeightRefreshInterval = DefaultWeightRefreshInterval
 	}
 	if cfg.MinResplitInterval == 0 {
 		cfg.MinResplitInterval = DefaultMinResplitInterval
