@@ -80,7 +80,7 @@ func (c *Coordinator) reapDead(ctx context.Context, cm *v1.ConfigMap, ring Ring)
 		}
 		if expired, err := c.member.ConfirmExpired(ctx, id); err != nil || !expired {
 			if err != nil {
-				c.logger.Error(err, "Could not read a shard replica's Lease", "replica", id)
+				c.logError(err, "Could not read a shard replica's Lease", "replica", id)
 			}
 			continue
 		}
@@ -106,7 +106,7 @@ func (c *Coordinator) reap(ctx context.Context, cm *v1.ConfigMap, ring Ring, id 
 	}
 	if err := c.member.DeleteLease(ctx, id); err != nil {
 		if !apierrors.IsConflict(err) {
-			c.logger.Error(err, "Could not delete an expired shard replica's Lease", "replica", id)
+			c.logError(err, "Could not delete an expired shard replica's Lease", "replica", id)
 		}
 		return false
 	}
