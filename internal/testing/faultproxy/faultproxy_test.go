@@ -637,7 +637,7 @@ func TestHoldFor(t *testing.T) {
 	if n := f.hitCount("POST /api/v1/namespaces/ns/pods"); n != 1 {
 		t.Errorf("the API server got %d creates, want 1 (the abandoned one never forwarded)", n)
 	}
-	if s := p.Stats(); s.Held["create pods"] != 2 {
-		t.Errorf("held %v, want 2 creates", s.Held)
+	if s := p.Stats(); s.Held["create pods"] != 2 || s.Released["create pods"] != 1 {
+		t.Errorf("held %v, released %v; want 2 creates held, 1 released", s.Held, s.Released)
 	}
 }

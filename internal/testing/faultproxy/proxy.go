@@ -331,6 +331,7 @@ func (p *Proxy) hold(r *http.Request, info *request.RequestInfo) bool {
 	defer t.Stop()
 	select {
 	case <-t.C():
+		p.count(&p.stats.Released, key)
 		return true
 	case <-r.Context().Done():
 	case <-p.stopping:

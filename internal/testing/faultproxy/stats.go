@@ -22,8 +22,10 @@ type Stats struct {
 	WatchesDropped int
 	// Held counts the requests a HoldFor rule held, and Abandoned those of
 	// them whose client gave up before the hold ended (never forwarded), by
-	// "verb resource" as Forwarded.
-	Held, Abandoned map[string]int
+	// "verb resource" as Forwarded; Released counts those forwarded when
+	// their hold ended (they count in Forwarded too). All three count only
+	// the requests a HoldFor rule matched, so only its namespace's.
+	Held, Abandoned, Released map[string]int
 }
 
 // Stats returns a copy of the proxy's counters.
@@ -33,7 +35,7 @@ func (p *Proxy) Stats() Stats {
 	s := p.stats
 	s.Forwarded = maps.Clone(p.stats.Forwarded)
 	s.Faults = maps.Clone(p.stats.Faults)
-	s.Held, s.Abandoned = maps.Clone(p.stats.Held), maps.Clone(p.stats.Abandoned)
+	s.Held, s.Abandoned, s.Released = maps.Clone(p.stats.Held), maps.Clone(p.stats.Abandoned), maps.Clone(p.stats.Released)
 	s.OpenWatches = len(p.streams)
 	s.WatchesDropped = int(p.watchesDropped.Load())
 	return s
