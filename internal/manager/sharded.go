@@ -25,8 +25,8 @@ import (
 
 // DefaultShardBuckets is Sharding.Buckets' default: 12 divides evenly among 1, 2, 3, 4 and 6 replicas, so
 // buckets of equal pods (SH-5) give each of them the same share (16 left 3 replicas at 6/5/5 buckets, the
-// biggest with 1.125× the mean), and a replica's first sets stay few (three informers per bucket, a watch each,
-// until groupRunner merges them).
+// biggest with 1.125× the mean), and a replica's watches stay few (each bucket it holds has its own three
+// informers, a watch each: bucketInformers).
 const DefaultShardBuckets = 12
 
 // Sharding configures the sharded mode (issue 35, SH-1…SH-7): every replica is active and runs the
@@ -40,9 +40,9 @@ type Sharding struct {
 	Buckets int
 	// RingName names the ring's ConfigMap (default shard.DefaultRingName), in LeaderElection.ResourceNamespace.
 	RingName string
-	// ConsolidateAfter is how long the replica's buckets stay unchanged before it runs them all in one set of
-	// controllers, one list and watch per resource (default DefaultConsolidateAfter; < 0: never, each bucket
-	// keeps its own).
+	// ConsolidateAfter is accepted and ignored. Deprecated: a replica runs one set of controllers whatever its
+	// buckets, each bucket with informers of its own that no move of another bucket restarts (SH-9); there is
+	// nothing to merge (--shard-consolidate-after is a documented no-op).
 	ConsolidateAfter time.Duration
 }
 
@@ -61,30 +61,29 @@ func (s Sharding) Validate() error {
 	return nil
 }
 
-// shardContext is what a ControllerSet is built with in sharded mode: the claims of the buckets it runs
-// (their namespaces are the ones it may see; each claim's fence guards the writes into its namespaces), whether
-// the API server filters by shard, and the rate limiters and sync slots all of the process's sets share per
-// controller (so that QPS, Burst and the --concurrent-*-syncs limit the process, not each set).
+// shardContext is what a sharded replica's one ControllerSet is built with (SH-9): the claims of the buckets it
+// runs now (each claim's fence guards the writes into its namespaces; bucketRunner.currentClaims), the
+// controllers' scope (the namespaces they act on now, runner.Scope), and the rate limiters and sync slots
+// per controller.
 type shardContext struct {
-	claims     []shard.Claim
-	serverSide bool
-	limiters   *sharedLimiters
-	slots      *sharedSlots
+	claims   func() []shard.Claim
+	scope    *runner.Scope
+	limiters *sharedLimiters
+	slots    *sharedSlots
 }
 
-// scope is the namespaces of the set's buckets.
-func (s *shardContext) scope() shard.Scope {
-	rs := make([]shard.Range, len(s.claims))
-	for i, c := range s.claims {
-		rs[i] = c.Range
+// scopeFor is the controllers' runner.Scope in sharded mode, nil (every namespace) otherwise.
+func (c Config) scopeFor() *runner.Scope {
+	if c.shard == nil {
+		return nil
 	}
-	return shard.Scope{Ranges: rs, ServerSide: s.serverSide}
+	return c.shard.scope
 }
 
-// sharedSlots is one runner.Slots per controller name for the whole process: every bucket's controller of a
-// kind runs its workers, but no more syncs run at once in the process than its share of the configured number
-// (without it, a replica with 8 buckets ran 8 × --concurrent-*-syncs syncs behind one client rate limiter, and
-// decisions landed seconds late: EX-3's pod bound was overrun in tests).
+// sharedSlots is one runner.Slots per controller name for the whole process: no more syncs run at once in the
+// process than its share of the configured number (when each bucket had controllers of its own, a replica with
+// 8 buckets ran 8 × --concurrent-*-syncs syncs behind one client rate limiter, and decisions landed seconds
+// late: EX-3's pod bound was overrun in tests).
 //
 // --concurrent-*-syncs (CM-1) are the fleet's in sharded mode (issue 35): a replica holding held of the
 // ring's of buckets runs max(1, ⌊n × held ÷ of⌋) syncs at once, so that N replicas together run no more
@@ -212,43 +211,59 @@ func requestNamespace(path string) (string, bool) {
 	return "", false
 }
 
-// applyShard sets the process's shared rate limiter and, for a controller's own clients, the fence on cfg.
+// applyShard sets the process's shared rate limiter and the fence on cfg: each request is checked against the
+// claims of the buckets the replica runs when it is sent (liveFence).
 func (s *shardContext) applyShard(cfg *rest.Config, controller string, qps float32, burst int) {
 	cfg.RateLimiter = s.limiters.get(controller, qps, burst)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return fencedTransport{next: rt, claims: s.claims}
+		return liveFence{next: rt, claims: s.claims}
 	})
 }
 
+// liveFence is fencedTransport over the claims of the moment: a replica's one set of controllers (SH-9) writes
+// into the namespaces of the buckets it runs when each request is sent, with their claims valid.
+type liveFence struct {
+	next   http.RoundTripper
+	claims func() []shard.Claim
+}
+
+func (t liveFence) RoundTrip(req *http.Request) (*http.Response, error) {
+	return fencedTransport{next: t.next, claims: t.claims()}.RoundTrip(req)
+}
+
 // runSharded runs cfg's controllers in sharded mode until ctx ends: it probes whether the API server filters
-// by shard, then runs a shard.Coordinator whose buckets each run a ControllerSet over their namespaces. The
-// error is the coordinator client's or its informers'.
+// by shard, builds the replica's one ControllerSet over union informers (shardedSet), and runs a
+// shard.Coordinator whose buckets come and go in it (bucketRunner, SH-9). The set stops only after the
+// coordinator has drained and released every bucket. The error is a client's, a controller's, or the
+// coordinator's informers'.
 func runSharded(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck) error {
 	logger := klog.FromContext(ctx)
 	client, err := cfg.clientFor("shard-coordinator")
 	if err != nil {
 		return err
 	}
-	serverSide, err := shard.Probe(ctx, client, shard.Scope{Ranges: []shard.Range{{Start: 0, Last: math.MaxUint64 / 2}}})
-	if err != nil {
-		logger.Error(err, "Could not probe the API server for sharded list and watch; filtering client-side only")
-	}
-	shard.RegisterMetrics()
-	shard.MetricServerSideFiltering.Set(map[bool]float64{true: 1, false: 0}[serverSide])
-	if serverSide {
-		logger.Info("Sharded mode: the API server filters lists and watches by shard (ShardedListAndWatch); this replica filters too")
-	} else {
-		logger.Info("Sharded mode: the API server does not filter by shard (ShardedListAndWatch off, or an older server); this replica filters client-side only")
-	}
+	serverSide := probeShardFiltering(ctx, client)
+	setCtx, stopSetCtx := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSetCtx()
 	le := cfg.LeaderElection
-	sets := &shardRunner{cfg: cfg, serverSide: serverSide, limiters: &sharedLimiters{}, slots: &sharedSlots{logger: klog.FromContext(ctx)}}
-	groups := newGroupRunner(sets.build, cfg.Sharding.ConsolidateAfter)
-	groups.onHeld = sets.slots.resize
+	buckets := newBucketRunner(setCtx, runner.NewScope(), nil, le.RenewDeadline)
+	cfg.shard = &shardContext{claims: buckets.currentClaims, scope: buckets.scope, limiters: &sharedLimiters{}, slots: &sharedSlots{logger: logger}}
+	set, err := newShardedSet(ctx, cfg, serverSide)
+	if err != nil {
+		return err
+	}
+	buckets.newParts, buckets.onHeld = set.newBucketInformers, cfg.shard.slots.resize
+	set.set.Start(setCtx)
+	shard.MetricControllerSets.Set(1)
+	defer func() {
+		set.set.Stop()
+		shard.MetricControllerSets.Set(0)
+	}()
 	coord := shard.NewCoordinator(shard.Config{
 		Client: client, Namespace: le.ResourceNamespace, RingName: cfg.Sharding.RingName, Identity: le.Identity,
 		Buckets:   cfg.Sharding.Buckets,
 		Durations: shard.Durations{LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod},
-		Measure:   measureFor(cfg), Runner: groups,
+		Measure:   measureFor(cfg), Runner: buckets,
 	})
 	syncCheck.Set(coord.HasSynced)
 	defer syncCheck.Set(nil)
@@ -262,24 +277,22 @@ func runSharded(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck) e
 	return coord.Run(ctx)
 }
 
-// shardRunner builds the ControllerSets of a sharded replica's buckets (groupRunner runs them).
-type shardRunner struct {
-	cfg        Config
-	serverSide bool
-	limiters   *sharedLimiters
-	slots      *sharedSlots
-}
-
-// build builds, without starting it, a ControllerSet of cfg's controllers over the claims' namespaces, logging
-// with the buckets' indexes. The error is the set's build.
-func (r *shardRunner) build(ctx context.Context, claims []shard.Claim) (bucketSet, error) {
-	cfg := r.cfg
-	cfg.shard = &shardContext{claims: claims, serverSide: r.serverSide, limiters: r.limiters, slots: r.slots}
-	set, err := NewControllerSet(klog.NewContext(ctx, klog.FromContext(ctx).WithValues("buckets", bucketsOf(claims))), cfg)
+// probeShardFiltering reports whether the API server filters lists and watches by shard, says so in the log
+// and kubedeploy_shard_server_side_filtering; a failed probe counts as no.
+func probeShardFiltering(ctx context.Context, client kubernetes.Interface) bool {
+	logger := klog.FromContext(ctx)
+	serverSide, err := shard.Probe(ctx, client, shard.Scope{Ranges: []shard.Range{{Start: 0, Last: math.MaxUint64 / 2}}})
 	if err != nil {
-		return nil, err
+		logger.Error(err, "Could not probe the API server for sharded list and watch; filtering client-side only")
 	}
-	return set, nil
+	shard.RegisterMetrics()
+	shard.MetricServerSideFiltering.Set(map[bool]float64{true: 1, false: 0}[serverSide])
+	if serverSide {
+		logger.Info("Sharded mode: the API server filters lists and watches by shard (ShardedListAndWatch); this replica filters too")
+	} else {
+		logger.Info("Sharded mode: the API server does not filter by shard (ShardedListAndWatch off, or an older server); this replica filters client-side only")
+	}
+	return serverSide
 }
 
 // measureFor returns the measure of a new ring: every namespace and its pods, read as metadata only from the
