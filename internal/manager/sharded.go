@@ -109,7 +109,7 @@ func (s *sharedSlots) share(n int) int {
 	return max(1, n*s.held/s.of)
 }
 
-// resize sets every controller's bound for a replica holding held of the ring's of buckets (groupRunner's
+// resize sets every controller's bound for a replica holding held of the ring's of buckets (bucketRunner's
 // onHeld).
 func (s *sharedSlots) resize(held, of int) {
 	s.mu.Lock()
