@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -50,9 +51,10 @@ func newShardsCommand() *cobra.Command {
 		Short: "Show the shard ring of sharded controllers: each replica, its buckets, namespaces and pods, and the balance",
 		Long: `Reads the ring of "kubedeploy controllers --sharding" (the ConfigMap --ring in --namespace, the
 replicas' --leader-elect-resource-namespace), the replicas' Leases, and the cluster's namespaces and pods (as
-metadata), and prints each replica (its Lease, live or expired, its buckets, their namespaces and pods now, and
-its share of the pods), each bucket (its hash range, owner, the replica it is being handed to, namespaces and
-pods now), and the balance: the biggest replica's pods over the mean. It never writes to the cluster.`,
+metadata), and prints each replica (live, joining or dead as the replicas themselves judge it, its buckets,
+their namespaces and pods now, and its share of the pods), each bucket (its hash range, owner, the replica it is
+being handed to, namespaces, pods now and steady pods), the balance (the biggest live replica's pods over the
+mean of the live replicas), and the moves counted by cause. It never writes to the cluster.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runShards(cmd, o)
@@ -124,13 +126,23 @@ type shardsView struct {
 	// Namespaces and Pods are the cluster's now.
 	Namespaces int `json:"namespaces"`
 	Pods       int `json:"pods"`
-	// Balance is the biggest replica's pods over the mean pods of the replicas that are live or own a bucket;
-	// 0 when they hold no pods.
+	// Live is the number of live replicas (Replicas' Live), the header's count and the balance's.
+	Live int `json:"live"`
+	// Balance is the biggest live replica's pods over the mean pods of the live replicas; 0 when they hold no
+	// pods.
 	Balance float64 `json:"balance"`
 	// Biggest is the identity of that replica.
 	Biggest string `json:"biggest,omitempty"`
+	// Waiting is the pods in buckets no live replica owns (unowned, or their owner dead).
+	Waiting int `json:"waiting"`
 	// Resplit, while the ring's bounds are being changed (SH-5), says to how many buckets; nil otherwise.
 	Resplit *resplitView `json:"resplit,omitempty"`
+	// Moves counts the buckets that changed owner since the ring was made, by cause (SH-8).
+	Moves map[shard.MoveCause]int64 `json:"moves"`
+	// LastRebalance is when the last rebalancing move started; nil if none did.
+	LastRebalance *metav1.Time `json:"lastRebalance,omitempty"`
+
+	lastRebalanceAgo time.Duration
 }
 
 // resplitView is a change of the ring's bounds under way: every owner releases its buckets, and once no live
@@ -148,14 +160,20 @@ type replicaView struct {
 	// Lease is the replica's Lease (shard.MemberLeaseName), "" when it has none; RenewTime its last renewal.
 	Lease     string       `json:"lease,omitempty"`
 	RenewTime *metav1.Time `json:"renewTime,omitempty"`
-	// Live: the Lease was renewed less than its leaseDurationSeconds ago (by this machine's clock).
-	Live       bool    `json:"live"`
+	// Joined is when it joined the ring's members, Expired when a peer confirmed its Lease expired (SH-8).
+	Joined  *metav1.Time `json:"joined,omitempty"`
+	Expired *metav1.Time `json:"expired,omitempty"`
+	// Live: it has a Lease, its peers have not found it expired (they judge by the Lease's changes as they see
+	// them, SH-7), and it was renewed within its lease duration and a minute (stale) by this machine's clock.
+	Live bool `json:"live"`
+	// State is Live in words: live, joining (a Lease, not a member yet), dead (expired, no Lease, or stale).
+	State      string  `json:"state"`
 	Buckets    []int   `json:"buckets"`
 	Namespaces int     `json:"namespaces"`
 	Pods       int     `json:"pods"`
 	Share      float64 `json:"sharePercent"`
 
-	renewedAgo time.Duration
+	renewedAgo, joinedAgo, expiredAgo time.Duration
 }
 
 // bucketView is one bucket of the ring.
@@ -167,7 +185,8 @@ type bucketView struct {
 	ReleasingTo string `json:"releasingTo,omitempty"`
 	Namespaces  int    `json:"namespaces"`
 	Pods        int    `json:"pods"`
-	// MeasuredPods is what the ring holds for the bucket (its weight when the bounds were measured).
+	// MeasuredPods is what the ring holds for the bucket: its steady pods as its owner last recorded them
+	// (its weight in the plan, SH-8).
 	MeasuredPods int `json:"measuredPods"`
 
 	rangeText string
@@ -204,7 +223,7 @@ func readShards(ctx context.Context, client kubernetes.Interface, meta metadata.
 
 // buildShardsView returns the view of ring, with its replicas' leases and pods (namespace → pods) at now.
 func buildShardsView(ring shard.Ring, leases []coordinationv1.Lease, pods map[string]int, now time.Time) shardsView {
-	view := shardsView{Namespaces: len(pods), Buckets: make([]bucketView, len(ring.Buckets))}
+	view := shardsView{Namespaces: len(pods), Buckets: make([]bucketView, len(ring.Buckets)), Moves: map[shard.MoveCause]int64{}}
 	for i, b := range ring.Buckets {
 		view.Buckets[i] = bucketView{Index: i, Start: b.Start, End: b.End, Owner: b.Owner, ReleasingTo: b.ReleasingTo,
 			MeasuredPods: b.Pods, rangeText: b.Range().String()}
@@ -234,14 +253,24 @@ func buildShardsView(ring shard.Ring, leases []coordinationv1.Lease, pods map[st
 		view.Replicas = append(view.Replicas, *r)
 	}
 	slices.SortFunc(view.Replicas, func(a, b replicaView) int { return cmp.Compare(a.Identity, b.Identity) })
+	maps.Copy(view.Moves, ring.Moves)
+	if ring.LastRebalance != nil {
+		view.LastRebalance = &metav1.Time{Time: ring.LastRebalance.Time}
+		view.lastRebalanceAgo = now.Sub(ring.LastRebalance.Time)
+	}
 	view.share()
 	return view
 }
 
+// staleMargin is how long past its lease duration, by this machine's clock, a Lease no peer has found
+// expired is shown dead all the same: its peers would have found it expired long before, were any live.
+const staleMargin = time.Minute
+
 // replicasOf returns the replicas of the ring by identity: one per Lease (the newest renewal wins for an
-// identity with two) and one per owner without a Lease.
+// identity with two), one per member and one per owner without a Lease; each live or not as liveOf says.
 func replicasOf(ring shard.Ring, leases []coordinationv1.Lease, now time.Time) map[string]*replicaView {
 	out := map[string]*replicaView{}
+	durations := map[string]time.Duration{}
 	for _, l := range leases {
 		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
 			continue
@@ -251,11 +280,20 @@ func replicasOf(ring shard.Ring, leases []coordinationv1.Lease, now time.Time) m
 		if rt := l.Spec.RenewTime; rt != nil {
 			r.RenewTime = &metav1.Time{Time: rt.Time}
 			r.renewedAgo = now.Sub(rt.Time)
-			d := time.Duration(ptrOr(l.Spec.LeaseDurationSeconds, 0)) * time.Second
-			r.Live = r.renewedAgo < d
 		}
 		if old := out[id]; old == nil || old.RenewTime == nil || (r.RenewTime != nil && r.RenewTime.After(old.RenewTime.Time)) {
 			out[id] = r
+			durations[id] = time.Duration(ptrOr(l.Spec.LeaseDurationSeconds, 0)) * time.Second
+		}
+	}
+	for _, m := range ring.Members {
+		if out[m.Identity] == nil {
+			out[m.Identity] = &replicaView{Identity: m.Identity}
+		}
+		r := out[m.Identity]
+		r.Joined, r.joinedAgo = &metav1.Time{Time: m.Joined.Time}, now.Sub(m.Joined.Time)
+		if m.Expired != nil {
+			r.Expired, r.expiredAgo = &metav1.Time{Time: m.Expired.Time}, now.Sub(m.Expired.Time)
 		}
 	}
 	for _, b := range ring.Buckets {
@@ -263,7 +301,30 @@ func replicasOf(ring shard.Ring, leases []coordinationv1.Lease, now time.Time) m
 			out[b.Owner] = &replicaView{Identity: b.Owner}
 		}
 	}
+	for id, r := range out {
+		r.Live, r.State = liveOf(*r, durations[id])
+	}
 	return out
+}
+
+// liveOf judges r as its peers do: live while it has a Lease and no peer has found it expired (SH-7's check,
+// recorded in the ring's members, SH-8), joining while it has a Lease and is not a member yet; dead once a
+// peer found it expired, when it has no Lease, or when its Lease, of duration d, has not been renewed for
+// d + staleMargin by this machine's clock (no live peer to find it expired). It returns the state in words.
+func liveOf(r replicaView, d time.Duration) (bool, string) {
+	switch {
+	case r.Expired != nil:
+		return false, "dead: expired " + duration.HumanDuration(r.expiredAgo) + " ago"
+	case r.Lease == "":
+		return false, "dead: no Lease"
+	case r.RenewTime == nil:
+		return false, "dead: never renewed"
+	case r.renewedAgo > d+staleMargin:
+		return false, "dead: not renewed for " + duration.HumanDuration(r.renewedAgo)
+	case r.Joined == nil:
+		return true, "joining"
+	}
+	return true, "live, joined " + duration.HumanDuration(r.joinedAgo) + " ago"
 }
 
 // resplitOf returns ring's re-split under way at now, or nil.
@@ -286,32 +347,37 @@ func ptrOr[T any](p *T, def T) T {
 	return *p
 }
 
-// share fills each replica's share of the cluster's pods (%) and the balance: the biggest replica's pods over
-// the mean of the replicas that are live or own a bucket.
+// share fills each replica's share of the cluster's pods (%), the live replicas' count, the balance (the
+// biggest live replica's pods over the mean of the live replicas) and the pods waiting in buckets no live
+// replica owns.
 func (v *shardsView) share() {
-	counted, sum := 0, 0
+	sum := 0
 	for i := range v.Replicas {
 		r := &v.Replicas[i]
 		if v.Pods > 0 {
 			r.Share = 100 * float64(r.Pods) / float64(v.Pods)
 		}
-		if !r.Live && len(r.Buckets) == 0 {
+		if !r.Live {
+			v.Waiting += r.Pods
 			continue
 		}
-		counted++
+		v.Live++
 		sum += r.Pods
 		if v.Biggest == "" || r.Pods > v.podsOf(v.Biggest) {
 			v.Biggest = r.Identity
 		}
 	}
-	if v.Unowned != nil && v.Pods > 0 {
-		v.Unowned.Share = 100 * float64(v.Unowned.Pods) / float64(v.Pods)
+	if v.Unowned != nil {
+		v.Waiting += v.Unowned.Pods
+		if v.Pods > 0 {
+			v.Unowned.Share = 100 * float64(v.Unowned.Pods) / float64(v.Pods)
+		}
 	}
 	if sum == 0 {
 		v.Biggest = ""
 		return
 	}
-	v.Balance = float64(v.podsOf(v.Biggest)) / (float64(sum) / float64(counted))
+	v.Balance = float64(v.podsOf(v.Biggest)) / (float64(sum) / float64(v.Live))
 }
 
 func (v *shardsView) podsOf(identity string) int {
@@ -323,10 +389,14 @@ func (v *shardsView) podsOf(identity string) int {
 	return 0
 }
 
-// printShards writes view as two tables, replicas then buckets, and the balance.
+// printShards writes view as two tables, replicas then buckets, the balance and the moves.
 func printShards(w io.Writer, view shardsView) error {
-	fmt.Fprintf(w, "Ring %s: %d buckets, %d replicas, %d namespaces, %d pods\n\n", view.Ring, len(view.Buckets),
-		len(view.Replicas), view.Namespaces, view.Pods)
+	dead := ""
+	if n := len(view.Replicas) - view.Live; n > 0 {
+		dead = fmt.Sprintf(" (%d dead)", n)
+	}
+	fmt.Fprintf(w, "Ring %s: %d buckets, %d live replicas%s, %d namespaces, %d pods\n\n", view.Ring, len(view.Buckets),
+		view.Live, dead, view.Namespaces, view.Pods)
 	if r := view.Resplit; r != nil {
 		asked := ""
 		if r.AskedAt != nil {
@@ -336,56 +406,52 @@ func printShards(w io.Writer, view shardsView) error {
 			asked, len(view.Buckets), r.Buckets)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "REPLICA\tLEASE\tBUCKETS\tNAMESPACES\tPODS\tSHARE")
+	fmt.Fprintln(tw, "REPLICA\tSTATE\tBUCKETS\tNAMESPACES\tPODS\tSHARE")
 	rows := view.Replicas
 	if view.Unowned != nil {
 		u := *view.Unowned
-		u.Identity = "(unowned)"
+		u.Identity, u.State = "(unowned)", "-"
 		rows = append(slices.Clone(rows), u)
 	}
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.1f%%\n", r.Identity, leaseState(r), indexRanges(r.Buckets), r.Namespaces, r.Pods, r.Share)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.1f%%\n", r.Identity, r.State, indexRanges(r.Buckets), r.Namespaces, r.Pods, r.Share)
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "BUCKET\tRANGE\tOWNER\tRELEASING TO\tNAMESPACES\tPODS")
+	fmt.Fprintln(tw, "BUCKET\tRANGE\tOWNER\tRELEASING TO\tNAMESPACES\tPODS\tSTEADY")
 	for _, b := range view.Buckets {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\n", b.Index, b.rangeText, cmp.Or(b.Owner, "-"), cmp.Or(b.ReleasingTo, "-"), b.Namespaces, b.Pods)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%d\n", b.Index, b.rangeText, cmp.Or(b.Owner, "-"), cmp.Or(b.ReleasingTo, "-"), b.Namespaces, b.Pods, b.MeasuredPods)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintln(w, "\n"+balanceLine(view))
+	_, err := fmt.Fprintln(w, "\n"+balanceLine(view)+"\n"+movesLine(view))
 	return err
 }
 
-// leaseState says whether r's Lease is live and when it was last renewed.
-func leaseState(r replicaView) string {
-	switch {
-	case r.Lease == "":
-		return "no Lease"
-	case r.RenewTime == nil:
-		return "never renewed"
-	case r.Live:
-		return "live, renewed " + duration.HumanDuration(r.renewedAgo) + " ago"
+// balanceLine is the balance: the biggest live replica's pods over the mean of the live replicas, from the
+// pods that exist now.
+func balanceLine(view shardsView) string {
+	line := "Balance: no live replica holds pods"
+	if view.Biggest != "" {
+		line = fmt.Sprintf("Balance: %.2f (the biggest replica, %s, holds %d pods; the mean of %d live replicas is %.1f)",
+			view.Balance, view.Biggest, view.podsOf(view.Biggest), view.Live, float64(view.podsOf(view.Biggest))/view.Balance)
 	}
-	return "expired, renewed " + duration.HumanDuration(r.renewedAgo) + " ago"
+	if view.Waiting > 0 {
+		line += fmt.Sprintf("; %d pods are in buckets no live replica owns", view.Waiting)
+	}
+	return line
 }
 
-// balanceLine is the closing line: the biggest replica's pods over the mean.
-func balanceLine(view shardsView) string {
-	if view.Biggest == "" {
-		return "Balance: no replica holds pods"
+// movesLine is the moves counted by cause since the ring was made, and when the last rebalance started.
+func movesLine(view shardsView) string {
+	parts := make([]string, 0, len(shard.MoveCauses))
+	for _, c := range shard.MoveCauses {
+		parts = append(parts, fmt.Sprintf("%s %d", c, view.Moves[c]))
 	}
-	counted := 0
-	for _, r := range view.Replicas {
-		if r.Live || len(r.Buckets) > 0 {
-			counted++
-		}
-	}
-	line := fmt.Sprintf("Balance: %.2f (the biggest replica, %s, holds %d pods; the mean of %d replicas is %.1f)",
-		view.Balance, view.Biggest, view.podsOf(view.Biggest), counted, float64(view.podsOf(view.Biggest))/view.Balance)
-	if view.Unowned != nil && view.Unowned.Pods > 0 {
-		line += fmt.Sprintf("; %d pods are in unowned buckets", view.Unowned.Pods)
+	line := "Moves: " + strings.Join(parts, ", ")
+	if view.LastRebalance != nil {
+		line += fmt.Sprintf(" (last rebalance %s ago; at most one every %s)", duration.HumanDuration(view.lastRebalanceAgo),
+			duration.HumanDuration(shard.RebalanceInterval))
 	}
 	return line
 }

@@ -37,8 +37,9 @@ func quarter(q uint64, n int) []string {
 	return out
 }
 
-// quarters is a ring of four equal buckets: 0 owned by shard-a, 1 by shard-b (its Lease expired), 2 by shard-a
-// being released to shard-c (live, owning nothing yet), 3 unowned.
+// quarters is a ring of four equal buckets: 0 owned by shard-a (a member for 10 minutes), 1 by shard-b (a
+// member its peers found expired 4s ago), 2 by shard-a being released to shard-c (not a member yet, owning
+// nothing yet), 3 unowned; its steady pods 20, 10, 36 (40 pods now: a rollout's surge) and 2; 4 initial moves and 1 join so far, the last rebalance 2 minutes ago.
 func quarters() shard.Ring {
 	ring := shard.Ring{}
 	for q := range uint64(4) {
@@ -47,11 +48,16 @@ func quarters() shard.Ring {
 			last = math.MaxUint64
 		}
 		r := shard.Range{Start: q << 62, Last: last}
-		ring.Buckets = append(ring.Buckets, shard.Bucket{Start: r.StartHex(), End: r.EndHex(), Pods: 10 * int(q)})
+		ring.Buckets = append(ring.Buckets, shard.Bucket{Start: r.StartHex(), End: r.EndHex(), Pods: []int{20, 10, 36, 2}[q]})
 	}
 	ring.Buckets[0].Owner = "shard-a"
 	ring.Buckets[1].Owner = "shard-b"
 	ring.Buckets[2].Owner, ring.Buckets[2].ReleasingTo = "shard-a", "shard-c"
+	joined := metav1.MicroTime{Time: shardsNow.Add(-10 * time.Minute)}
+	ring.Members = []shard.Member{{Identity: "shard-a", Joined: joined},
+		{Identity: "shard-b", Joined: joined, Expired: &metav1.MicroTime{Time: shardsNow.Add(-4 * time.Second)}}}
+	ring.Moves = map[shard.MoveCause]int64{shard.MoveInitial: 4, shard.MoveJoined: 1}
+	ring.LastRebalance = &metav1.MicroTime{Time: shardsNow.Add(-2 * time.Minute)}
 	return ring
 }
 
@@ -69,7 +75,7 @@ func shardsCluster(t *testing.T, ring *v1.ConfigMap, pods [4]int) (*fake.Clients
 	t.Helper()
 	objs := []runtime.Object{
 		memberLease("shard-a", shard.DefaultRingName, 2*time.Second),
-		memberLease("shard-b", shard.DefaultRingName, 3*time.Minute),
+		memberLease("shard-b", shard.DefaultRingName, 20*time.Second),
 		memberLease("shard-c", shard.DefaultRingName, time.Second),
 		memberLease("other-ring", "another-ring", time.Second),
 	}
@@ -93,9 +99,10 @@ func shardsCluster(t *testing.T, ring *v1.ConfigMap, pods [4]int) (*fake.Clients
 	return fake.NewClientset(objs...), metadatafake.NewSimpleMetadataClient(scheme, podObjs...)
 }
 
-// TestShardsTable: each replica with its Lease's state, buckets, namespaces, pods and share; the unowned
-// buckets; each bucket with its range, owner and the replica it is released to; and the balance over the
-// replicas that are live or own a bucket. A Lease of another ring is not shown.
+// TestShardsTable: each replica with its state as its peers judge it (live, joining, dead), buckets,
+// namespaces, pods and share; the unowned buckets; each bucket with its range, owner, the replica it is
+// released to, its pods now and its steady pods; the header's live replicas are the balance's, and the pods in
+// buckets no live replica owns are said; the moves by cause. A Lease of another ring is not shown.
 func TestShardsTable(t *testing.T) {
 	ring := shard.EncodeRing(nil, "kube-system", shard.DefaultRingName, quarters())
 	client, meta := shardsCluster(t, ring, [4]int{10, 5, 20, 1})
@@ -107,28 +114,29 @@ func TestShardsTable(t *testing.T) {
 	if err := printShards(&out, view); err != nil {
 		t.Fatal(err)
 	}
-	want := `Ring kube-system/kubedeploy-shards: 4 buckets, 3 replicas, 8 namespaces, 72 pods
+	want := `Ring kube-system/kubedeploy-shards: 4 buckets, 2 live replicas (1 dead), 8 namespaces, 72 pods
 
-REPLICA     LEASE                     BUCKETS   NAMESPACES   PODS   SHARE
-shard-a     live, renewed 2s ago      0,2       4            60     83.3%
-shard-b     expired, renewed 3m ago   1         2            10     13.9%
-shard-c     live, renewed 1s ago      -         0            0      0.0%
-(unowned)   no Lease                  3         2            2      2.8%
+REPLICA     STATE                  BUCKETS   NAMESPACES   PODS   SHARE
+shard-a     live, joined 10m ago   0,2       4            60     83.3%
+shard-b     dead: expired 4s ago   1         2            10     13.9%
+shard-c     joining                -         0            0      0.0%
+(unowned)   -                      3         2            2      2.8%
 
-BUCKET   RANGE                                       OWNER     RELEASING TO   NAMESPACES   PODS
-0        [0x0000000000000000, 0x4000000000000000)    shard-a   -              2            20
-1        [0x4000000000000000, 0x8000000000000000)    shard-b   -              2            10
-2        [0x8000000000000000, 0xc000000000000000)    shard-a   shard-c        2            40
-3        [0xc000000000000000, 0x10000000000000000)   -         -              2            2
+BUCKET   RANGE                                       OWNER     RELEASING TO   NAMESPACES   PODS   STEADY
+0        [0x0000000000000000, 0x4000000000000000)    shard-a   -              2            20     20
+1        [0x4000000000000000, 0x8000000000000000)    shard-b   -              2            10     10
+2        [0x8000000000000000, 0xc000000000000000)    shard-a   shard-c        2            40     36
+3        [0xc000000000000000, 0x10000000000000000)   -         -              2            2      2
 
-Balance: 2.57 (the biggest replica, shard-a, holds 60 pods; the mean of 3 replicas is 23.3); 2 pods are in unowned buckets
+Balance: 2.00 (the biggest replica, shard-a, holds 60 pods; the mean of 2 live replicas is 30.0); 12 pods are in buckets no live replica owns
+Moves: initial 4, joined 1, left 0, rebalance 0, resplit 0 (last rebalance 2m ago; at most one every 5m)
 `
 	if got := out.String(); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
 
-// TestShardsJSON: -o json prints the same view, with the ring's measured pods beside the pods now.
+// TestShardsJSON: -o json prints the same view, with the ring's steady pods beside the pods now.
 func TestShardsJSON(t *testing.T) {
 	ring := shard.EncodeRing(nil, "kube-system", shard.DefaultRingName, quarters())
 	client, meta := shardsCluster(t, ring, [4]int{1, 1, 1, 1})
@@ -159,8 +167,41 @@ func TestShardsJSON(t *testing.T) {
 	if got.Ring != "kube-system/kubedeploy-shards" || len(got.Replicas) != 3 || got.Replicas[1].Identity != "shard-b" || got.Replicas[1].Live {
 		t.Errorf("replicas %+v of %s", got.Replicas, got.Ring)
 	}
-	if len(got.Buckets) != 4 || got.Buckets[3].Pods != 2 || got.Buckets[3].MeasuredPods != 30 {
+	if len(got.Buckets) != 4 || got.Buckets[2].Pods != 2 || got.Buckets[2].MeasuredPods != 36 {
 		t.Errorf("buckets %+v", got.Buckets)
+	}
+}
+
+// TestLiveOf is `kubedeploy shards`' liveness, the peers' (SH-8): found expired by a peer, without a Lease, or
+// never renewed, a replica is dead; with a Lease and not found expired, it is live (a member) or joining (not
+// yet), unless this machine's clock says its Lease went unrenewed for a minute past its duration (no live peer
+// was there to find it expired).
+func TestLiveOf(t *testing.T) {
+	renewed := func(ago time.Duration) replicaView {
+		return replicaView{Lease: "l", RenewTime: &metav1.Time{Time: shardsNow.Add(-ago)}, renewedAgo: ago}
+	}
+	member := func(r replicaView) replicaView { r.Joined, r.joinedAgo = &metav1.Time{}, 3*time.Minute; return r }
+	expired := member(renewed(20 * time.Second))
+	expired.Expired, expired.expiredAgo = &metav1.Time{}, 5*time.Second
+	for _, tc := range []struct {
+		name  string
+		r     replicaView
+		live  bool
+		state string
+	}{
+		{"member", member(renewed(time.Second)), true, "live, joined 3m ago"},
+		{"not a member yet", renewed(time.Second), true, "joining"},
+		{"renewed 13s ago, found expired", expired, false, "dead: expired 5s ago"},
+		{"a member that left", member(replicaView{}), false, "dead: no Lease"},
+		{"never renewed", replicaView{Lease: "l"}, false, "dead: never renewed"},
+		{"late but within the margin", member(renewed(70 * time.Second)), true, "live, joined 3m ago"},
+		{"no peer to find it expired", member(renewed(3 * time.Minute)), false, "dead: not renewed for 3m"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if live, state := liveOf(tc.r, 15*time.Second); live != tc.live || state != tc.state {
+				t.Errorf("liveOf = %v, %q; want %v, %q", live, state, tc.live, tc.state)
+			}
+		})
 	}
 }
 

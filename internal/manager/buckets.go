@@ -60,6 +60,8 @@ type bucketParts interface {
 	Stop()
 	// Pods counts their cached pods and the namespaces those are in.
 	Pods() (pods, namespaces int)
+	// Steady counts the pods their namespaces hold at rest, and those namespaces (SH-8).
+	Steady() (pods, namespaces int)
 }
 
 // runningBucket is one bucket started and not yet stopped.
@@ -195,3 +197,7 @@ func (h bucketHandle) HasSynced() bool {
 
 // Pods counts the bucket's cached pods and the namespaces they are in.
 func (h bucketHandle) Pods() (pods, namespaces int) { return h.b.parts.Pods() }
+
+// Steady counts the steady pods of the bucket's namespaces in its caches, and those namespaces
+// (shard.Running.Steady, SH-8).
+func (h bucketHandle) Steady() (pods, namespaces int) { return h.b.parts.Steady() }

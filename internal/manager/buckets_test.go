@@ -78,7 +78,8 @@ func (p *fakeParts) HasSynced() bool {
 	defer p.mu.Unlock()
 	return p.synced
 }
-func (p *fakeParts) Pods() (int, int) { return 10 * (p.bucket + 1), p.bucket + 1 }
+func (p *fakeParts) Pods() (int, int)   { return 10 * (p.bucket + 1), p.bucket + 1 }
+func (p *fakeParts) Steady() (int, int) { return 8 * (p.bucket + 1), p.bucket + 1 }
 
 // quarterClaims returns n claims on the first n quarters of the hash space, each with a valid fence.
 func quarterClaims(n int) []shard.Claim {

@@ -115,7 +115,7 @@ func (l LeaderElection) Overlap() string {
 // at once), or ErrLeaderElectionLost when the Lease was lost (after run has returned).
 // watchdog, if not nil, is wired as the elector's health check.
 func runLeading(ctx context.Context, l LeaderElection, client kubernetes.Interface,
-	watchdog *leaderelection.HealthzAdaptor, run func(context.Context)) error {
+	watchdog *leaderelection.HealthzAdaptor, run func(context.Context), other *otherMode) error {
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, l.ResourceNamespace, l.ResourceName,
 		client.CoreV1(), client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: l.Identity})
 	if err != nil {
@@ -128,7 +128,7 @@ func runLeading(ctx context.Context, l LeaderElection, client kubernetes.Interfa
 	if why := l.Overlap(); why != "" {
 		klog.FromContext(ctx).Info("Warning: leader election settings let two leaders act at once for a moment; raise --leader-elect-lease-duration", "reason", why)
 	}
-	s := &leaderSession{l: l, logger: klog.FromContext(ctx), parent: ctx, run: run, cancelElector: cancelElector, drained: make(chan struct{})}
+	s := &leaderSession{l: l, logger: klog.FromContext(ctx), parent: ctx, run: run, cancelElector: cancelElector, drained: make(chan struct{}), other: other}
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   l.LeaseDuration,
@@ -216,6 +216,8 @@ type leaderSession struct {
 	// closed when run has returned after that.
 	leading atomic.Bool
 	drained chan struct{}
+	// other, if set, is told each leader observed: a sharded replicas' holder means this process waits (SH-10).
+	other *otherMode
 }
 
 // callbacks returns the elector callbacks: run while leading, log new leaders.
@@ -225,6 +227,9 @@ func (s *leaderSession) callbacks() leaderelection.LeaderCallbacks {
 		OnStoppedLeading: func() {},
 		OnNewLeader: func(identity string) {
 			s.logger.Info("Observed leader", "lease", klog.KRef(s.l.ResourceNamespace, s.l.ResourceName), "leader", identity)
+			if s.other != nil {
+				s.other.leaderObserved(s.l.ResourceNamespace+"/"+s.l.ResourceName, identity)
+			}
 		},
 	}
 }

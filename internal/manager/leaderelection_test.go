@@ -58,7 +58,7 @@ func TestStopReleasesTheLeaseAfterAConflict(t *testing.T) {
 		done <- runLeading(ctx, l, client, nil, func(ctx context.Context) {
 			close(started)
 			<-ctx.Done()
-		})
+		}, nil)
 	}()
 	select {
 	case <-started:

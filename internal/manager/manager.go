@@ -179,6 +179,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var (
 		syncCheck serving.SyncCheck
 		watchdog  *leaderelection.HealthzAdaptor
+		other     = &otherMode{logger: klog.FromContext(ctx)}
 	)
 	if cfg.LeaderElection.Enabled && !cfg.Sharding.Enabled {
 		// As kube-controller-manager: unhealthy when leading but not renewed for RenewDeadline + 20s.
@@ -187,7 +188,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Serving.Enabled() {
 		serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
 		defer stopServing()
-		if err := cfg.startServing(serveCtx, watchdog, &syncCheck, conn); err != nil {
+		if err := cfg.startServing(serveCtx, watchdog, &syncCheck, conn, other); err != nil {
 			return err
 		}
 	}
@@ -195,9 +196,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return runObserving(ctx, cfg, &syncCheck)
 	}
 	if cfg.Sharding.Enabled {
-		return runSharded(ctx, cfg, &syncCheck)
+		return runSharded(ctx, cfg, &syncCheck, other)
 	}
-	return runElected(ctx, cfg, watchdog, &syncCheck)
+	return runElected(ctx, cfg, watchdog, &syncCheck, other)
 }
 
 // idle is Run with no controllers: it reports started and waits for ctx.
@@ -213,18 +214,21 @@ func idle(ctx context.Context, cfg Config) error {
 // runElected runs a ControllerSet of cfg's controllers (runSet) until ctx ends, with leader election only
 // while this process holds the Lease. It returns the set's build error, else runLeading's (nil, or
 // ErrLeaderElectionLost), or the leader election client's.
-func runElected(ctx context.Context, cfg Config, watchdog *leaderelection.HealthzAdaptor, syncCheck *serving.SyncCheck) error {
+func runElected(ctx context.Context, cfg Config, watchdog *leaderelection.HealthzAdaptor, syncCheck *serving.SyncCheck, other *otherMode) error {
 	var runErr error
 	run := func(ctx context.Context) { runErr = runSet(ctx, cfg, syncCheck) }
-	if !cfg.LeaderElection.Enabled {
-		run(ctx)
-		return runErr
-	}
 	client, err := cfg.clientFor("leader-election")
 	if err != nil {
 		return err
 	}
-	err = runLeading(ctx, cfg.LeaderElection, client, watchdog, run)
+	if !cfg.LeaderElection.Enabled {
+		if err := waitForShardedReplicas(ctx, cfg.LeaderElection, client, other); err != nil {
+			return nil // ctx ended while waiting
+		}
+		run(ctx)
+		return runErr
+	}
+	err = runLeading(ctx, cfg.LeaderElection, client, watchdog, run, other)
 	if runErr != nil {
 		return runErr
 	}
@@ -259,19 +263,19 @@ func runSet(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck) error
 // in observe mode). The API server connection check is a readiness check
 // only: an outage must not get the process restarted. It returns the
 // serving error, or the auth-delegator client's.
-func (c Config) startServing(ctx context.Context, watchdog *leaderelection.HealthzAdaptor, syncCheck *serving.SyncCheck, conn *apiServerConnection) error {
+func (c Config) startServing(ctx context.Context, watchdog *leaderelection.HealthzAdaptor, syncCheck *serving.SyncCheck, conn *apiServerConnection, other *otherMode) error {
 	live := []healthz.HealthChecker{healthz.PingHealthz}
 	if watchdog != nil {
 		live = append(live, watchdog)
 	}
 	if c.Serving.Plain {
-		return serving.Plain(ctx, c.Serving, live, syncCheck, conn)
+		return serving.Plain(ctx, c.Serving, live, syncCheck, conn, other)
 	}
 	client, err := c.clientFor("auth-delegator")
 	if err != nil {
 		return err
 	}
-	return serving.Secure(ctx, c.Serving, client, live, syncCheck, conn)
+	return serving.Secure(ctx, c.Serving, client, live, syncCheck, conn, other)
 }
 
 // connectAPIServer returns the API server probe, through a client with the

@@ -154,7 +154,9 @@ func (s *ControllerSet) add(ctx context.Context, name string, in Inputs) error {
 	if err != nil {
 		return err
 	}
-	b := record.NewBroadcaster(record.WithContext(ctx))
+	// The broadcaster lives as long as the set (release shuts it down), not as ctx: events of syncs still
+	// finishing after ctx ended (a graceful stop) are recorded instead of logged as errors.
+	b := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
 	b.StartStructuredLogging(3)
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	s.broadcasters = append(s.broadcasters, b)
@@ -215,13 +217,21 @@ func (s *ControllerSet) Stop() {
 	s.release()
 }
 
-// release stops the companions (last attached first), then the informers and the event broadcasters.
+// eventFlushGrace is how long a stopped set's event broadcasters keep writing the events its last syncs recorded
+// before they shut down (client-go's broadcaster logs an error for every event still queued when it shuts down).
+const eventFlushGrace = 2 * time.Second
+
+// release stops the companions (last attached first) and the informers, and shuts the event broadcasters down
+// eventFlushGrace later, without waiting.
 func (s *ControllerSet) release() {
 	for _, stop := range slices.Backward(s.stops) {
 		stop()
 	}
 	s.factory.Shutdown()
-	for _, b := range s.broadcasters {
-		b.Shutdown()
-	}
+	broadcasters := s.broadcasters
+	time.AfterFunc(eventFlushGrace, func() {
+		for _, b := range broadcasters {
+			b.Shutdown()
+		}
+	})
 }

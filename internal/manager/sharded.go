@@ -40,6 +40,11 @@ type Sharding struct {
 	Buckets int
 	// RingName names the ring's ConfigMap (default shard.DefaultRingName), in LeaderElection.ResourceNamespace.
 	RingName string
+	// LeaderLease is the Lease, "NAMESPACE/NAME", that a leader-elected (unsharded) kubedeploy controllers holds
+	// (its LeaderElection.ResourceNamespace/ResourceName; default DefaultResourceNamespace/DefaultResourceName).
+	// The sharded replicas hold it together while they run, and wait while a leader holds it, so that the two
+	// modes never run at once (SH-10). "-" turns that off.
+	LeaderLease string
 	// ConsolidateAfter is accepted and ignored. Deprecated: a replica runs one set of controllers whatever its
 	// buckets, each bucket with informers of its own that no move of another bucket restarts (SH-9); there is
 	// nothing to merge (--shard-consolidate-after is a documented no-op).
@@ -50,13 +55,21 @@ type Sharding struct {
 func (s *Sharding) Default() {
 	s.Buckets = cmp.Or(s.Buckets, DefaultShardBuckets)
 	s.RingName = cmp.Or(s.RingName, shard.DefaultRingName)
+	s.LeaderLease = cmp.Or(s.LeaderLease, DefaultResourceNamespace+"/"+DefaultResourceName)
 	s.ConsolidateAfter = cmp.Or(s.ConsolidateAfter, DefaultConsolidateAfter)
 }
 
-// Validate returns an error for a bucket count outside 1..1024.
+// Validate returns an error for a bucket count outside 1..1024, or a LeaderLease that is neither "-" nor
+// NAMESPACE/NAME.
 func (s Sharding) Validate() error {
-	if s.Enabled && (s.Buckets < 1 || s.Buckets > 1024) {
+	if !s.Enabled {
+		return nil
+	}
+	if s.Buckets < 1 || s.Buckets > 1024 {
 		return fmt.Errorf("shard buckets must be between 1 and 1024, got %d", s.Buckets)
+	}
+	if ns, name, ok := strings.Cut(s.LeaderLease, "/"); s.LeaderLease != "" && s.LeaderLease != "-" && (!ok || ns == "" || name == "" || strings.Contains(name, "/")) {
+		return fmt.Errorf("the shard leader Lease must be NAMESPACE/NAME or \"-\", got %q", s.LeaderLease)
 	}
 	return nil
 }
@@ -166,51 +179,6 @@ func (l *sharedLimiters) get(name string, qps float32, burst int) flowcontrol.Ra
 	return l.by[name]
 }
 
-// fencedTransport refuses every write into a namespace outside its claims' buckets (SH-1), and every write
-// into a bucket's namespace while that bucket's claim is not valid (SH-2); a write into no namespace needs every
-// claim valid. Reads pass. A replica whose claim lapsed writes nothing there, whatever its workers were doing,
-// and a set's controllers write only in their buckets' namespaces, whatever their caches held.
-type fencedTransport struct {
-	next   http.RoundTripper
-	claims []shard.Claim
-}
-
-func (t fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method == http.MethodGet || req.Method == http.MethodHead {
-		return t.next.RoundTrip(req)
-	}
-	ns, namespaced := requestNamespace(req.URL.Path)
-	if !namespaced {
-		for _, c := range t.claims {
-			if !c.Fence.Valid() {
-				return nil, shard.ErrFenced
-			}
-		}
-		return t.next.RoundTrip(req)
-	}
-	i := slices.IndexFunc(t.claims, func(c shard.Claim) bool { return c.Range.Contains(ns) })
-	if i < 0 {
-		return nil, fmt.Errorf("%w: %s %s is in namespace %q, outside this replica's buckets here", shard.ErrFenced, req.Method, req.URL.Path, ns)
-	}
-	if !t.claims[i].Fence.Valid() {
-		return nil, fmt.Errorf("%w: the claim on bucket %d, namespace %q's, is not valid", shard.ErrFenced, t.claims[i].Bucket, ns)
-	}
-	return t.next.RoundTrip(req)
-}
-
-// requestNamespace returns the namespace of a request to a namespaced object or collection
-// (/api/v1/namespaces/<ns>/… or /apis/<group>/<version>/namespaces/<ns>/…); a request to a namespace object
-// itself has none.
-func requestNamespace(path string) (string, bool) {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	for i := 0; i+2 < len(parts); i++ {
-		if parts[i] == "namespaces" && (i == 2 || i == 3) {
-			return parts[i+1], true
-		}
-	}
-	return "", false
-}
-
 // applyShard sets the process's shared rate limiter and the fence on cfg: each request is checked against the
 // claims of the buckets the replica runs when it is sent (liveFence).
 func (s *shardContext) applyShard(cfg *rest.Config, controller string, qps float32, burst int) {
@@ -232,38 +200,90 @@ func (t liveFence) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // runSharded runs cfg's controllers in sharded mode until ctx ends: it probes whether the API server filters
-// by shard, builds the replica's one ControllerSet over union informers (shardedSet), and runs a
-// shard.Coordinator whose buckets come and go in it (bucketRunner, SH-9). The set stops only after the
-// coordinator has drained and released every bucket. The error is a client's, a controller's, or the
-// coordinator's informers'.
-func runSharded(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck) error {
+// by shard, starts the replica's one ControllerSet over union informers (shardedReplica, SH-9), then, while the
+// sharded replicas hold the leader Lease (SH-10, modeLease; always with LeaderLease "-"), runs a
+// shard.Coordinator whose buckets come and go in that set (bucketRunner). While a leader-elected process holds
+// that Lease it waits, writing nothing, and other says so. The set stops only after the coordinator has drained
+// and released every bucket. The error is a client's, a controller's, or the coordinator's informers'.
+func runSharded(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck, other *otherMode) error {
 	logger := klog.FromContext(ctx)
 	client, err := cfg.clientFor("shard-coordinator")
 	if err != nil {
 		return err
 	}
-	serverSide := probeShardFiltering(ctx, client)
-	setCtx, stopSetCtx := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopSetCtx()
-	le := cfg.LeaderElection
-	buckets := newBucketRunner(setCtx, runner.NewScope(), nil, le.RenewDeadline)
-	cfg.shard = &shardContext{claims: buckets.currentClaims, scope: buckets.scope, limiters: &sharedLimiters{}, slots: &sharedSlots{logger: logger}}
-	set, err := newShardedSet(ctx, cfg, serverSide)
+	replica, err := startShardedReplica(ctx, cfg, probeShardFiltering(ctx, client))
 	if err != nil {
 		return err
 	}
-	buckets.newParts, buckets.onHeld = set.newBucketInformers, cfg.shard.slots.resize
+	defer replica.stop()
+	if cfg.Sharding.LeaderLease == "-" {
+		_, err := runCoordinatorOnce(ctx, cfg, client, replica.buckets, syncCheck, nil)
+		return err
+	}
+	mode, err := newModeLease(cfg.Sharding.LeaderLease, cfg.LeaderElection.ResourceNamespace, cfg.Sharding.RingName, cfg.LeaderElection, client, other)
+	if err != nil {
+		return err
+	}
+	for {
+		if err := mode.waitHeld(ctx); err != nil {
+			return nil // ctx ended while waiting
+		}
+		logger.Info("The sharded replicas hold the leader Lease; starting", "lease", cfg.Sharding.LeaderLease)
+		runCtx, stop := context.WithCancel(ctx)
+		go mode.keep(runCtx, stop)
+		coord, err := runCoordinatorOnce(runCtx, cfg, client, replica.buckets, syncCheck, mode.HeldUntil)
+		stop()
+		if err != nil || ctx.Err() != nil {
+			releaseIfLast(ctx, mode, coord)
+			return err
+		}
+	}
+}
+
+// shardedReplica is a sharded replica's one ControllerSet, started, and the shard.Runner of its buckets.
+type shardedReplica struct {
+	set     *shardedSet
+	buckets *bucketRunner
+	cancel  context.CancelFunc
+}
+
+// startShardedReplica builds and starts the replica's ControllerSet (shardedSet) over no bucket yet, with a
+// bucketRunner whose buckets run in it; serverSide says whether the API server filters by shard. The set runs
+// until stop, whatever ctx does (it outlives the coordinators, which drain their buckets when ctx ends). The
+// error is the set's build.
+func startShardedReplica(ctx context.Context, cfg Config, serverSide bool) (*shardedReplica, error) {
+	setCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	buckets := newBucketRunner(setCtx, runner.NewScope(), nil, cfg.LeaderElection.RenewDeadline)
+	setCfg := cfg
+	setCfg.shard = &shardContext{claims: buckets.currentClaims, scope: buckets.scope, limiters: &sharedLimiters{},
+		slots: &sharedSlots{logger: klog.FromContext(ctx)}}
+	set, err := newShardedSet(ctx, setCfg, serverSide)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	buckets.newParts, buckets.onHeld = set.newBucketInformers, setCfg.shard.slots.resize
 	set.set.Start(setCtx)
 	shard.MetricControllerSets.Set(1)
-	defer func() {
-		set.set.Stop()
-		shard.MetricControllerSets.Set(0)
-	}()
+	return &shardedReplica{set: set, buckets: buckets, cancel: cancel}, nil
+}
+
+// stop stops the replica's set (its buckets stopped already by the coordinator).
+func (r *shardedReplica) stop() {
+	r.set.set.Stop()
+	r.cancel()
+	shard.MetricControllerSets.Set(0)
+}
+
+// runCoordinatorOnce runs a new shard.Coordinator of this replica over buckets (hold: Config.Hold) until ctx
+// ends, with syncCheck following it, and returns it and its error.
+func runCoordinatorOnce(ctx context.Context, cfg Config, client kubernetes.Interface, buckets *bucketRunner, syncCheck *serving.SyncCheck, hold func() time.Time) (*shard.Coordinator, error) {
+	le := cfg.LeaderElection
 	coord := shard.NewCoordinator(shard.Config{
 		Client: client, Namespace: le.ResourceNamespace, RingName: cfg.Sharding.RingName, Identity: le.Identity,
 		Buckets:   cfg.Sharding.Buckets,
 		Durations: shard.Durations{LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod},
-		Measure:   measureFor(cfg), Runner: buckets,
+		Measure:   measureFor(cfg), Runner: buckets, Hold: hold,
 	})
 	syncCheck.Set(coord.HasSynced)
 	defer syncCheck.Set(nil)
@@ -274,7 +294,7 @@ func runSharded(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck) e
 			}
 		}()
 	}
-	return coord.Run(ctx)
+	return coord, coord.Run(ctx)
 }
 
 // probeShardFiltering reports whether the API server filters lists and watches by shard, says so in the log
@@ -295,8 +315,24 @@ func probeShardFiltering(ctx context.Context, client kubernetes.Interface) bool 
 	return serverSide
 }
 
-// measureFor returns the measure of a new ring: every namespace and its pods, read as metadata only from the
-// API server's cache.
+// releaseIfLast releases the sharded replicas' hold on the leader Lease when coord's membership saw no other live
+// replica: the last sharded replica to stop lets a leader-elected process start at once instead of after
+// LeaseDuration. Failure is logged.
+func releaseIfLast(ctx context.Context, mode *modeLease, coord *shard.Coordinator) {
+	if coord != nil && slices.ContainsFunc(coord.Membership().Live(), func(id string) bool { return id != coord.Membership().Identity() }) {
+		return
+	}
+	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mode.le.RenewDeadline)
+	defer cancel()
+	if err := mode.release(releaseCtx); err != nil {
+		klog.FromContext(ctx).Info("Could not release the leader Lease; it expires by itself", "lease", mode.name, "err", err)
+		return
+	}
+	klog.FromContext(ctx).Info("Released the leader Lease: no other sharded replica is live", "lease", mode.name)
+}
+
+// measureFor returns the measure of a new ring or a re-split: every namespace and its steady pods
+// (shard.SteadyByNamespace, SH-8), read from the API server's cache.
 func measureFor(cfg Config) func(ctx context.Context) (map[string]int, error) {
 	return func(ctx context.Context) (map[string]int, error) {
 		rc := cfg.restConfigFor("shard-coordinator")
@@ -308,6 +344,6 @@ func measureFor(cfg Config) func(ctx context.Context) (map[string]int, error) {
 		if err != nil {
 			return nil, err
 		}
-		return shard.PodsByNamespace(ctx, client, meta)
+		return shard.SteadyByNamespace(ctx, client, meta)
 	}
 }

@@ -58,7 +58,7 @@ func (s *shardedSet) newBucketInformers(ctx context.Context, c shard.Claim) (buc
 	if err != nil {
 		return nil, err
 	}
-	b := &bucketInformers{bucket: c.Bucket, factory: factory, templates: s.templates,
+	b := &bucketInformers{bucket: c.Bucket, contains: c.Range.Contains, factory: factory, templates: s.templates,
 		unions: s.unions.Unions(), members: map[informerunion.Kind]cache.SharedIndexInformer{}}
 	for kind, u := range b.unions {
 		inf := memberOf(factory, kind)
@@ -89,6 +89,7 @@ func memberOf(factory informers.SharedInformerFactory, kind informerunion.Kind) 
 // set's union of its kind.
 type bucketInformers struct {
 	bucket    int
+	contains  func(namespace string) bool
 	factory   informers.SharedInformerFactory
 	templates *rawtemplate.Store
 	unions    map[informerunion.Kind]*informerunion.Informer
@@ -132,6 +133,19 @@ func (b *bucketInformers) leaveUnions() {
 	for _, u := range b.unions {
 		u.Remove(b.bucket)
 	}
+}
+
+// Steady counts the steady pods of the bucket's namespaces in its caches, and those namespaces
+// (shard.Running.Steady, SH-8: steadyCounts); a kind the controllers do not read counts as empty.
+func (b *bucketInformers) Steady() (pods, namespaces int) {
+	indexer := func(kind informerunion.Kind) cache.Indexer {
+		if inf, ok := b.members[kind]; ok {
+			return inf.GetIndexer()
+		}
+		return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	}
+	ix := steadyIndexers{deployments: indexer(informerunion.Deployments), replicaSets: indexer(informerunion.ReplicaSets), pods: indexer(informerunion.Pods)}
+	return steadyCounts(ix, b.contains)
 }
 
 // Pods counts the bucket's cached pods and the namespaces they are in (0 without a pod informer).

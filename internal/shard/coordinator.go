@@ -47,6 +47,11 @@ type Running interface {
 	HasSynced() bool
 	// Pods and Namespaces count the cached pods and the namespaces they are in.
 	Pods() (pods, namespaces int)
+	// Steady counts, from the caches, the pods the bucket's namespaces hold at rest and the namespaces that
+	// hold any: each Deployment's spec.replicas, each ReplicaSet's not controlled by a Deployment, and each pod
+	// not controlled by a ReplicaSet, so that a rollout's surge does not change it (SH-8). It is the bucket's
+	// weight in the ring (Bucket.Pods).
+	Steady() (pods, namespaces int)
 }
 
 // Claim is one bucket won by this replica: its index and range in the ring, the ring's number of buckets
@@ -58,19 +63,45 @@ type Claim struct {
 	Fence  *Fence
 }
 
-// Fence says whether a claim may still be acted on (SH-2): while valid says so (the coordinator's: its epoch
-// is the replica's current one, renewed within RenewDeadline without a lapse since the claim was won) and it
-// has not been revoked.
+// Fence says whether a claim may still be acted on (SH-2), and until when: while valid says so (the
+// coordinator's: its epoch is the replica's current one, renewed within RenewDeadline without a lapse since the
+// claim was won) and it has not been revoked. A fence built with NewFenceUntil also gives the instant its claim
+// stops being valid (Deadline), so that a write can carry it.
 type Fence struct {
 	valid   func() bool
+	until   func() time.Time
+	now     func() time.Time
 	revoked atomic.Bool
 }
 
-// NewFence returns a fence that holds while valid returns true and Revoke has not been called.
+// NewFence returns a fence that holds while valid returns true and Revoke has not been called; it has no
+// Deadline.
 func NewFence(valid func() bool) *Fence { return &Fence{valid: valid} }
 
+// NewFenceUntil returns a fence that holds while now() is before until() and Revoke has not been called; until
+// returns the zero time once the claim is invalid for good (a new membership epoch).
+func NewFenceUntil(until, now func() time.Time) *Fence { return &Fence{until: until, now: now} }
+
 // Valid reports whether the claim may be acted on now.
-func (f *Fence) Valid() bool { return !f.revoked.Load() && f.valid() }
+func (f *Fence) Valid() bool {
+	if f.revoked.Load() {
+		return false
+	}
+	if f.until != nil {
+		return f.now().Before(f.until())
+	}
+	return f.valid()
+}
+
+// Deadline returns the instant the claim stops being valid, unless it is renewed before (its membership
+// renewed, SH-2), and true; or false for a fence without one (NewFence) or a revoked one. A write that must
+// not land after its claim ended carries it as its deadline.
+func (f *Fence) Deadline() (time.Time, bool) {
+	if f.until == nil || f.revoked.Load() {
+		return time.Time{}, false
+	}
+	return f.until(), true
+}
 
 // Revoke ends the fence for good.
 func (f *Fence) Revoke() { f.revoked.Store(true) }
@@ -90,14 +121,22 @@ type Config struct {
 	// Buckets is the number of buckets of a ring this replica creates (a ring that exists keeps its own).
 	Buckets   int
 	Durations Durations
-	// Measure returns the cluster's namespaces and their pods (namespace → pods), for the bounds of a new ring.
+	// Measure returns the cluster's namespaces and their steady pods (namespace → pods, as Running.Steady
+	// counts them: SteadyByNamespace), for the bounds of a new ring or a re-split.
 	Measure func(ctx context.Context) (map[string]int, error)
 	Runner  Runner
+	// WeightRefreshInterval is the least time between two rewrites of this replica's buckets' steady pods in
+	// the ring (default DefaultWeightRefreshInterval).
+	WeightRefreshInterval time.Duration
 	// MinResplitInterval is the least time between two re-splits this replica asks for (default
 	// DefaultMinResplitInterval).
 	MinResplitInterval time.Duration
 	// Clock is the membership's and the loop's clock (clock.RealClock{} when nil).
 	Clock clock.WithTicker
+	// Hold, if set, returns until when this replica's mode may act at all (SH-10: the sharded replicas' hold on
+	// the leader-election Lease, as this replica last saw it renewed, + RenewDeadline); every claim's fence ends
+	// then at the latest. Nil: no such limit.
+	Hold func() time.Time
 }
 
 // Coordinator is one replica's part of the sharded mode: it keeps its membership, moves buckets as Next asks
@@ -135,6 +174,9 @@ func NewCoordinator(cfg Config) *Coordinator {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.WeightRefreshInterval == 0 {
+		cfg.WeightRefreshInterval = DefaultWeightRefreshInterval
 	}
 	if cfg.MinResplitInterval == 0 {
 		cfg.MinResplitInterval = DefaultMinResplitInterval
@@ -324,3 +366,15 @@ func (c *Coordinator) createRing(ctx context.Context) error {
 
 // now is the coordinator's clock's time.
 func (c *Coordinator) now() time.Time { return c.cfg.Clock.Now() }
+
+// claimValidUntil returns when a claim won in epoch stops being valid (SH-2): the membership's validity, cut
+// short by the mode's hold (Config.Hold, SH-10); the zero time once it is invalid for good.
+func (c *Coordinator) claimValidUntil(epoch int64) time.Time {
+	until := c.member.ValidUntil(epoch)
+	if c.cfg.Hold != nil && !until.IsZero() {
+		if hold := c.cfg.Hold(); hold.Before(until) {
+			return hold
+		}
+	}
+	return until
+}

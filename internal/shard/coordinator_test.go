@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,8 +14,10 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -26,33 +29,41 @@ import (
 // fastDurations keep the scenarios short; RenewDeadline < LeaseDuration as leader election requires.
 var fastDurations = Durations{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond}
 
-// newRingClient is a fake clientset whose ConfigMaps keep resourceVersions and refuse an update at a stale
-// one, as the API server does (SH-7 rests on it).
+// newRingClient is a fake clientset whose ConfigMaps and Leases keep resourceVersions and refuse an update at
+// a stale one, as the API server does (SH-7 rests on it).
 func newRingClient() *fake.Clientset {
 	client := fake.NewClientset()
 	var rv atomic.Int64
-	gvr := v1.SchemeGroupVersion.WithResource("configmaps")
-	client.PrependReactor("create", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		cm := a.(k8stesting.CreateAction).GetObject().(*v1.ConfigMap).DeepCopy()
-		cm.ResourceVersion = strconv.FormatInt(rv.Add(1), 10)
-		if err := client.Tracker().Create(gvr, cm, cm.Namespace); err != nil {
+	keepVersions(client, &rv, v1.SchemeGroupVersion.WithResource("configmaps"))
+	keepVersions(client, &rv, coordinationv1.SchemeGroupVersion.WithResource("leases"))
+	return client
+}
+
+// keepVersions makes client's creates and updates of gvr set a new resourceVersion from rv, and refuse an
+// update at a stale one with Conflict.
+func keepVersions(client *fake.Clientset, rv *atomic.Int64, gvr schema.GroupVersionResource) {
+	client.PrependReactor("create", gvr.Resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj := a.(k8stesting.CreateAction).GetObject().DeepCopyObject()
+		m, _ := meta.Accessor(obj)
+		m.SetResourceVersion(strconv.FormatInt(rv.Add(1), 10))
+		if err := client.Tracker().Create(gvr, obj, m.GetNamespace()); err != nil {
 			return true, nil, err
 		}
-		return true, cm, nil
+		return true, obj, nil
 	})
-	client.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		cm := a.(k8stesting.UpdateAction).GetObject().(*v1.ConfigMap).DeepCopy()
-		cur, err := client.Tracker().Get(gvr, cm.Namespace, cm.Name)
+	client.PrependReactor("update", gvr.Resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj := a.(k8stesting.UpdateAction).GetObject().DeepCopyObject()
+		m, _ := meta.Accessor(obj)
+		cur, err := client.Tracker().Get(gvr, m.GetNamespace(), m.GetName())
 		if err != nil {
 			return true, nil, err
 		}
-		if cur.(*v1.ConfigMap).ResourceVersion != cm.ResourceVersion {
-			return true, nil, apierrors.NewConflict(gvr.GroupResource(), cm.Name, errors.New("stale resourceVersion"))
+		if c, _ := meta.Accessor(cur); c.GetResourceVersion() != m.GetResourceVersion() {
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), m.GetName(), errors.New("stale resourceVersion"))
 		}
-		cm.ResourceVersion = strconv.FormatInt(rv.Add(1), 10)
-		return true, cm, client.Tracker().Update(gvr, cm, cm.Namespace)
+		m.SetResourceVersion(strconv.FormatInt(rv.Add(1), 10))
+		return true, obj, client.Tracker().Update(gvr, obj, m.GetNamespace())
 	})
-	return client
 }
 
 // cutClient is a replica's client whose Lease writes fail while cut is set: it cannot renew, as if the API
@@ -107,6 +118,8 @@ type recorder struct {
 	// cluster is namespace → pods, what a run's caches hold of its range once visible (nil: always) says so.
 	cluster map[string]int
 	visible *atomic.Bool
+	// surge, if set, is what a rollout adds to a namespace's cached pods now (Pods, not Steady).
+	surge func(namespace string) int
 
 	mu         sync.Mutex
 	runs       map[int][]*fakeRun
@@ -119,14 +132,28 @@ type fakeRun struct {
 	rng     Range
 	cluster map[string]int
 	visible *atomic.Bool
+	surge   func(namespace string) int
 	live    atomic.Bool
 }
 
 func (r *fakeRun) Stop()           { r.live.Store(false) }
 func (r *fakeRun) HasSynced() bool { return true }
 
-// Pods counts the recorder's cluster in the run's range.
+// Pods counts the recorder's cluster in the run's range, and what a rollout adds to it now.
 func (r *fakeRun) Pods() (pods, nss int) {
+	pods, nss = r.Steady()
+	if r.surge != nil && (r.visible == nil || r.visible.Load()) {
+		for ns := range r.cluster {
+			if r.rng.Contains(ns) {
+				pods += r.surge(ns)
+			}
+		}
+	}
+	return pods, nss
+}
+
+// Steady counts the recorder's cluster in the run's range: it holds steady counts.
+func (r *fakeRun) Steady() (pods, nss int) {
 	if r.visible != nil && !r.visible.Load() {
 		return 0, 0
 	}
@@ -146,7 +173,7 @@ type runnerFunc struct {
 }
 
 func (f runnerFunc) Start(_ context.Context, c Claim) (Running, error) {
-	run := &fakeRun{id: f.id, fence: c.Fence, rng: c.Range, cluster: f.r.cluster, visible: f.r.visible}
+	run := &fakeRun{id: f.id, fence: c.Fence, rng: c.Range, cluster: f.r.cluster, visible: f.r.visible, surge: f.r.surge}
 	run.live.Store(true)
 	f.r.mu.Lock()
 	defer f.r.mu.Unlock()
@@ -194,11 +221,12 @@ func startReplica(t *testing.T, client kubernetes.Interface, rec *recorder, id s
 		Measure: func(context.Context) (map[string]int, error) { return sequential("ns-%02d", 20, 5), nil }})
 }
 
-// startReplicaWith starts a coordinator of cfg (Identity and Measure set) over 4 buckets with fastDurations.
+// startReplicaWith starts a coordinator of cfg (Identity and Measure set) over cfg.Buckets buckets (default 4)
+// with fastDurations.
 func startReplicaWith(t *testing.T, client kubernetes.Interface, rec *recorder, cfg Config) *replica {
 	t.Helper()
 	r := &replica{done: make(chan error, 1)}
-	cfg.Client, cfg.Namespace, cfg.Buckets, cfg.Durations = cutClient{client, &r.cut}, "kube-system", 4, fastDurations
+	cfg.Client, cfg.Namespace, cfg.Buckets, cfg.Durations = cutClient{client, &r.cut}, "kube-system", cmp.Or(cfg.Buckets, 4), fastDurations
 	cfg.Runner = rec.runner(cfg.Identity)
 	r.c = NewCoordinator(cfg)
 	_, ctx := ktesting.NewTestContext(t)

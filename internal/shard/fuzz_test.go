@@ -3,6 +3,7 @@ package shard
 import (
 	"math"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -29,7 +30,7 @@ func FuzzRing(f *testing.F) {
 		for i := 0; i+1 <= len(live); i += 2 {
 			ids = append(ids, live[i:i+1])
 		}
-		if m := Next(ring, ids); m.Kind != NoMove && (m.Bucket < 0 || m.Bucket >= len(ring.Buckets)) {
+		if m := Next(ring, ids, time.Unix(1e9, 0)); m.Kind != NoMove && (m.Bucket < 0 || m.Bucket >= len(ring.Buckets)) {
 			t.Fatalf("Next = %+v for a ring of %d buckets", m, len(ring.Buckets))
 		}
 	})

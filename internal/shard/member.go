@@ -85,6 +85,17 @@ func (m *Membership) Epoch() int64 {
 	return m.epoch
 }
 
+// ValidUntil returns when a claim won in epoch stops being valid unless the Lease is renewed before (SH-2): the
+// start of the last renewal + RenewDeadline while epoch is the current one, else the zero time.
+func (m *Membership) ValidUntil(epoch int64) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if epoch == 0 || m.epoch != epoch {
+		return time.Time{}
+	}
+	return m.validUntil
+}
+
 // Valid reports whether a claim won in epoch may still be acted on (SH-2).
 func (m *Membership) Valid(epoch int64) bool { return epoch != 0 && m.Epoch() == epoch }
 
@@ -243,34 +254,52 @@ func (m *Membership) ConfirmExpired(ctx context.Context, identity string) (bool,
 	return m.clock.Now().Sub(m.observed[identity].at) >= m.d.LeaseDuration, nil
 }
 
-// staleLeaseAge is how long a peer's Lease must have stood unchanged before a replica deletes it (a replica
-// killed without leaving; each process has a new identity, so nothing else ever would).
-const staleLeaseAge = 10 * time.Minute
-
-// DeleteStale deletes the Leases of peers that have not changed for max(staleLeaseAge, 10 × LeaseDuration)
-// and own none of owned's buckets (a ring's owners), each conditioned on the resourceVersion observed, so a
-// peer that renews meanwhile keeps its Lease. It returns the identities deleted and the first API error.
-func (m *Membership) DeleteStale(ctx context.Context, owners []string) ([]string, error) {
-	limit := max(staleLeaseAge, 10*m.d.LeaseDuration)
-	type stale struct{ id, rv string }
-	var candidates []stale
+// Peers returns, sorted, the identities other than this replica's whose Lease this replica has seen and not
+// seen deleted.
+func (m *Membership) Peers() []string {
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
 	for id, o := range m.observed {
-		if id != m.identity && o.present && m.clock.Now().Sub(o.at) >= limit && !slices.Contains(owners, id) {
-			candidates = append(candidates, stale{id, o.resourceVersion})
+		if id != m.identity && o.present {
+			out = append(out, id)
 		}
 	}
+	slices.Sort(out)
+	return out
+}
+
+// Silent reports whether identity's Lease (or its absence) has not changed for LeaseDuration by this
+// replica's observation: the cheap check before ConfirmExpired's read. An identity never observed is not.
+func (m *Membership) Silent(identity string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o, ok := m.observed[identity]
+	return ok && m.clock.Now().Sub(o.at) >= m.d.LeaseDuration
+}
+
+// DeleteLease deletes identity's Lease, conditioned on the resourceVersion last observed (a replica that
+// renewed since keeps it: the API server answers Conflict), after ConfirmExpired said so: a dead replica's
+// Lease, which nothing else would ever delete (each process has a new identity). NotFound is not an error;
+// other errors are the API server's.
+func (m *Membership) DeleteLease(ctx context.Context, identity string) error {
+	m.mu.Lock()
+	o := m.observed[identity]
 	m.mu.Unlock()
-	var deleted []string
-	for _, c := range candidates {
-		err := m.client.CoordinationV1().Leases(m.namespace).Delete(ctx, MemberLeaseName(c.id),
-			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &c.rv}})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return deleted, err
-		}
-		deleted = append(deleted, c.id)
+	if !o.present {
+		return nil
 	}
-	return deleted, nil
+	err := m.client.CoordinationV1().Leases(m.namespace).Delete(ctx, MemberLeaseName(identity),
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &o.resourceVersion}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur := m.observed[identity]; cur.rv == o.rv {
+		m.observed[identity] = observation{at: o.at} // deleted; the time it last changed stays
+	}
+	return nil
 }
 
 // LastSeen returns when identity's Lease was last seen to change (zero if never).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -112,31 +113,61 @@ func getLease(t *testing.T, client *fake.Clientset, identity string) *coordinati
 	return l
 }
 
-// TestDeleteStale: a peer's Lease unchanged for staleLeaseAge is deleted unless the peer still owns a bucket;
-// a renewal in between keeps it.
-func TestDeleteStale(t *testing.T) {
+// TestDeleteLease: an expired peer's Lease is deleted conditioned on the version observed, so a peer that
+// renewed meanwhile keeps its Lease (the API server answers Conflict); deleting a Lease that is gone is not an
+// error; Silent and Peers follow.
+func TestDeleteLease(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	client := fake.NewClientset()
+	client := newRingClient() // Leases keep resourceVersions
+	client.PrependReactor("delete", "leases", preconditionsChecked(client))
 	m := NewMembership(client, "kube-system", DefaultRingName, "me", testDurations, clk)
-	for _, id := range []string{"gone", "owner", "renewing"} {
-		p := NewMembership(client, "kube-system", DefaultRingName, id, testDurations, clk)
-		mustRenew(t, p)
+	for _, id := range []string{"gone", "renewing"} {
+		mustRenew(t, NewMembership(client, "kube-system", DefaultRingName, id, testDurations, clk))
 		m.Observe(id, getLease(t, client, id))
 	}
-	clk.Step(staleLeaseAge - time.Second)
-	renewing := NewMembership(client, "kube-system", DefaultRingName, "renewing", testDurations, clk)
-	mustRenew(t, renewing)
-	m.Observe("renewing", getLease(t, client, "renewing"))
-	clk.Step(time.Second)
-	deleted, err := m.DeleteStale(ctx, []string{"owner"})
-	if err != nil || !equal(deleted, []string{"gone"}) {
-		t.Fatalf("DeleteStale = %v, %v; want [gone]", deleted, err)
+	if peers := m.Peers(); !equal(peers, []string{"gone", "renewing"}) {
+		t.Fatalf("Peers = %v", peers)
 	}
-	for id, want := range map[string]bool{"gone": false, "owner": true, "renewing": true} {
-		_, err := client.CoordinationV1().Leases("kube-system").Get(ctx, MemberLeaseName(id), metav1.GetOptions{})
-		if (err == nil) != want {
-			t.Errorf("Lease of %s: %v, want kept %v", id, err, want)
+	clk.Step(testDurations.LeaseDuration)
+	if !m.Silent("gone") || m.Silent("never-seen") {
+		t.Fatalf("Silent: gone %v, never-seen %v; want true, false", m.Silent("gone"), m.Silent("never-seen"))
+	}
+	clk.Step(time.Millisecond) // a renewal the cache has not shown yet
+	mustRenew(t, NewMembership(client, "kube-system", DefaultRingName, "renewing", testDurations, clk))
+	if err := m.DeleteLease(ctx, "renewing"); !apierrors.IsConflict(err) {
+		t.Fatalf("DeleteLease of a renewed Lease = %v, want Conflict", err)
+	}
+	if err := m.DeleteLease(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoordinationV1().Leases("kube-system").Get(ctx, MemberLeaseName("gone"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the deleted Lease: %v", err)
+	}
+	if peers := m.Peers(); !equal(peers, []string{"renewing"}) || !m.Silent("gone") {
+		t.Fatalf("after the delete: Peers %v, gone silent %v; want [renewing], true", peers, m.Silent("gone"))
+	}
+	if err := m.DeleteLease(ctx, "gone"); err != nil {
+		t.Fatalf("deleting it again: %v", err)
+	}
+}
+
+// preconditionsChecked is a delete reactor that refuses, as the API server does, a delete whose
+// resourceVersion precondition the object no longer has (the fake clientset ignores preconditions).
+func preconditionsChecked(client *fake.Clientset) k8stesting.ReactionFunc {
+	return func(a k8stesting.Action) (bool, runtime.Object, error) {
+		d := a.(k8stesting.DeleteActionImpl)
+		pre := d.DeleteOptions.Preconditions
+		if pre == nil || pre.ResourceVersion == nil {
+			return false, nil, nil
 		}
+		obj, err := client.Tracker().Get(d.Resource, d.Namespace, d.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		if rv := obj.(*coordinationv1.Lease).ResourceVersion; rv != *pre.ResourceVersion {
+			return true, nil, apierrors.NewConflict(d.Resource.GroupResource(), d.Name, errors.New("precondition failed"))
+		}
+		return false, nil, nil
 	}
 }

@@ -32,6 +32,10 @@ var (
 		Name: "kubedeploy_shard_handovers_total", StabilityLevel: metrics.ALPHA,
 		Help: "Buckets this replica took (unowned or from an expired replica), accepted (handed to it or claimed again), or released to another replica.",
 	}, []string{"direction"})
+	metricMoves = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name: "kubedeploy_shard_moves_total", StabilityLevel: metrics.ALPHA,
+		Help: "Buckets this replica's ring writes gave a new owner, by cause (SH-8): initial (a new ring's), joined (to a replica that joined less than 5 minutes ago), left (its owner left or its Lease expired), rebalance (to spread steady pods, at most one every 5 minutes), resplit (new bounds).",
+	}, []string{"cause"})
 	metricUnownedSeconds = metrics.NewHistogram(&metrics.HistogramOpts{
 		Name: "kubedeploy_shard_unowned_seconds", StabilityLevel: metrics.ALPHA,
 		Help:    "Seconds a bucket this replica took or accepted had gone unowned: since its release, or since its expired owner's Lease last changed.",
@@ -56,6 +60,6 @@ var (
 // RegisterMetrics registers the sharded mode's metrics in the legacy registry, once.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(metricOwnedBuckets, metricRunningBuckets, metricRingPods, metricCachedPods, metricCachedNamespaces, metricHandovers, metricUnownedSeconds, MetricServerSideFiltering, MetricControllerSets)
+		legacyregistry.MustRegister(metricOwnedBuckets, metricRunningBuckets, metricRingPods, metricCachedPods, metricCachedNamespaces, metricHandovers, metricMoves, metricUnownedSeconds, MetricServerSideFiltering, MetricControllerSets)
 	})
 }

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/sharding"
 )
 
@@ -112,8 +114,12 @@ func ringOf(owners ...string) Ring {
 	return ring
 }
 
-// TestNext is SH-5/SH-7's plan as a table.
+// planNow is the time the plan tests ask Next at: rings without members count every replica as joining.
+var planNow = time.Unix(1_000_000, 0)
+
+// TestNext is SH-5/SH-7/SH-8's plan as a table.
 func TestNext(t *testing.T) {
+	settled := func(r Ring) Ring { return withMembers(r, planNow.Add(-time.Hour), "a", "b", "c") }
 	for _, tc := range []struct {
 		name string
 		ring Ring
@@ -121,20 +127,59 @@ func TestNext(t *testing.T) {
 		want Move
 	}{
 		{"no replica", ringOf("", ""), nil, Move{}},
-		{"unowned goes to the least loaded", ringOf("a", "", "a"), []string{"a", "b"}, Move{Kind: Take, Bucket: 1, To: "b"}},
-		{"a dead owner's bucket is taken", ringOf("a", "dead", "b"), []string{"a", "b"}, Move{Kind: Take, Bucket: 1, From: "dead", To: "a"}},
+		{"a new ring's bucket is taken", ringOf("a", "", "a"), []string{"a", "b"}, Move{Kind: Take, Bucket: 1, To: "b", Cause: MoveInitial}},
+		{"a dead owner's bucket is taken", ringOf("a", "dead", "b"), []string{"a", "b"}, Move{Kind: Take, Bucket: 1, From: "dead", To: "a", Cause: MoveLeft}},
+		{"a released bucket is taken", func() Ring { r := ringOf("a", "", "b"); r.Buckets[1].Claims = 3; return r }(), []string{"a", "b"},
+			Move{Kind: Take, Bucket: 1, To: "a", Cause: MoveLeft}},
+		{"a re-split's bucket is taken", func() Ring {
+			r := ringOf("a", "", "b")
+			r.Buckets[1].UnownedSince = &metav1.MicroTime{Time: planNow}
+			return r
+		}(), []string{"a", "b"}, Move{Kind: Take, Bucket: 1, To: "a", Cause: MoveResplit}},
 		{"balanced stays", ringOf("a", "b", "a", "b"), []string{"a", "b"}, Move{}},
 		{"off by one bucket of three stays", ringOf("a", "b", "a"), []string{"a", "b"}, Move{}},
-		{"a new replica gets one", ringOf("a", "a", "b", "b"), []string{"a", "b", "c"}, Move{Kind: Release, Bucket: 0, From: "a", To: "c"}},
+		{"a new replica gets one", ringOf("a", "a", "b", "b"), []string{"a", "b", "c"}, Move{Kind: Release, Bucket: 0, From: "a", To: "c", Cause: MoveJoined}},
+		{"old members rebalance", settled(ringOf("a", "a", "a", "b")), []string{"a", "b"}, Move{Kind: Release, Bucket: 0, From: "a", To: "b", Cause: MoveRebalance}},
+		{"one rebalance per interval", func() Ring {
+			r := settled(ringOf("a", "a", "a", "b"))
+			r.LastRebalance = &metav1.MicroTime{Time: planNow.Add(-RebalanceInterval + time.Second)}
+			return r
+		}(), []string{"a", "b"}, Move{}},
+		{"a rebalance due again", func() Ring {
+			r := settled(ringOf("a", "a", "a", "b"))
+			r.LastRebalance = &metav1.MicroTime{Time: planNow.Add(-RebalanceInterval)}
+			return r
+		}(), []string{"a", "b"}, Move{Kind: Release, Bucket: 0, From: "a", To: "b", Cause: MoveRebalance}},
+		{"a joiner is not held by the interval", func() Ring {
+			r := withMembers(ringOf("a", "a", "b", "b", "a", "b"), planNow.Add(-time.Hour), "a", "b")
+			r.LastRebalance = &metav1.MicroTime{Time: planNow}
+			return withMembers(r, planNow.Add(-time.Minute), "c")
+		}(), []string{"a", "b", "c"}, Move{Kind: Release, Bucket: 0, From: "a", To: "c", Cause: MoveJoined}},
+		{"a joiner that is not the least loaded", func() Ring {
+			r := withMembers(ringOf("a", "a", "a", "a", "b", "c", "c"), planNow.Add(-time.Hour), "a", "b")
+			r.Buckets[4].Pods = 0
+			r.LastRebalance = &metav1.MicroTime{Time: planNow}
+			return withMembers(r, planNow.Add(-time.Minute), "c")
+		}(), []string{"a", "b", "c"}, Move{Kind: Release, Bucket: 0, From: "a", To: "c", Cause: MoveJoined}},
 		{"one release at a time", func() Ring { r := ringOf("a", "a", "a", "a"); r.Buckets[0].ReleasingTo = "b"; return r }(), []string{"a", "b"}, Move{}},
-		{"takes go on during a release", func() Ring { r := ringOf("a", "a", "", "a"); r.Buckets[0].ReleasingTo = "b"; return r }(), []string{"a", "b"}, Move{Kind: Take, Bucket: 2, To: "b"}},
+		{"takes go on during a release", func() Ring { r := ringOf("a", "a", "", "a"); r.Buckets[0].ReleasingTo = "b"; return r }(), []string{"a", "b"},
+			Move{Kind: Take, Bucket: 2, To: "b", Cause: MoveInitial}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Next(tc.ring, tc.live); got != tc.want {
+			if got := Next(tc.ring, tc.live, planNow); got != tc.want {
 				t.Fatalf("Next = %+v, want %+v", got, tc.want)
 			}
 		})
 	}
+}
+
+// withMembers returns ring with the identities as members that joined at joined.
+func withMembers(ring Ring, joined time.Time, ids ...string) Ring {
+	ring = ring.Clone()
+	for _, id := range ids {
+		ring.Members = append(ring.Members, Member{Identity: id, Joined: metav1.MicroTime{Time: joined}})
+	}
+	return ring
 }
 
 // TestNextConverges plays the plan out (every move applied at once) for replicas coming and going, and checks
@@ -152,7 +197,7 @@ func TestNextConverges(t *testing.T) {
 	}
 	for _, st := range steps {
 		moves := 0
-		for m := Next(ring, st.live); m.Kind != NoMove; m = Next(ring, st.live) {
+		for m := Next(ring, st.live, planNow); m.Kind != NoMove; m = Next(ring, st.live, planNow) {
 			ring.Buckets[m.Bucket].Owner = m.To
 			if moves++; moves > 40 {
 				t.Fatalf("live %v: no end to the moves", st.live)

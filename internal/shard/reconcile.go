@@ -1,7 +1,9 @@
 package shard
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -13,7 +15,8 @@ import (
 )
 
 // reconcile is one round of the coordinator: stop what it may no longer run, then at most one ring write
-// (accept what it owns, finish its release, or make the plan's next move).
+// (join the members, accept what it owns, finish its release, make the plan's next move, reap a dead peer,
+// or refresh its buckets' steady pods).
 func (c *Coordinator) reconcile(ctx context.Context) {
 	epoch := c.member.Epoch()
 	if epoch == 0 {
@@ -26,18 +29,21 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 		return
 	}
 	if cm == nil {
-		if err := c.createRing(ctx); err != nil {
+		if err := c.createRing(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			c.logger.Error(err, "Could not create the shard ring")
 		}
 		return
 	}
 	c.stopLost(ring, epoch)
 	c.observeOwners(ring)
+	if c.join(ctx, cm, ring) {
+		return
+	}
 	if ring.Resplitting() {
 		c.resplitStep(ctx, cm, ring)
 		return
 	}
-	if c.accept(ctx, cm, ring, epoch) || c.finishRelease(ctx, cm, ring) || c.move(ctx, cm, ring, epoch) {
+	if c.accept(ctx, cm, ring, epoch) || c.finishRelease(ctx, cm, ring) || c.move(ctx, cm, ring, epoch) || c.reapDead(ctx, cm, ring) {
 		return
 	}
 	if !c.refreshWeights(ctx, cm, ring) {
@@ -45,22 +51,26 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 	}
 }
 
-// weightRefreshInterval is the least time between two rewrites of this replica's buckets' pods in the ring.
-const weightRefreshInterval = time.Minute
+// DefaultWeightRefreshInterval is Config.WeightRefreshInterval's default: the least time between two rewrites
+// of this replica's buckets' steady pods in the ring.
+const DefaultWeightRefreshInterval = time.Minute
 
 // refreshWeights publishes the cached pods and namespaces of the buckets this replica runs, and, when one
-// bucket's pods differ from the ring's by more than a fifth (and 10 pods), rewrites its buckets' counts in
-// the ring (at most once per weightRefreshInterval), so that the plan spreads pods, not buckets (SH-5). A ring
-// whose counts hold costs no write (SH-6). It reports whether it tried a write.
+// bucket's steady pods (Running.Steady: a rollout's surge left out, SH-8) differ from the ring's by more than
+// a fifth (and 10 pods), rewrites its buckets' counts in the ring (at most once per Config.WeightRefreshInterval), so
+// that the plan spreads pods, not buckets (SH-5). A ring whose counts hold costs no write (SH-6). It reports
+// whether it tried a write.
 func (c *Coordinator) refreshWeights(ctx context.Context, cm *v1.ConfigMap, ring Ring) bool {
 	counts := map[int][2]int{}
-	totalPods, totalNamespaces := 0, 0
+	totalPods, totalNamespaces, steadyPods := 0, 0, 0
 	c.mu.Lock()
 	for i, run := range c.running {
 		if run.running.HasSynced() {
 			pods, nss := run.running.Pods()
-			counts[i] = [2]int{pods, nss}
 			totalPods, totalNamespaces = totalPods+pods, totalNamespaces+nss
+			steady, steadyNss := run.running.Steady()
+			counts[i] = [2]int{steady, steadyNss}
+			steadyPods += steady
 		}
 	}
 	c.mu.Unlock()
@@ -72,7 +82,7 @@ func (c *Coordinator) refreshWeights(ctx context.Context, cm *v1.ConfigMap, ring
 			stale = true
 		}
 	}
-	if !stale || c.now().Sub(c.lastRefresh) < weightRefreshInterval {
+	if !stale || c.now().Sub(c.lastRefresh) < c.cfg.WeightRefreshInterval {
 		return false
 	}
 	next := ring.Clone()
@@ -84,17 +94,21 @@ func (c *Coordinator) refreshWeights(ctx context.Context, cm *v1.ConfigMap, ring
 		return true
 	}
 	c.lastRefresh = c.now()
-	c.logger.V(2).Info("Updated the pods of this replica's shard buckets", "buckets", len(counts), "pods", totalPods)
+	c.logger.V(2).Info("Updated the steady pods of this replica's shard buckets", "buckets", len(counts), "pods", steadyPods)
 	return true
 }
 
-// observeOwners starts the clock on owners this replica has not seen a Lease of, and publishes the gauges.
+// observeOwners starts the clock on owners and members this replica has not seen a Lease of, and publishes
+// the gauges.
 func (c *Coordinator) observeOwners(ring Ring) {
-	owners := make([]string, 0, len(ring.Buckets))
+	known := make([]string, 0, len(ring.Buckets)+len(ring.Members))
 	for _, b := range ring.Buckets {
-		owners = append(owners, b.Owner)
+		known = append(known, b.Owner)
 	}
-	c.member.Known(owners...)
+	for _, m := range ring.Members {
+		known = append(known, m.Identity)
+	}
+	c.member.Known(known...)
 	ownedBuckets, ownedPods := 0, 0
 	for _, b := range ring.Buckets {
 		if b.Owner == c.cfg.Identity {
@@ -229,21 +243,36 @@ func (c *Coordinator) claim(ctx context.Context, cm *v1.ConfigMap, next Ring, ep
 	return true
 }
 
-func (c *Coordinator) logWriteError(err error, what string) {
-	if apierrors.IsConflict(err) {
-		c.logger.V(2).Info("The shard ring changed first; reading it again", "write", what)
+// logError logs err with msg and keysAndValues as an error, or at V(2) when it is this replica's own shutdown
+// cutting the request short (context canceled): stopping is not a failure.
+func (c *Coordinator) logError(err error, msg string, keysAndValues ...any) {
+	if errors.Is(err, context.Canceled) {
+		c.logger.V(2).Info(msg+" (shutting down)", append(keysAndValues, "err", err)...)
 		return
 	}
-	c.logger.Error(err, "Could not write the shard ring", "write", what)
+	c.logger.Error(err, msg, keysAndValues...)
+}
+
+// logWriteError logs a failed ring write: a conflict (another replica wrote first) and a write cut short by this
+// replica's own shutdown (context canceled) at V(2), anything else as an error.
+func (c *Coordinator) logWriteError(err error, what string) {
+	switch {
+	case apierrors.IsConflict(err):
+		c.logger.V(2).Info("The shard ring changed first; reading it again", "write", what)
+	case errors.Is(err, context.Canceled):
+		c.logger.V(2).Info("A shard ring write was cut short by shutting down", "write", what)
+	default:
+		c.logger.Error(err, "Could not write the shard ring", "write", what)
+	}
 }
 
 // start starts bucket i (of a ring of `of`) with a fresh fence of epoch; a build error is logged and retried
 // next round.
 func (c *Coordinator) start(ctx context.Context, i int, rng Range, of int, epoch int64) {
-	fence := NewFence(func() bool { return c.member.Valid(epoch) })
+	fence := NewFenceUntil(func() time.Time { return c.claimValidUntil(epoch) }, c.now)
 	running, err := c.cfg.Runner.Start(ctx, Claim{Bucket: i, Range: rng, Of: of, Fence: fence})
 	if err != nil {
-		c.logger.Error(err, "Could not start a shard bucket", "bucket", i, "range", rng.String())
+		c.logError(err, "Could not start a shard bucket", "bucket", i, "range", rng.String())
 		return
 	}
 	c.mu.Lock()
@@ -264,18 +293,20 @@ func (c *Coordinator) finishRelease(ctx context.Context, cm *v1.ConfigMap, ring 
 	}
 	next := ring.Clone()
 	b := &next.Buckets[i]
-	to := b.ReleasingTo
+	to, cause := b.ReleasingTo, cmp.Or(b.ReleaseCause, MoveRebalance)
 	if slices.Contains(c.member.Live(), to) {
 		b.Owner, b.UnownedSince = to, &metav1.MicroTime{Time: c.now()}
+		next.countMove(cause)
 	}
-	b.ReleasingTo = ""
+	b.ReleasingTo, b.ReleaseCause = "", ""
 	if err := c.writeRing(ctx, cm, next); err != nil {
 		c.logWriteError(err, "release")
 		return true
 	}
 	if b.Owner == to {
 		metricHandovers.WithLabelValues("released").Inc()
-		c.logger.Info("Released shard bucket", "bucket", i, "to", to)
+		metricMoves.WithLabelValues(string(cause)).Inc()
+		c.logger.Info("Released shard bucket", "bucket", i, "to", to, "cause", cause)
 	} else {
 		c.logger.Info("Called off a shard bucket release: the replica is gone", "bucket", i, "to", to)
 	}
@@ -283,36 +314,39 @@ func (c *Coordinator) finishRelease(ctx context.Context, cm *v1.ConfigMap, ring 
 }
 
 // move makes the plan's next move if it is this replica's: take a bucket (after confirming from the API
-// server that its owner's Lease expired) or start releasing one. It reports whether the move was this
-// replica's.
+// server that its owner's Lease expired) or start releasing one (a rebalance stamps Ring.LastRebalance, SH-8).
+// It reports whether the move was this replica's.
 func (c *Coordinator) move(ctx context.Context, cm *v1.ConfigMap, ring Ring, epoch int64) bool {
-	m := Next(ring, c.member.Live())
+	m := Next(ring, c.member.Live(), c.now())
 	switch {
 	case m.Kind == Take && m.To == c.cfg.Identity:
 		c.take(ctx, cm, ring, m, epoch)
 		return true
 	case m.Kind == Release && m.From == c.cfg.Identity:
 		next := ring.Clone()
-		next.Buckets[m.Bucket].ReleasingTo = m.To
+		next.Buckets[m.Bucket].ReleasingTo, next.Buckets[m.Bucket].ReleaseCause = m.To, m.Cause
+		if m.Cause == MoveRebalance {
+			next.LastRebalance = &metav1.MicroTime{Time: c.now()}
+		}
 		if err := c.writeRing(ctx, cm, next); err != nil {
 			c.logWriteError(err, "start release")
 			return true
 		}
-		c.logger.Info("Releasing shard bucket", "bucket", m.Bucket, "to", m.To)
+		c.logger.Info("Releasing shard bucket", "bucket", m.Bucket, "to", m.To, "cause", m.Cause)
 		return true
 	}
 	return false
 }
 
-// take claims an unowned bucket, or one whose owner's Lease the API server confirms expired (SH-7), and
-// starts it.
+// take claims an unowned bucket, or one whose owner's Lease the API server confirms expired (SH-7, marking
+// that owner Expired among the members in the same write), and starts it.
 func (c *Coordinator) take(ctx context.Context, cm *v1.ConfigMap, ring Ring, m Move, epoch int64) {
 	var lastSeen time.Time
 	if m.From != "" {
 		expired, err := c.member.ConfirmExpired(ctx, m.From)
 		if err != nil || !expired {
 			if err != nil {
-				c.logger.Error(err, "Could not read a shard replica's Lease", "replica", m.From)
+				c.logError(err, "Could not read a shard replica's Lease", "replica", m.From)
 			}
 			return
 		}
@@ -320,13 +354,18 @@ func (c *Coordinator) take(ctx context.Context, cm *v1.ConfigMap, ring Ring, m M
 	}
 	next := ring.Clone()
 	b := &next.Buckets[m.Bucket]
-	b.Owner, b.ReleasingTo, b.UnownedSince = c.cfg.Identity, "", nil
+	b.Owner, b.ReleasingTo, b.ReleaseCause, b.UnownedSince = c.cfg.Identity, "", "", nil
 	b.Claims++
+	next.countMove(m.Cause)
+	if m.From != "" {
+		next.markExpired(m.From, metav1.MicroTime{Time: c.now()})
+	}
 	if !c.claim(ctx, cm, next, epoch, "take") {
 		return
 	}
-	c.logger.Info("Took shard bucket", "bucket", m.Bucket, "from", m.From)
+	c.logger.Info("Took shard bucket", "bucket", m.Bucket, "from", m.From, "cause", m.Cause)
 	metricHandovers.WithLabelValues("taken").Inc()
+	metricMoves.WithLabelValues(string(m.Cause)).Inc()
 	c.observeUnowned(ring.Buckets[m.Bucket].UnownedSince, lastSeen)
 	c.start(ctx, m.Bucket, b.Range(), len(next.Buckets), epoch)
 }
@@ -364,7 +403,8 @@ func (c *Coordinator) leave(ctx context.Context) {
 	c.logger.Info("Left the shard ring", "ring", klog.KRef(c.cfg.Namespace, c.cfg.RingName))
 }
 
-// releaseAll reads the ring from the API server and writes it with this replica's buckets unowned.
+// releaseAll reads the ring from the API server and writes it with this replica's buckets unowned and itself
+// out of the members.
 func (c *Coordinator) releaseAll(ctx context.Context) error {
 	cm, err := c.cfg.Client.CoreV1().ConfigMaps(c.cfg.Namespace).Get(ctx, c.cfg.RingName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -377,10 +417,11 @@ func (c *Coordinator) releaseAll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	next, changed := ring.Clone(), false
+	next, changed := ring.Clone(), ring.memberIndex(c.cfg.Identity) >= 0
+	next.Members = ring.withoutMember(c.cfg.Identity)
 	for i, b := range next.Buckets {
 		if b.Owner == c.cfg.Identity {
-			next.Buckets[i].Owner, next.Buckets[i].ReleasingTo = "", ""
+			next.Buckets[i].Owner, next.Buckets[i].ReleasingTo, next.Buckets[i].ReleaseCause = "", "", ""
 			next.Buckets[i].UnownedSince = &metav1.MicroTime{Time: c.now()}
 			changed = true
 		}

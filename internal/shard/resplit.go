@@ -20,7 +20,7 @@ func (c *Coordinator) resplitStep(ctx context.Context, cm *v1.ConfigMap, ring Ri
 	released := 0
 	for i, b := range next.Buckets {
 		if b.Owner == c.cfg.Identity {
-			next.Buckets[i].Owner, next.Buckets[i].ReleasingTo = "", ""
+			next.Buckets[i].Owner, next.Buckets[i].ReleasingTo, next.Buckets[i].ReleaseCause = "", "", ""
 			next.Buckets[i].UnownedSince = &metav1.MicroTime{Time: c.now()}
 			released++
 		}
@@ -68,9 +68,6 @@ func owners(ring Ring) []string {
 // bucket by a quarter at least. It reports whether it wrote.
 func (c *Coordinator) maybeResplit(ctx context.Context, cm *v1.ConfigMap, ring Ring) bool {
 	live := c.member.Live()
-	if len(live) > 0 && live[0] == c.cfg.Identity {
-		c.deleteStaleLeases(ctx, ring)
-	}
 	if len(live) == 0 || live[0] != c.cfg.Identity || !settled(ring, live) || !lopsided(ring) {
 		return false
 	}
@@ -81,7 +78,7 @@ func (c *Coordinator) maybeResplit(ctx context.Context, cm *v1.ConfigMap, ring R
 	c.lastMeasure = c.now()
 	pods, err := c.cfg.Measure(ctx)
 	if err != nil {
-		c.logger.Error(err, "Could not measure the namespaces for a shard re-split")
+		c.logError(err, "Could not measure the namespaces for a shard re-split")
 		return false
 	}
 	fresh := NewRing(Bounds(pods, len(ring.Buckets)), pods)
@@ -96,17 +93,6 @@ func (c *Coordinator) maybeResplit(ctx context.Context, cm *v1.ConfigMap, ring R
 	}
 	c.logger.Info("Asked for a shard re-split: the buckets' bounds no longer follow the pods", "heaviestPods", heaviest(ring)-1, "afterPods", heaviest(fresh)-1)
 	return true
-}
-
-// deleteStaleLeases deletes the Leases of replicas gone for long without leaving (Membership.DeleteStale).
-func (c *Coordinator) deleteStaleLeases(ctx context.Context, ring Ring) {
-	deleted, err := c.member.DeleteStale(ctx, owners(ring))
-	if err != nil {
-		c.logger.Error(err, "Could not delete a stale shard membership Lease")
-	}
-	if len(deleted) > 0 {
-		c.logger.Info("Deleted the Leases of shard replicas long gone", "replicas", deleted)
-	}
 }
 
 // sameBounds reports whether a and b have the same buckets' bounds.

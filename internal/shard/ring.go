@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 
 	v1 "k8s.io/api/core/v1"
@@ -28,6 +29,27 @@ type Ring struct {
 	Resplit []Bucket `json:"resplit,omitempty"`
 	// LastResplit is when the last re-split was asked for.
 	LastResplit *metav1.MicroTime `json:"lastResplit,omitempty"`
+	// Members are the replicas that joined the ring: each writes itself in when it first holds a valid Lease,
+	// and out when it leaves; a peer marks one Expired once it confirmed its Lease expired, and removes it once
+	// its buckets are taken and its Lease deleted (SH-8; what `kubedeploy shards` calls live or dead).
+	Members []Member `json:"members,omitempty"`
+	// LastRebalance is when the last rebalancing move (MoveRebalance) was started: the next may start
+	// RebalanceInterval after it (SH-8).
+	LastRebalance *metav1.MicroTime `json:"lastRebalance,omitempty"`
+	// Moves counts the buckets that changed owner since the ring was made, by cause (MoveCause; SH-8).
+	Moves map[MoveCause]int64 `json:"moves,omitempty"`
+}
+
+// Member is one replica that joined the ring.
+type Member struct {
+	// Identity is the replica's identity (its Lease's holder).
+	Identity string `json:"identity"`
+	// Joined is when it wrote itself in (its clock): for RebalanceInterval after, moves towards it are joins,
+	// not rebalancing (SH-8).
+	Joined metav1.MicroTime `json:"joined"`
+	// Expired, once set, is when a peer confirmed from the API server that its Lease had not changed for a
+	// lease duration (SH-7's check): it acts on nothing, its buckets are taken, then it is removed.
+	Expired *metav1.MicroTime `json:"expired,omitempty"`
 }
 
 // Bucket is one range of the namespace hash space and its ownership.
@@ -35,8 +57,9 @@ type Bucket struct {
 	// Start and End are the range's bounds as shardRange takes them (End exclusive; Range.StartHex/EndHex).
 	Start string `json:"start"`
 	End   string `json:"end"`
-	// Pods and Namespaces are what the range held when last measured (pods, namespaces); Pods is its weight
-	// in the plan.
+	// Pods and Namespaces are what the range holds at rest when last measured (pods, namespaces): its
+	// Deployments' replicas, its ReplicaSets' not controlled by a Deployment, and its pods not controlled by a
+	// ReplicaSet, so that a rollout's surge does not change it (SH-8). Pods is its weight in the plan.
 	Pods       int `json:"pods"`
 	Namespaces int `json:"namespaces"`
 	// Owner is the identity of the replica that owns the bucket; "" when none does (released on shutdown, or
@@ -46,6 +69,9 @@ type Bucket struct {
 	// and informers for the bucket, then writes Owner = ReleasingTo and clears it. At most one bucket of a
 	// ring is being released at a time (SH-5).
 	ReleasingTo string `json:"releasingTo,omitempty"`
+	// ReleaseCause is why it is being released (MoveJoined or MoveRebalance), counted in Ring.Moves once the
+	// bucket has changed owner.
+	ReleaseCause MoveCause `json:"releaseCause,omitempty"`
 	// Claims counts the conditional writes by which an owner won the bucket (took it, accepted it, or
 	// claimed it again after its membership lapsed); each is one claim (SH-2, SH-7).
 	Claims int64 `json:"claims"`
@@ -93,12 +119,27 @@ func (r Ring) Find(namespace string) int {
 
 // Clone returns a deep copy of r.
 func (r Ring) Clone() Ring {
-	out := Ring{Buckets: cloneBuckets(r.Buckets), Resplit: cloneBuckets(r.Resplit)}
-	if r.LastResplit != nil {
-		t := *r.LastResplit
-		out.LastResplit = &t
+	out := Ring{Buckets: cloneBuckets(r.Buckets), Resplit: cloneBuckets(r.Resplit),
+		LastResplit: cloneTime(r.LastResplit), LastRebalance: cloneTime(r.LastRebalance)}
+	if r.Members != nil {
+		out.Members = make([]Member, len(r.Members))
+		for i, m := range r.Members {
+			out.Members[i] = m
+			out.Members[i].Expired = cloneTime(m.Expired)
+		}
+	}
+	if r.Moves != nil {
+		out.Moves = maps.Clone(r.Moves)
 	}
 	return out
+}
+
+func cloneTime(t *metav1.MicroTime) *metav1.MicroTime {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	return &c
 }
 
 func cloneBuckets(buckets []Bucket) []Bucket {
@@ -108,20 +149,25 @@ func cloneBuckets(buckets []Bucket) []Bucket {
 	out := make([]Bucket, len(buckets))
 	for i, b := range buckets {
 		out[i] = b
-		if b.UnownedSince != nil {
-			t := *b.UnownedSince
-			out[i].UnownedSince = &t
-		}
+		out[i].UnownedSince = cloneTime(b.UnownedSince)
 	}
 	return out
 }
 
 // Validate returns an error unless r has at least one bucket, every bound parses, the buckets cover the
 // hash space in order without gap or overlap, and at most one bucket is being released (its ReleasingTo set,
-// and only with an Owner); a Resplit must be such a cover too, with no owner.
+// and only with an Owner); a Resplit must be such a cover too, with no owner; Members name distinct, non-empty
+// identities.
 func (r Ring) Validate() error {
 	if err := validateBuckets(r.Buckets); err != nil {
 		return err
+	}
+	seen := map[string]bool{}
+	for i, m := range r.Members {
+		if m.Identity == "" || seen[m.Identity] {
+			return fmt.Errorf("member %d: identity %q is empty or repeated", i, m.Identity)
+		}
+		seen[m.Identity] = true
 	}
 	if len(r.Resplit) == 0 {
 		return nil

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"maps"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,12 +12,13 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 )
 
-// TestReplicasShareAndHandOver plays SH-1, SH-2, SH-5 and SH-7 out on two coordinators over a fake API server
-// that keeps resourceVersions: the first creates the ring and runs every bucket; the second joins and gets half,
-// one release at a time; the first is cut off from its Lease, stops acting within RenewDeadline, and the
-// second takes its buckets once the Lease has expired; the first comes back, claims nothing of its old epoch,
-// and gets half again by the plan. A sampler checks all along that no bucket is acted on by both. Then both
-// leave: every bucket is unowned and the Leases are gone.
+// TestReplicasShareAndHandOver plays SH-1, SH-2, SH-5, SH-7 and SH-8 out on two coordinators over a fake API
+// server that keeps resourceVersions: the first creates the ring and runs every bucket; the second joins and
+// gets half, one release at a time; the first is cut off from its Lease, stops acting within RenewDeadline, and
+// the second takes its buckets once the Lease has expired, then deletes that Lease and removes the first from
+// the ring's members; the first comes back, claims nothing of its old epoch, joins again and gets half again by
+// the plan. The ring counts the moves by cause: 4 initial, 2 left, 4 joined. A sampler checks all along that no
+// bucket is acted on by both. Then both leave: every bucket is unowned, the members and the Leases are gone.
 func TestReplicasShareAndHandOver(t *testing.T) {
 	client := newRingClient()
 	rec := &recorder{runs: map[int][]*fakeRun{}}
@@ -32,8 +34,13 @@ func TestReplicasShareAndHandOver(t *testing.T) {
 	if took := time.Since(cutAt); took < fastDurations.LeaseDuration-fastDurations.RetryPeriod {
 		t.Errorf("b had every bucket %v after a was cut off, before a's Lease could expire (%v)", took, fastDurations.LeaseDuration)
 	}
+	waitReaped(t, client, "a", "b")
 	a.cut.Store(false)
 	waitRunning(t, "a back", map[*replica]int{a: 2, b: 2})
+	want := map[MoveCause]int64{MoveInitial: 4, MoveJoined: 4, MoveLeft: 2}
+	if ring := ringIn(t, client); !maps.Equal(ring.Moves, want) || len(ring.Members) != 2 {
+		t.Errorf("the ring counts moves %v (want %v) and has members %+v (want a and b)", ring.Moves, want, ring.Members)
+	}
 	stopSampling()
 	if len(rec.violations) > 0 {
 		t.Fatalf("SH-1 broken: %v", rec.violations[:min(5, len(rec.violations))])
@@ -77,6 +84,23 @@ func TestResplitFollowsThePods(t *testing.T) {
 	stopSampling()
 	if len(rec.violations) > 0 {
 		t.Fatalf("SH-1 broken: %v", rec.violations[:min(5, len(rec.violations))])
+	}
+}
+
+// waitReaped waits until dead's Lease is gone and the ring's only member is survivor (SH-8's clean-up).
+func waitReaped(t *testing.T, client *fake.Clientset, dead, survivor string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := client.CoordinationV1().Leases("kube-system").Get(context.Background(), MemberLeaseName(dead), metav1.GetOptions{})
+		ring := ringIn(t, client)
+		if apierrors.IsNotFound(err) && len(ring.Members) == 1 && ring.Members[0].Identity == survivor {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not reaped: its Lease %v, members %+v", dead, err, ring.Members)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -143,6 +167,9 @@ func checkLeft(t *testing.T, client *fake.Clientset) {
 		if b.Pods != 0 { // measured 5 pods a namespace at creation; the runners' caches hold none
 			t.Errorf("bucket %d: %d pods in the ring, not refreshed from its owner's caches (0)", i, b.Pods)
 		}
+	}
+	if len(ring.Members) > 0 {
+		t.Errorf("members after both left: %+v", ring.Members)
 	}
 	for _, id := range []string{"a", "b"} {
 		if _, err := client.CoordinationV1().Leases("kube-system").Get(ctx, MemberLeaseName(id), metav1.GetOptions{}); !apierrors.IsNotFound(err) {

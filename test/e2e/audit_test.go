@@ -21,8 +21,8 @@ import (
 
 // auditPolicy returns an audit.k8s.io/v1 Policy that logs what the never-two-owners check needs and little
 // else: the request and response of every write to a ConfigMap in ringNamespace (the ring's history), the
-// metadata of every write to a Lease there and of every write to a Deployment, ReplicaSet or Pod (and their
-// subresources), each once (ResponseComplete); no reads, no events.
+// metadata of every write to a Lease there or in kube-system (the leader's Lease, SH-10) and of every write to a
+// Deployment, ReplicaSet or Pod (and their subresources), each once (ResponseComplete); no reads, no events.
 func auditPolicy(ringNamespace string) string {
 	return fmt.Sprintf(`apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -36,7 +36,7 @@ rules:
     resources: ["configmaps"]
 - level: Metadata
   verbs: ["create", "update", "patch", "delete"]
-  namespaces: [%[1]q]
+  namespaces: [%[1]q, "kube-system"]
   resources:
   - group: coordination.k8s.io
     resources: ["leases"]

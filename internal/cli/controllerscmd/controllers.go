@@ -79,6 +79,8 @@ func addControllersFlags(cmd *cobra.Command, o *controllersOptions) {
 	f.DurationVar(&m.Sharding.ConsolidateAfter, "shard-consolidate-after", manager.DefaultConsolidateAfter, "no effect (deprecated): a replica runs one set of controllers, and a bucket's move restarts nothing else")
 	_ = f.MarkDeprecated("shard-consolidate-after", "it has no effect: a sharded replica runs one set of controllers and moves a bucket without stopping or listing its others again (SH-9); remove it") // the flag exists
 	f.StringVar(&m.Sharding.RingName, "shard-ring-name", shard.DefaultRingName, "name of the ConfigMap that holds the shard ring, in --leader-elect-resource-namespace")
+	f.StringVar(&m.Sharding.LeaderLease, "shard-leader-lease", manager.DefaultResourceNamespace+"/"+manager.DefaultResourceName,
+		"NAMESPACE/NAME of the Lease a leader-elected (unsharded) kubedeploy controllers holds: the sharded replicas hold it together while they run, so that the two modes never run at once (SH-10); \"-\" turns that off")
 	f.IntVar(&m.Serving.Port, "secure-port", manager.DefaultSecurePort, "HTTPS port for /healthz, /readyz, /livez and /metrics, 0..65535 (0 disables)")
 	f.StringVar(&m.Serving.BindAddress, "bind-address", "127.0.0.1", "IP address for --secure-port (0.0.0.0 for all interfaces, e.g. in a pod)")
 	f.BoolVar(&m.Serving.Profiling, "profiling", true, "serve Go's pprof profiles under /debug/pprof/ on --secure-port, to users allowed get on that nonResourceURL")

@@ -161,7 +161,7 @@ func (sc *syncContext) createReplicaSet(ctx context.Context, rs *appsv1.ReplicaS
 		return created, false, nil
 	case apierrors.IsAlreadyExists(err):
 		return sc.resolveExistingReplicaSet(ctx, rs, err)
-	case runner.IsNamespaceTerminating(err):
+	case runner.IsNamespaceTerminating(err), runner.IsStopping(err):
 		return nil, false, err
 	}
 	msg := fmt.Sprintf("Failed to create new replica set %q: %v", rs.Name, err)

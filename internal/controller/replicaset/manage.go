@@ -149,7 +149,9 @@ func (c *Controller) createPods(ctx context.Context, rs *appsv1.ReplicaSet, n in
 			if runner.IsNamespaceTerminating(err) {
 				return nil
 			}
-			c.cfg.Recorder.Eventf(rs, v1.EventTypeWarning, FailedCreate, "Error creating: %v", err)
+			if !runner.IsStopping(err) {
+				c.cfg.Recorder.Eventf(rs, v1.EventTypeWarning, FailedCreate, "Error creating: %v", err)
+			}
 			return err
 		}
 		c.freshness.Written(key, resourcePods, created)
@@ -203,7 +205,9 @@ func (c *Controller) deletePods(ctx context.Context, key string, rs *appsv1.Repl
 				logger.V(2).Info("Pod already deleted", "replicaSet", klog.KObj(rs), "pod", klog.KObj(pod))
 				return
 			}
-			c.cfg.Recorder.Eventf(rs, v1.EventTypeWarning, FailedDelete, "Error deleting: %v", err)
+			if !runner.IsStopping(err) {
+				c.cfg.Recorder.Eventf(rs, v1.EventTypeWarning, FailedDelete, "Error deleting: %v", err)
+			}
 			errCh <- fmt.Errorf("deleting pod %s: %w", podKey(pod), err)
 		})
 	}

@@ -301,7 +301,7 @@ func (r *Runner) Run(ctx context.Context, workers int) {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting controller", "controller", r.name)
 	defer logger.Info("Shutting down controller", "controller", r.name)
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, r.synced...) {
+	if !r.waitSynced(ctx, logger) {
 		r.queue.ShutDown()
 		return
 	}
@@ -321,6 +321,22 @@ func (r *Runner) Run(ctx context.Context, workers int) {
 	<-ctx.Done()
 	wg.Wait()
 	logger.Info("Stopped workers", "controller", r.name)
+}
+
+// waitSynced waits for every function given to WaitFor to report synced, polling every 100 ms as client-go's
+// WaitForCacheSync does, and reports whether they did before ctx ended. A context ended first is a shutdown (a
+// process stopping, a sharded replica's bucket moving before its caches synced), logged at V(2), not an error.
+func (r *Runner) waitSynced(ctx context.Context, logger klog.Logger) bool {
+	logger.V(2).Info("Waiting for caches to sync", "controller", r.name)
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		return r.HasSynced(), nil
+	})
+	if err != nil {
+		logger.V(2).Info("Stopped before the caches synced", "controller", r.name)
+		return false
+	}
+	logger.Info("Caches are synced", "controller", r.name)
+	return true
 }
 
 func (r *Runner) worker(ctx context.Context) {
@@ -412,6 +428,11 @@ func (r *Runner) handleResult(ctx context.Context, key cache.ObjectName, res Res
 		r.queue.AddRateLimited(key)
 	}
 }
+
+// IsStopping reports whether err is the controller's own stop cutting a request short (context.Canceled): a sync
+// that fails so is retried by the next owner or the next start, and is no failure to report in an event or a
+// condition.
+func IsStopping(err error) bool { return errors.Is(err, context.Canceled) }
 
 // IsNamespaceTerminating reports whether err (or an error it wraps) is an API
 // error caused by creating in a namespace that is being deleted.

@@ -599,3 +599,45 @@ func TestRuleValidate(t *testing.T) {
 		p.SetRules(Rule{ErrorFraction: 2})
 	})
 }
+
+// TestHoldFor: a held request reaches the API server only when its hold ends, and never when its client gives up
+// first (a write whose deadline passed while a connection stalled); both are counted.
+func TestHoldFor(t *testing.T) {
+	f, p, clk := setupFakeClock(t)
+	p.SetRules(Rule{Resource: "pods", Verb: "create", HoldFor: 10 * time.Second})
+	cs := clientset(t, p)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-a"}}
+	created := make(chan error, 1)
+	go func() {
+		_, err := cs.CoreV1().Pods("ns").Create(context.Background(), pod, metav1.CreateOptions{})
+		created <- err
+	}()
+	waitForTimers(t, clk, 1, "the create to be held")
+	clk.Step(9 * time.Second)
+	if n := f.hitCount("POST /api/v1/namespaces/ns/pods"); n != 0 {
+		t.Fatalf("the held create reached the API server %d times before its hold ended", n)
+	}
+	clk.Step(time.Second)
+	if err := <-created; err != nil {
+		t.Fatalf("create after the hold: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	abandoned := make(chan error, 1)
+	go func() {
+		_, err := cs.CoreV1().Pods("ns").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-b"}}, metav1.CreateOptions{})
+		abandoned <- err
+	}()
+	waitForTimers(t, clk, 1, "the second create to be held")
+	cancel()
+	if err := <-abandoned; err == nil {
+		t.Fatal("the abandoned create succeeded")
+	}
+	poll(t, "the proxy to count the abandoned create", func() bool { return p.Stats().Abandoned["create pods"] == 1 })
+	clk.Step(time.Minute)
+	if n := f.hitCount("POST /api/v1/namespaces/ns/pods"); n != 1 {
+		t.Errorf("the API server got %d creates, want 1 (the abandoned one never forwarded)", n)
+	}
+	if s := p.Stats(); s.Held["create pods"] != 2 {
+		t.Errorf("held %v, want 2 creates", s.Held)
+	}
+}

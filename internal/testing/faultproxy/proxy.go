@@ -1,10 +1,12 @@
 package faultproxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"math/rand/v2"
 	"net"
@@ -45,7 +47,7 @@ type Options struct {
 	Seed uint64
 	// Clock is the clock the proxy reads the time from and waits on: the
 	// WatchDelay of watch chunks, the DropWatchAfter deadline of watch
-	// streams and the TimeoutAfter of Timeout faults (nil means the real
+	// streams, the TimeoutAfter of Timeout faults and HoldFor (nil means the real
 	// clock, clock.RealClock{}). Tests pass a k8s.io/utils/clock/testing
 	// FakeClock and step it instead of sleeping. The proxy's AfterFunc
 	// callbacks never block and take no lock the proxy holds while it calls
@@ -292,11 +294,60 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r = r.WithContext(request.WithRequestInfo(r.Context(), info))
+	if !p.hold(r, info) {
+		return // the client gave up while the request was held: never forwarded
+	}
 	if rule, ok := p.faultFor(info); ok {
 		p.injectFault(w, r, info, rule)
 		return
 	}
 	p.forward(w, r, info)
+}
+
+// hold waits the longest HoldFor of the rules matching info (never for a watch) and reports whether the client
+// is still there to forward to.
+func (p *Proxy) hold(r *http.Request, info *request.RequestInfo) bool {
+	var d time.Duration
+	for _, rule := range *p.rules.Load() {
+		if rule.HoldFor > d && info.Verb != "watch" && rule.matches(info) {
+			d = rule.HoldFor
+		}
+	}
+	if d == 0 {
+		return true
+	}
+	key := info.Verb + " " + resourceName(info)
+	p.count(&p.stats.Held, key)
+	// Read the body now: over HTTP/1.1 the server notices a client that hung up only once the body is read.
+	if r.Body != nil && r.Body != http.NoBody {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			p.count(&p.stats.Abandoned, key)
+			return false
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	t := p.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-r.Context().Done():
+	case <-p.stopping:
+	}
+	p.count(&p.stats.Abandoned, key)
+	p.logger.V(2).Info("A held request was abandoned by its client", "verb", info.Verb, "resource", resourceName(info), "namespace", info.Namespace)
+	return false
+}
+
+// count adds one to (*m)[key], making the map when needed.
+func (p *Proxy) count(m *map[string]int, key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if *m == nil {
+		*m = map[string]int{}
+	}
+	(*m)[key]++
 }
 
 // faultFor returns the first rule that matches info and fires, rolling the

@@ -99,6 +99,11 @@ type Rule struct {
 	// TimeoutAfter is how long a Timeout fault waits before answering
 	// (0 = DefaultTimeoutAfter). Other faults answer at once.
 	TimeoutAfter time.Duration
+	// HoldFor holds a matching request (never a watch) this long before
+	// forwarding it, as a stalled connection or a paused client would; a
+	// request whose client gives up meanwhile is never forwarded (counted in
+	// Stats.Abandoned). With several matching Rules the longest applies.
+	HoldFor time.Duration
 }
 
 // Validate returns an error when ErrorFraction is outside [0,1], Fault is
@@ -114,7 +119,7 @@ func (r Rule) Validate() error {
 	for _, d := range []struct {
 		name string
 		d    time.Duration
-	}{{"watchDelay", r.WatchDelay}, {"dropWatchAfter", r.DropWatchAfter}, {"timeoutAfter", r.TimeoutAfter}} {
+	}{{"watchDelay", r.WatchDelay}, {"dropWatchAfter", r.DropWatchAfter}, {"timeoutAfter", r.TimeoutAfter}, {"holdFor", r.HoldFor}} {
 		if d.d < 0 {
 			errs = append(errs, fmt.Errorf("%s %v is negative", d.name, d.d))
 		}

@@ -20,6 +20,10 @@ type Stats struct {
 	// (DropWatches, DropWatchAfter); not those ended by Stop, the client or
 	// the API server.
 	WatchesDropped int
+	// Held counts the requests a HoldFor rule held, and Abandoned those of
+	// them whose client gave up before the hold ended (never forwarded), by
+	// "verb resource" as Forwarded.
+	Held, Abandoned map[string]int
 }
 
 // Stats returns a copy of the proxy's counters.
@@ -29,6 +33,7 @@ func (p *Proxy) Stats() Stats {
 	s := p.stats
 	s.Forwarded = maps.Clone(p.stats.Forwarded)
 	s.Faults = maps.Clone(p.stats.Faults)
+	s.Held, s.Abandoned = maps.Clone(p.stats.Held), maps.Clone(p.stats.Abandoned)
 	s.OpenWatches = len(p.streams)
 	s.WatchesDropped = int(p.watchesDropped.Load())
 	return s

@@ -181,7 +181,7 @@ func waitRingSpread(t *testing.T, ringNS string, live []string) {
 			}
 			owned[b.Owner]++
 		}
-		return len(owned) == len(live) && shard.Next(ring, live) == shard.Move{}, nil
+		return len(owned) == len(live) && shard.Next(ring, live, time.Now()) == shard.Move{}, nil
 	})
 }
 
