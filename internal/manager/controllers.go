@@ -207,6 +207,7 @@ func newDeploymentController(ctx context.Context, in Inputs) (Runnable, error) {
 		Observer:     syncObserver{},
 		MaxCacheWait: in.Config.MaxCacheWait,
 		Slots:        in.Config.slotsFor(DeploymentController, in.Config.ConcurrentDeploymentSyncs),
+		Scope:        in.Config.scopeFor(),
 
 		StatusSyncWindow: max(0, in.Config.StatusSyncWindow),
 		PendingCreations: in.Creations.count,
@@ -242,6 +243,7 @@ func newReplicaSetController(ctx context.Context, in Inputs) (Runnable, error) {
 		MaxCacheWait:        in.Config.MaxCacheWait,
 		StatusSyncWindow:    max(0, in.Config.StatusSyncWindow),
 		Slots:               in.Config.slotsFor(ReplicaSetController, in.Config.ConcurrentReplicaSetSyncs),
+		Scope:               in.Config.scopeFor(),
 	}
 	if in.Readable[nodesResource] {
 		rsCfg.Nodes = in.Informers.Core().V1().Nodes()

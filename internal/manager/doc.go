@@ -13,6 +13,11 @@
 // broadcaster per controller (event source "deployment-controller" / "replicaset-controller", as upstream's,
 // CM-8) and the workers. It starts and stops as one value, so that a process can run several.
 //
+// In sharded mode (sharded.go, shardedset.go, buckets.go) a replica runs one ControllerSet for its whole life,
+// over union informers (internal/informerunion) whose members are its buckets' own informers: a bucket won adds
+// its informers and, once they have synced, its namespaces to the controllers' runner.Scope; a bucket given up
+// is dropped from the scope, drained and removed, and no other bucket stops or lists again (SH-3, SH-9).
+//
 // Run adds the process around a set: optionally leader election on a Lease (CM-7, released on graceful stop);
 // health and metrics served by internal/serving (HTTPS with delegated authentication and authorization, or
 // plain HTTP in observe mode); a probe of the API server that, while it is unreachable, logs so

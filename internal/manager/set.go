@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -30,7 +31,8 @@ const minResyncPeriod = 12 * time.Hour
 // ControllerSet is the configured controllers (Config.Controllers, built from controllerTable) over one set of
 // shared informers, started and stopped as one value: one client, rate limiter, event broadcaster and worker
 // pool per controller, one informer factory for all, and the controllers' companions (metrics). A process may
-// run several side by side. Build it with NewControllerSet, then Start it once and Stop it once.
+// run several side by side; a sharded replica runs one, over union informers of its buckets' (shardedSet).
+// Build it with NewControllerSet, then Start it once and Stop it once.
 type ControllerSet struct {
 	names        []string
 	logger       klog.Logger
@@ -50,14 +52,20 @@ type ControllerSet struct {
 // logging with ctx's logger; nothing runs before Start. It returns an error when a client, an informer or a
 // controller cannot be built, having released what it built.
 func NewControllerSet(ctx context.Context, cfg Config) (*ControllerSet, error) {
-	s := &ControllerSet{names: cfg.Controllers, logger: klog.FromContext(ctx)}
 	infClient, in, err := newSharedInformers(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	s.factory = in.Informers
-	in.Readable = optionalInformersReadable(ctx, cfg.Controllers, infClient)
-	for _, name := range cfg.Controllers {
+	return newControllerSetOver(ctx, infClient, in)
+}
+
+// newControllerSetOver builds in.Config's controllers over in's informers (in.Readable asked of infClient, the
+// informers' client); nothing runs before Start. It returns an error when a client or a controller cannot be
+// built, having released what it built (in.Informers shut down).
+func newControllerSetOver(ctx context.Context, infClient kubernetes.Interface, in Inputs) (*ControllerSet, error) {
+	s := &ControllerSet{names: in.Config.Controllers, logger: klog.FromContext(ctx), factory: in.Informers}
+	in.Readable = optionalInformersReadable(ctx, in.Config.Controllers, infClient)
+	for _, name := range in.Config.Controllers {
 		if err := s.add(ctx, name, in); err != nil {
 			s.release()
 			return nil, err
@@ -71,29 +79,44 @@ func NewControllerSet(ctx context.Context, cfg Config) (*ControllerSet, error) {
 }
 
 // newSharedInformers returns the shared informers' client and the Inputs every controller of a set shares: the
-// informer factory (resync jittered in [12h, 24h), CM-5) and its rawtemplate store. Caches hold no
-// managedFields (CM-5), and pods only the fields the controllers read (issue 10). Deployments and ReplicaSets
-// whose stored form has fields we do not know are read as JSON too, their pod templates kept (IM-8).
+// informer factory (newInformerFactory, every namespace) and its rawtemplate store.
 func newSharedInformers(ctx context.Context, cfg Config) (kubernetes.Interface, Inputs, error) {
 	infClient, infDynamic, infConfig, err := cfg.clientsFor("shared-informers", true)
 	if err != nil {
 		return nil, Inputs{}, err
 	}
-	resync := time.Duration(float64(minResyncPeriod) * (1 + rand.Float64()))
 	templates := rawtemplate.NewStore(klog.FromContext(ctx), infDynamic)
+	factory, err := newInformerFactory(infClient, infConfig, templates, resyncPeriod(), nil)
+	if err != nil {
+		return nil, Inputs{}, err
+	}
+	return infClient, Inputs{Config: cfg, Informers: factory, Templates: templates, Creations: &podCreations{}}, nil
+}
+
+// resyncPeriod returns a resync period jittered in [12h, 24h) (CM-5).
+func resyncPeriod() time.Duration {
+	return time.Duration(float64(minResyncPeriod) * (1 + rand.Float64()))
+}
+
+// newInformerFactory returns a shared informer factory of resync period resync over infClient whose caches
+// hold no managedFields (CM-5) and pods only the fields the controllers read (issue 10; podcache.Transform),
+// and whose Deployments and ReplicaSets are templates' checked informers through infConfig (whose stored form
+// has fields we do not know are read as JSON too, their pod templates kept, IM-8). A non-nil scoped restricts
+// the pod, Deployment and ReplicaSet informers to some namespaces (SH-4: shard.Scope.ListWatch). The error is
+// the template store's.
+func newInformerFactory(infClient kubernetes.Interface, infConfig *rest.Config, templates *rawtemplate.Store, resync time.Duration,
+	scoped func(cache.ListerWatcher) cache.ListerWatcher) (informers.SharedInformerFactory, error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(infClient, resync, informers.WithTransform(podcache.Transform))
-	var scoped func(cache.ListerWatcher) cache.ListerWatcher
-	if cfg.shard != nil {
-		scoped = cfg.shard.scope().ListWatch
+	if scoped != nil {
 		factory.InformerFor(&v1.Pod{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 			return cache.NewSharedIndexInformer(scoped(podListWatch(client)), &v1.Pod{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 		})
 	}
 	if err := templates.Informers(factory, infConfig, scoped); err != nil {
 		factory.Shutdown()
-		return nil, Inputs{}, err
+		return nil, err
 	}
-	return infClient, Inputs{Config: cfg, Informers: factory, Templates: templates, Creations: &podCreations{}}, nil
+	return factory, nil
 }
 
 // podListWatch lists and watches the pods of every namespace through client.
@@ -164,11 +187,6 @@ func (s *ControllerSet) attachCompanions(ctx context.Context, in Inputs) error {
 		}
 	}
 	return nil
-}
-
-// podIndexer is the set's pod cache, indexed by namespace (cache.NamespaceIndex).
-func (s *ControllerSet) podIndexer() cache.Indexer {
-	return s.factory.Core().V1().Pods().Informer().GetIndexer()
 }
 
 // HasSynced reports whether every controller's informer caches have synced.

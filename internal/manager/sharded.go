@@ -25,8 +25,8 @@ import (
 
 // DefaultShardBuckets is Sharding.Buckets' default: 12 divides evenly among 1, 2, 3, 4 and 6 replicas, so
 // buckets of equal pods (SH-5) give each of them the same share (16 left 3 replicas at 6/5/5 buckets, the
-// biggest with 1.125× the mean), and a replica's first sets stay few (three informers per bucket, a watch each,
-// until groupRunner merges them).
+// biggest with 1.125× the mean), and a replica's watches stay few (each bucket it holds has its own three
+// informers, a watch each: bucketInformers).
 const DefaultShardBuckets = 12
 
 // Sharding configures the sharded mode (issue 35, SH-1…SH-7): every replica is active and runs the
@@ -45,9 +45,9 @@ type Sharding struct {
 	// The sharded replicas hold it together while they run, and wait while a leader holds it, so that the two
 	// modes never run at once (SH-10). "-" turns that off.
 	LeaderLease string
-	// ConsolidateAfter is how long the replica's buckets stay unchanged before it runs them all in one set of
-	// controllers, one list and watch per resource (default DefaultConsolidateAfter; < 0: never, each bucket
-	// keeps its own).
+	// ConsolidateAfter is accepted and ignored. Deprecated: a replica runs one set of controllers whatever its
+	// buckets, each bucket with informers of its own that no move of another bucket restarts (SH-9); there is
+	// nothing to merge (--shard-consolidate-after is a documented no-op).
 	ConsolidateAfter time.Duration
 }
 
@@ -74,30 +74,29 @@ func (s Sharding) Validate() error {
 	return nil
 }
 
-// shardContext is what a ControllerSet is built with in sharded mode: the claims of the buckets it runs
-// (their namespaces are the ones it may see; each claim's fence guards the writes into its namespaces), whether
-// the API server filters by shard, and the rate limiters and sync slots all of the process's sets share per
-// controller (so that QPS, Burst and the --concurrent-*-syncs limit the process, not each set).
+// shardContext is what a sharded replica's one ControllerSet is built with (SH-9): the claims of the buckets it
+// runs now (each claim's fence guards the writes into its namespaces; bucketRunner.currentClaims), the
+// controllers' scope (the namespaces they act on now, runner.Scope), and the rate limiters and sync slots
+// per controller.
 type shardContext struct {
-	claims     []shard.Claim
-	serverSide bool
-	limiters   *sharedLimiters
-	slots      *sharedSlots
+	claims   func() []shard.Claim
+	scope    *runner.Scope
+	limiters *sharedLimiters
+	slots    *sharedSlots
 }
 
-// scope is the namespaces of the set's buckets.
-func (s *shardContext) scope() shard.Scope {
-	rs := make([]shard.Range, len(s.claims))
-	for i, c := range s.claims {
-		rs[i] = c.Range
+// scopeFor is the controllers' runner.Scope in sharded mode, nil (every namespace) otherwise.
+func (c Config) scopeFor() *runner.Scope {
+	if c.shard == nil {
+		return nil
 	}
-	return shard.Scope{Ranges: rs, ServerSide: s.serverSide}
+	return c.shard.scope
 }
 
-// sharedSlots is one runner.Slots per controller name for the whole process: every bucket's controller of a
-// kind runs its workers, but no more syncs run at once in the process than its share of the configured number
-// (without it, a replica with 8 buckets ran 8 × --concurrent-*-syncs syncs behind one client rate limiter, and
-// decisions landed seconds late: EX-3's pod bound was overrun in tests).
+// sharedSlots is one runner.Slots per controller name for the whole process: no more syncs run at once in the
+// process than its share of the configured number (when each bucket had controllers of its own, a replica with
+// 8 buckets ran 8 × --concurrent-*-syncs syncs behind one client rate limiter, and decisions landed seconds
+// late: EX-3's pod bound was overrun in tests).
 //
 // --concurrent-*-syncs (CM-1) are the fleet's in sharded mode (issue 35): a replica holding held of the
 // ring's of buckets runs max(1, ⌊n × held ÷ of⌋) syncs at once, so that N replicas together run no more
@@ -123,7 +122,7 @@ func (s *sharedSlots) share(n int) int {
 	return max(1, n*s.held/s.of)
 }
 
-// resize sets every controller's bound for a replica holding held of the ring's of buckets (groupRunner's
+// resize sets every controller's bound for a replica holding held of the ring's of buckets (bucketRunner's
 // onHeld).
 func (s *sharedSlots) resize(held, of int) {
 	s.mu.Lock()
@@ -180,39 +179,46 @@ func (l *sharedLimiters) get(name string, qps float32, burst int) flowcontrol.Ra
 	return l.by[name]
 }
 
-// applyShard sets the process's shared rate limiter and, for a controller's own clients, the fence on cfg.
+// applyShard sets the process's shared rate limiter and the fence on cfg: each request is checked against the
+// claims of the buckets the replica runs when it is sent (liveFence).
 func (s *shardContext) applyShard(cfg *rest.Config, controller string, qps float32, burst int) {
 	cfg.RateLimiter = s.limiters.get(controller, qps, burst)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return fencedTransport{next: rt, claims: s.claims}
+		return liveFence{next: rt, claims: s.claims}
 	})
 }
 
+// liveFence is fencedTransport over the claims of the moment: a replica's one set of controllers (SH-9) writes
+// into the namespaces of the buckets it runs when each request is sent, with their claims valid.
+type liveFence struct {
+	next   http.RoundTripper
+	claims func() []shard.Claim
+}
+
+func (t liveFence) RoundTrip(req *http.Request) (*http.Response, error) {
+	return fencedTransport{next: t.next, claims: t.claims()}.RoundTrip(req)
+}
+
 // runSharded runs cfg's controllers in sharded mode until ctx ends: it probes whether the API server filters
-// by shard, then, while the sharded replicas hold the leader Lease (SH-10, modeLease; always with LeaderLease
-// "-"), runs a shard.Coordinator whose buckets each run a ControllerSet over their namespaces. While a
-// leader-elected process holds that Lease it waits, writing nothing, and other says so. The error is the
-// coordinator client's or its informers'.
+// by shard, starts the replica's one ControllerSet over union informers (shardedReplica, SH-9), then, while the
+// sharded replicas hold the leader Lease (SH-10, modeLease; always with LeaderLease "-"), runs a
+// shard.Coordinator whose buckets come and go in that set (bucketRunner). While a leader-elected process holds
+// that Lease it waits, writing nothing, and other says so. The set stops only after the coordinator has drained
+// and released every bucket. The error is a client's, a controller's, or the coordinator's informers'.
 func runSharded(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck, other *otherMode) error {
 	logger := klog.FromContext(ctx)
 	client, err := cfg.clientFor("shard-coordinator")
 	if err != nil {
 		return err
 	}
-	serverSide, err := shard.Probe(ctx, client, shard.Scope{Ranges: []shard.Range{{Start: 0, Last: math.MaxUint64 / 2}}})
+	replica, err := startShardedReplica(ctx, cfg, probeShardFiltering(ctx, client))
 	if err != nil {
-		logger.Error(err, "Could not probe the API server for sharded list and watch; filtering client-side only")
+		return err
 	}
-	shard.RegisterMetrics()
-	shard.MetricServerSideFiltering.Set(map[bool]float64{true: 1, false: 0}[serverSide])
-	if serverSide {
-		logger.Info("Sharded mode: the API server filters lists and watches by shard (ShardedListAndWatch); this replica filters too")
-	} else {
-		logger.Info("Sharded mode: the API server does not filter by shard (ShardedListAndWatch off, or an older server); this replica filters client-side only")
-	}
-	sets := &shardRunner{cfg: cfg, serverSide: serverSide, limiters: &sharedLimiters{}, slots: &sharedSlots{logger: klog.FromContext(ctx)}}
+	defer replica.stop()
 	if cfg.Sharding.LeaderLease == "-" {
-		return runCoordinator(ctx, cfg, client, sets, syncCheck, nil)
+		_, err := runCoordinatorOnce(ctx, cfg, client, replica.buckets, syncCheck, nil)
+		return err
 	}
 	mode, err := newModeLease(cfg.Sharding.LeaderLease, cfg.LeaderElection.ResourceNamespace, cfg.Sharding.RingName, cfg.LeaderElection, client, other)
 	if err != nil {
@@ -225,7 +231,7 @@ func runSharded(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck, o
 		logger.Info("The sharded replicas hold the leader Lease; starting", "lease", cfg.Sharding.LeaderLease)
 		runCtx, stop := context.WithCancel(ctx)
 		go mode.keep(runCtx, stop)
-		coord, err := runCoordinatorOnce(runCtx, cfg, client, sets, syncCheck, mode.HeldUntil)
+		coord, err := runCoordinatorOnce(runCtx, cfg, client, replica.buckets, syncCheck, mode.HeldUntil)
 		stop()
 		if err != nil || ctx.Err() != nil {
 			releaseIfLast(ctx, mode, coord)
@@ -234,23 +240,50 @@ func runSharded(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck, o
 	}
 }
 
-// runCoordinator is runCoordinatorOnce's error alone.
-func runCoordinator(ctx context.Context, cfg Config, client kubernetes.Interface, sets *shardRunner, syncCheck *serving.SyncCheck, hold func() time.Time) error {
-	_, err := runCoordinatorOnce(ctx, cfg, client, sets, syncCheck, hold)
-	return err
+// shardedReplica is a sharded replica's one ControllerSet, started, and the shard.Runner of its buckets.
+type shardedReplica struct {
+	set     *shardedSet
+	buckets *bucketRunner
+	cancel  context.CancelFunc
 }
 
-// runCoordinatorOnce runs a new shard.Coordinator of this replica over sets (hold: Config.Hold) until ctx ends,
-// with syncCheck following it, and returns it and its error.
-func runCoordinatorOnce(ctx context.Context, cfg Config, client kubernetes.Interface, sets *shardRunner, syncCheck *serving.SyncCheck, hold func() time.Time) (*shard.Coordinator, error) {
+// startShardedReplica builds and starts the replica's ControllerSet (shardedSet) over no bucket yet, with a
+// bucketRunner whose buckets run in it; serverSide says whether the API server filters by shard. The set runs
+// until stop, whatever ctx does (it outlives the coordinators, which drain their buckets when ctx ends). The
+// error is the set's build.
+func startShardedReplica(ctx context.Context, cfg Config, serverSide bool) (*shardedReplica, error) {
+	setCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	buckets := newBucketRunner(setCtx, runner.NewScope(), nil, cfg.LeaderElection.RenewDeadline)
+	setCfg := cfg
+	setCfg.shard = &shardContext{claims: buckets.currentClaims, scope: buckets.scope, limiters: &sharedLimiters{},
+		slots: &sharedSlots{logger: klog.FromContext(ctx)}}
+	set, err := newShardedSet(ctx, setCfg, serverSide)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	buckets.newParts, buckets.onHeld = set.newBucketInformers, setCfg.shard.slots.resize
+	set.set.Start(setCtx)
+	shard.MetricControllerSets.Set(1)
+	return &shardedReplica{set: set, buckets: buckets, cancel: cancel}, nil
+}
+
+// stop stops the replica's set (its buckets stopped already by the coordinator).
+func (r *shardedReplica) stop() {
+	r.set.set.Stop()
+	r.cancel()
+	shard.MetricControllerSets.Set(0)
+}
+
+// runCoordinatorOnce runs a new shard.Coordinator of this replica over buckets (hold: Config.Hold) until ctx
+// ends, with syncCheck following it, and returns it and its error.
+func runCoordinatorOnce(ctx context.Context, cfg Config, client kubernetes.Interface, buckets *bucketRunner, syncCheck *serving.SyncCheck, hold func() time.Time) (*shard.Coordinator, error) {
 	le := cfg.LeaderElection
-	groups := newGroupRunner(sets.build, cfg.Sharding.ConsolidateAfter)
-	groups.onHeld = sets.slots.resize
 	coord := shard.NewCoordinator(shard.Config{
 		Client: client, Namespace: le.ResourceNamespace, RingName: cfg.Sharding.RingName, Identity: le.Identity,
 		Buckets:   cfg.Sharding.Buckets,
 		Durations: shard.Durations{LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod},
-		Measure:   measureFor(cfg), Runner: groups, Hold: hold,
+		Measure:   measureFor(cfg), Runner: buckets, Hold: hold,
 	})
 	syncCheck.Set(coord.HasSynced)
 	defer syncCheck.Set(nil)
@@ -262,6 +295,24 @@ func runCoordinatorOnce(ctx context.Context, cfg Config, client kubernetes.Inter
 		}()
 	}
 	return coord, coord.Run(ctx)
+}
+
+// probeShardFiltering reports whether the API server filters lists and watches by shard, says so in the log
+// and kubedeploy_shard_server_side_filtering; a failed probe counts as no.
+func probeShardFiltering(ctx context.Context, client kubernetes.Interface) bool {
+	logger := klog.FromContext(ctx)
+	serverSide, err := shard.Probe(ctx, client, shard.Scope{Ranges: []shard.Range{{Start: 0, Last: math.MaxUint64 / 2}}})
+	if err != nil {
+		logger.Error(err, "Could not probe the API server for sharded list and watch; filtering client-side only")
+	}
+	shard.RegisterMetrics()
+	shard.MetricServerSideFiltering.Set(map[bool]float64{true: 1, false: 0}[serverSide])
+	if serverSide {
+		logger.Info("Sharded mode: the API server filters lists and watches by shard (ShardedListAndWatch); this replica filters too")
+	} else {
+		logger.Info("Sharded mode: the API server does not filter by shard (ShardedListAndWatch off, or an older server); this replica filters client-side only")
+	}
+	return serverSide
 }
 
 // releaseIfLast releases the sharded replicas' hold on the leader Lease when coord's membership saw no other live
@@ -278,26 +329,6 @@ func releaseIfLast(ctx context.Context, mode *modeLease, coord *shard.Coordinato
 		return
 	}
 	klog.FromContext(ctx).Info("Released the leader Lease: no other sharded replica is live", "lease", mode.name)
-}
-
-// shardRunner builds the ControllerSets of a sharded replica's buckets (groupRunner runs them).
-type shardRunner struct {
-	cfg        Config
-	serverSide bool
-	limiters   *sharedLimiters
-	slots      *sharedSlots
-}
-
-// build builds, without starting it, a ControllerSet of cfg's controllers over the claims' namespaces, logging
-// with the buckets' indexes. The error is the set's build.
-func (r *shardRunner) build(ctx context.Context, claims []shard.Claim) (bucketSet, error) {
-	cfg := r.cfg
-	cfg.shard = &shardContext{claims: claims, serverSide: r.serverSide, limiters: r.limiters, slots: r.slots}
-	set, err := NewControllerSet(klog.NewContext(ctx, klog.FromContext(ctx).WithValues("buckets", bucketsOf(claims))), cfg)
-	if err != nil {
-		return nil, err
-	}
-	return set, nil
 }
 
 // measureFor returns the measure of a new ring or a re-split: every namespace and its steady pods

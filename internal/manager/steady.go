@@ -15,30 +15,15 @@ type steadyIndexers struct {
 	deployments, replicaSets, pods cache.Indexer
 }
 
-// steadySource is a set whose caches give steady counts: a *ControllerSet.
-type steadySource interface {
-	steadyIndexers() steadyIndexers
-}
-
 // steadyIndexers returns the set's Deployment, ReplicaSet and pod caches: the informers its controllers read
 // (rawtemplate registers the first two in every set's factory, so asking for them builds nothing new).
 func (s *ControllerSet) steadyIndexers() steadyIndexers {
-	apps := s.factory.Apps().V1()
+	apps, core := s.factory.Apps().V1(), s.factory.Core().V1()
 	return steadyIndexers{
 		deployments: apps.Deployments().Informer().GetIndexer(),
 		replicaSets: apps.ReplicaSets().Informer().GetIndexer(),
-		pods:        s.podIndexer(),
+		pods:        core.Pods().Informer().GetIndexer(),
 	}
-}
-
-// steadyOf counts the steady pods of the namespaces of rng in set's caches, and the namespaces that hold any
-// (shard.Running.Steady); 0, 0 for a set that is nil or keeps no such caches.
-func steadyOf(set bucketSet, rng shard.Range) (pods, namespaces int) {
-	src, ok := set.(steadySource)
-	if !ok {
-		return 0, 0
-	}
-	return steadyCounts(src.steadyIndexers(), rng.Contains)
 }
 
 // steadyCounts counts, over the namespaces for which in is true, the pods they hold at rest, so that a rollout's

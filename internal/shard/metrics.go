@@ -41,11 +41,12 @@ var (
 		Help:    "Seconds a bucket this replica took or accepted had gone unowned: since its release, or since its expired owner's Lease last changed.",
 		Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 15, 20, 30, 60, 120},
 	})
-	// MetricControllerSets is the number of sets of controllers and informers the replica runs its buckets in
-	// (the Runner sets it): one per bucket just won, one for all once they have stayed the same for a while.
+	// MetricControllerSets is the number of sets of controllers the replica runs (its runner sets it): 1 while
+	// it runs, whatever its buckets, 0 before and after (SH-9: one long-lived set per replica, each bucket with
+	// informers of its own).
 	MetricControllerSets = metrics.NewGauge(&metrics.GaugeOpts{
 		Name: "kubedeploy_shard_controller_sets", StabilityLevel: metrics.ALPHA,
-		Help: "Sets of controllers and informers this replica runs its buckets in: one per bucket just won, one for all of them once they have not changed for --shard-consolidate-after (each set lists and watches every resource once).",
+		Help: "Sets of controllers this replica runs: 1 while it runs, whatever its buckets (one queue, worker pool and client per controller for the replica's life; each bucket has informers of its own, started when it is taken and stopped when it leaves, SH-9).",
 	})
 	// MetricServerSideFiltering is 1 when the API server filters this replica's lists and watches by shard
 	// (ShardedListAndWatch), 0 when only the client does (SH-4).

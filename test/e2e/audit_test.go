@@ -56,7 +56,9 @@ type auditEvent struct {
 	Stage     string `json:"stage"`
 	Verb      string `json:"verb"`
 	UserAgent string `json:"userAgent"`
-	ObjectRef *struct {
+	// RequestURI is the request's path and query (a LIST's shardSelector among them).
+	RequestURI string `json:"requestURI"`
+	ObjectRef  *struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
 		Namespace   string `json:"namespace"`

@@ -47,6 +47,8 @@ type shardOptions struct {
 	kills      int
 	killEvery  time.Duration
 	long       bool
+	// auditLists makes the audit log hold every LIST of pods, ReplicaSets and Deployments too.
+	auditLists bool
 }
 
 func shardOptionsFromEnv(t *testing.T) shardOptions {
@@ -119,19 +121,12 @@ func runNeverTwoOwners(t *testing.T, o shardOptions, upArgs []string, filtering 
 	r.checkRollouts()
 	t.Logf("scenarios done in %s", time.Since(started).Round(time.Second))
 	r.checkAudit()
-	merges := 0
 	for _, p := range r.all {
 		if !bytes.Contains(p.out.Bytes(), []byte(filtering)) {
 			t.Errorf("replica %s never logged %q", p.identity, filtering)
 		}
-		merges += bytes.Count(p.out.Bytes(), []byte("Running the shard buckets in one set of controllers"))
 	}
-	t.Logf("replicas merged their buckets' sets %d times (--shard-consolidate-after=%s)", merges, shardConsolidateAfter)
 }
-
-// shardConsolidateAfter is the replicas' --shard-consolidate-after: short, so that sets are merged, and split
-// again by the next kill or move, many times in a run.
-const shardConsolidateAfter = 3 * time.Second
 
 // shardRun is one never-two-owners run: `up --controllers=` writing an audit log, a Deployment in each
 // namespace, the sharded replicas started so far and what was done to them.
@@ -161,13 +156,17 @@ type shardEvent struct {
 	at, woke time.Time
 }
 
-// startShardRun starts `up --controllers=` with an audit policy and log in a new data dir, and creates the
-// replicas' namespace and o.namespaces namespaces ns-01… each with Deployment "web", before any replica runs.
+// startShardRun starts `up --controllers=` with an audit policy (auditPolicy, or listsAuditPolicy when
+// o.auditLists) and log in a new data dir, and creates the replicas' namespace and o.namespaces namespaces
+// ns-01… each with Deployment "web", before any replica runs.
 func startShardRun(t *testing.T, o shardOptions, upArgs []string) *shardRun {
 	t.Helper()
 	dir := t.TempDir()
-	policy := filepath.Join(dir, "audit-policy.yaml")
-	if err := os.WriteFile(policy, []byte(auditPolicy(shardNamespace)), 0o600); err != nil {
+	policy, rules := filepath.Join(dir, "audit-policy.yaml"), auditPolicy(shardNamespace)
+	if o.auditLists {
+		rules = listsAuditPolicy(shardNamespace)
+	}
+	if err := os.WriteFile(policy, []byte(rules), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	args := append([]string{"--data-dir", dir, "--api-port", "0", "--controllers=", "--pod-startup-delay", "1s",
@@ -201,13 +200,13 @@ func (r *shardRun) createNamespace(name string) {
 // identityLine finds the identity a replica logs at start.
 var identityLine = regexp.MustCompile(`identity"?[=:]"([^"]+)"`)
 
-// startReplica starts one sharded replica and waits for it to log its identity.
-func (r *shardRun) startReplica() *shardReplica {
+// startReplica starts one sharded replica, with extra arguments after the usual ones, and waits for it to log
+// its identity.
+func (r *shardRun) startReplica(extra ...string) *shardReplica {
 	r.t.Helper()
-	p := startControllersWith(r.t, "--sharding", "--kubeconfig", filepath.Join(r.dir, "kubeconfig"), "--secure-port", "0",
-		"--leader-elect-resource-namespace="+shardNamespace, "--leader-elect-lease-duration=5s",
-		"--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s", fmt.Sprintf("--shard-buckets=%d", shardBuckets),
-		"--shard-consolidate-after="+shardConsolidateAfter.String())
+	p := startControllersWith(r.t, append([]string{"--sharding", "--kubeconfig", filepath.Join(r.dir, "kubeconfig"), "--secure-port", "0",
+		"--leader-elect-resource-namespace=" + shardNamespace, "--leader-elect-lease-duration=5s",
+		"--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s", fmt.Sprintf("--shard-buckets=%d", shardBuckets)}, extra...)...)
 	rep := &shardReplica{controllersProcess: p}
 	harness.Eventually(r.t, 30*time.Second, "a sharded replica to log its identity", func(context.Context) (bool, error) {
 		if m := identityLine.FindSubmatch(p.out.Bytes()); m != nil {

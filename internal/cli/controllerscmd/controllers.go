@@ -76,7 +76,8 @@ func addControllersFlags(cmd *cobra.Command, o *controllersOptions) {
 	f.StringVar(&le.ResourceNamespace, "leader-elect-resource-namespace", manager.DefaultResourceNamespace, "namespace of the Lease")
 	f.BoolVar(&m.Sharding.Enabled, "sharding", false, "run as one of several active replicas, each syncing only its share of namespaces (takes the place of --leader-elect; uses its durations and namespace)")
 	f.IntVar(&m.Sharding.Buckets, "shard-buckets", manager.DefaultShardBuckets, "buckets of the namespace hash space in a ring this replica creates, 1..1024 (a ring that exists keeps its own)")
-	f.DurationVar(&m.Sharding.ConsolidateAfter, "shard-consolidate-after", manager.DefaultConsolidateAfter, "how long a replica's buckets stay unchanged before it runs them in one set of controllers, one list and watch per resource (0: never, each bucket keeps its own)")
+	f.DurationVar(&m.Sharding.ConsolidateAfter, "shard-consolidate-after", manager.DefaultConsolidateAfter, "no effect (deprecated): a replica runs one set of controllers, and a bucket's move restarts nothing else")
+	_ = f.MarkDeprecated("shard-consolidate-after", "it has no effect: a sharded replica runs one set of controllers and moves a bucket without stopping or listing its others again (SH-9); remove it") // the flag exists
 	f.StringVar(&m.Sharding.RingName, "shard-ring-name", shard.DefaultRingName, "name of the ConfigMap that holds the shard ring, in --leader-elect-resource-namespace")
 	f.StringVar(&m.Sharding.LeaderLease, "shard-leader-lease", manager.DefaultResourceNamespace+"/"+manager.DefaultResourceName,
 		"NAMESPACE/NAME of the Lease a leader-elected (unsharded) kubedeploy controllers holds: the sharded replicas hold it together while they run, so that the two modes never run at once (SH-10); \"-\" turns that off")
@@ -93,9 +94,6 @@ func (o *controllersOptions) config() (manager.Config, error) {
 	}
 	cfg := o.manager
 	cfg.Controllers = manager.ParseControllers(o.controllers)
-	if cfg.Sharding.ConsolidateAfter == 0 {
-		cfg.Sharding.ConsolidateAfter = -1 // the flag's 0 is never; the Config's is the default
-	}
 	if len(cfg.Controllers) == 0 {
 		return cfg, errors.New("--controllers names no controller")
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -50,9 +51,14 @@ type Config struct {
 	Clock clock.WithTicker
 	// Observer, if set, is told the duration and error of every sync (metrics).
 	Observer runner.Observer
-	// Slots, if set, bounds the syncs in flight across every controller sharing it (sharded mode: one
-	// replica's controllers of this kind, one per bucket, share its --concurrent-*-syncs; runner.Slots).
+	// Slots, if set, bounds the syncs in flight across every controller sharing it (sharded mode: the
+	// replica's share of the fleet's --concurrent-*-syncs, following its buckets; runner.Slots).
 	Slots *runner.Slots
+	// Scope, if set, is the namespaces the controller acts on now (sharded mode, SH-9: the replica's buckets,
+	// admitted and dropped while it runs): keys of other namespaces are dropped, the read-your-writes records
+	// of namespaces about to be admitted are forgotten (SH-3), and every Deployment of namespaces just admitted
+	// is enqueued once. Nil: every namespace, always.
+	Scope *runner.Scope
 	// MaxCacheWait is how long a Deployment's syncs wait for the caches to
 	// show this controller's own writes before they read from the API server
 	// (IM-4): 0 means 1 minute (expectations.DefaultMaxCacheWait), < 0 is
@@ -123,11 +129,32 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.runner = runner.New(Name, c.syncDeployment, runner.WithObserver(cfg.Observer), runner.WithClock(cfg.Clock), runner.WithSlots(cfg.Slots))
+	c.runner = runner.New(Name, c.syncDeployment, runner.WithObserver(cfg.Observer), runner.WithClock(cfg.Clock),
+		runner.WithSlots(cfg.Slots), runner.WithScope(cfg.Scope))
 	if err := c.registerHandlers(klog.FromContext(ctx), cfg); err != nil {
 		return nil, err
 	}
+	c.watchScope(cfg.Scope)
 	return c, nil
+}
+
+// watchScope hooks the controller to scope (Config.Scope; nil: nothing): namespaces about to be admitted
+// lose their read-your-writes records, and every cached Deployment of namespaces just admitted is enqueued.
+func (c *Controller) watchScope(scope *runner.Scope) {
+	if scope == nil {
+		return
+	}
+	scope.Watch(runner.ScopeHooks{
+		Forget: func(in func(string) bool) { c.freshness.ForgetNamespaces(in) },
+		Admitted: func(in func(string) bool) {
+			ds, _ := c.dLister.List(labels.Everything()) // a cache lister's List has no error
+			for _, d := range ds {
+				if in(d.Namespace) {
+					c.runner.EnqueueObject(d)
+				}
+			}
+		},
+	})
 }
 
 // newController validates cfg and builds the controller's caches, indexes

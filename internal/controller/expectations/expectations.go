@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -171,6 +172,28 @@ func (t *Tracker) DeleteExpectations(logger klog.Logger, key string) {
 	if ok {
 		logger.V(4).Info("Deleted expectations", "controller", t.Controller, "key", key)
 	}
+}
+
+// ForgetNamespaces forgets the records of every key whose namespace in reports, and returns how many it
+// forgot: sharded mode's scope (SH-3, SH-9) calls it for a bucket's namespaces before they are admitted, so that
+// expectations left from an earlier time the bucket was owned never hold back or speed up a sync.
+func (t *Tracker) ForgetNamespaces(in func(namespace string) bool) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return forgetNamespaces(t.records, in)
+}
+
+// forgetNamespaces deletes the records of records ("namespace/name" keys) whose namespace in reports, and
+// returns how many.
+func forgetNamespaces[R any](records map[string]R, in func(namespace string) bool) int {
+	n := 0
+	for key := range records {
+		if ns, _, err := cache.SplitMetaNamespaceKey(key); err == nil && in(ns) {
+			delete(records, key)
+			n++
+		}
+	}
+	return n
 }
 
 // PendingCreations returns the pod creations key's record still expects, in

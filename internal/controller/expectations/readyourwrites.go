@@ -54,14 +54,33 @@ type Cache struct {
 	Observed func() string
 	// Get returns the stored object with key "namespace/name".
 	Get func(key string) (metav1.Object, bool)
+	// ObservedIn, if set, is Observed for the objects of one namespace, and is used instead of Observed: for
+	// caches kept apart per group of namespaces, whose stores apply changes each at its own pace (sharded
+	// mode's per-bucket informers behind one union informer, SH-9), a key's writes are compared with its own
+	// namespace's store.
+	ObservedIn func(namespace string) string
+}
+
+// NamespacedVersions is implemented by an informer's indexer whose objects are kept in several stores by
+// namespace (informerunion.Informer's): LastStoreSyncResourceVersionIn is LastStoreSyncResourceVersion of the
+// store that holds namespace's objects ("" for none).
+type NamespacedVersions interface {
+	LastStoreSyncResourceVersionIn(namespace string) string
 }
 
 // InformerCache returns the Cache of informer. Observed is the resourceVersion
 // of the last change applied to its store (what listers see; client-go's
 // AtomicFIFO feature, beta and on by default in 1.36), falling back to the
 // reflector's last synced resourceVersion when the store reports none.
+//
+// An informer whose indexer implements NamespacedVersions is read per namespace (Cache.ObservedIn).
 func InformerCache(informer cache.SharedIndexInformer) Cache {
+	var observedIn func(string) string
+	if nv, ok := informer.GetIndexer().(NamespacedVersions); ok {
+		observedIn = nv.LastStoreSyncResourceVersionIn
+	}
 	return Cache{
+		ObservedIn: observedIn,
 		Observed: func() string {
 			if rv := informer.GetIndexer().LastStoreSyncResourceVersion(); rv != "" {
 				return rv
@@ -205,7 +224,7 @@ func (g *ReadYourWrites) Check(logger klog.Logger, key string) Freshness {
 		g.mu.Unlock()
 		return Fresh
 	}
-	behind := g.unobserved(r)
+	behind := g.unobserved(key, r)
 	if len(behind) == 0 {
 		delete(g.records, key)
 		g.mu.Unlock()
@@ -232,9 +251,9 @@ func (g *ReadYourWrites) Check(logger klog.Logger, key string) Freshness {
 	return Stale
 }
 
-// unobserved drops from r what the caches show and returns log key/values
-// describing the rest. Callers hold mu.
-func (g *ReadYourWrites) unobserved(r *pendingWrites) []any {
+// unobserved drops from r, key's record, what the caches show and returns
+// log key/values describing the rest. Callers hold mu.
+func (g *ReadYourWrites) unobserved(key string, r *pendingWrites) []any {
 	var behind []any
 	for resource, rv := range r.written {
 		c, ok := g.caches[resource]
@@ -242,7 +261,7 @@ func (g *ReadYourWrites) unobserved(r *pendingWrites) []any {
 			delete(r.written, resource)
 			continue
 		}
-		observed := c.Observed()
+		observed := c.observed(key)
 		if caughtUp(observed, rv) {
 			delete(r.written, resource)
 			continue
@@ -263,6 +282,16 @@ func (g *ReadYourWrites) unobserved(r *pendingWrites) []any {
 		}
 	}
 	return behind
+}
+
+// observed is what c has applied, for the objects of key's namespace when c
+// keeps them apart (ObservedIn).
+func (c Cache) observed(key string) string {
+	if c.ObservedIn != nil {
+		ns, _, _ := cache.SplitMetaNamespaceKey(key)
+		return c.ObservedIn(ns)
+	}
+	return c.Observed()
 }
 
 // deletionShown reports whether c no longer holds the object objKey with
@@ -299,6 +328,15 @@ func (g *ReadYourWrites) Forget(key string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.records, key)
+}
+
+// ForgetNamespaces drops the records of every key whose namespace in
+// reports, and returns how many (sharded mode, SH-3: a bucket's keys start
+// from nothing each time it is taken).
+func (g *ReadYourWrites) ForgetNamespaces(in func(namespace string) bool) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return forgetNamespaces(g.records, in)
 }
 
 // Pending reports whether key has writes the caches were not yet seen to

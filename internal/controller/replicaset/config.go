@@ -45,9 +45,14 @@ type Config struct {
 	MaxCacheWait time.Duration
 	// Observer, if set, is told the duration and error of every sync (metrics).
 	Observer runner.Observer
-	// Slots, if set, bounds the syncs in flight across every controller sharing it (sharded mode: one
-	// replica's controllers of this kind, one per bucket, share its --concurrent-*-syncs; runner.Slots).
+	// Slots, if set, bounds the syncs in flight across every controller sharing it (sharded mode: the
+	// replica's share of the fleet's --concurrent-*-syncs, following its buckets; runner.Slots).
 	Slots *runner.Slots
+	// Scope, if set, is the namespaces the controller acts on now (sharded mode, SH-9: the replica's buckets,
+	// admitted and dropped while it runs): keys of other namespaces are dropped, the expectations and
+	// read-your-writes records of namespaces about to be admitted are forgotten (SH-3), and every ReplicaSet of
+	// namespaces just admitted is enqueued once. Nil: every namespace, always.
+	Scope *runner.Scope
 	// Templates, if set, is what the informers' transform noted of each ReplicaSet's stored JSON (IM-8): pods of
 	// a ReplicaSet whose pod template has fields kubedeploy's API does not know are created from the template as
 	// stored, through Client's CreatePodUnstructured. Nil: pods are built from the typed template (tests of

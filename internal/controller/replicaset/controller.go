@@ -7,6 +7,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -63,11 +64,36 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.runner = runner.New(Name, c.sync, runner.WithObserver(c.cfg.Observer), runner.WithClock(c.cfg.Clock), runner.WithSlots(c.cfg.Slots))
+	c.runner = runner.New(Name, c.sync, runner.WithObserver(c.cfg.Observer), runner.WithClock(c.cfg.Clock),
+		runner.WithSlots(c.cfg.Slots), runner.WithScope(c.cfg.Scope))
 	if cfg.Nodes != nil {
 		c.runner.WaitFor(cfg.Nodes.Informer().HasSynced)
 	}
+	c.watchScope(c.cfg.Scope)
 	return c, c.registerHandlers(klog.FromContext(ctx), c.cfg)
+}
+
+// watchScope hooks the controller to scope (Config.Scope; nil: nothing): namespaces about to be admitted
+// lose their expectations and read-your-writes records, and every cached ReplicaSet of namespaces just
+// admitted is enqueued.
+func (c *Controller) watchScope(scope *runner.Scope) {
+	if scope == nil {
+		return
+	}
+	scope.Watch(runner.ScopeHooks{
+		Forget: func(in func(string) bool) {
+			c.expectations.ForgetNamespaces(in)
+			c.freshness.ForgetNamespaces(in)
+		},
+		Admitted: func(in func(string) bool) {
+			rss, _ := c.rsLister.List(labels.Everything()) // a cache lister's List has no error
+			for _, rs := range rss {
+				if in(rs.Namespace) {
+					c.runner.EnqueueObject(rs)
+				}
+			}
+		},
+	})
 }
 
 // newController validates cfg, fills its defaults and builds the

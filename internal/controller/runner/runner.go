@@ -72,6 +72,8 @@ type Runner struct {
 	limiter workqueue.TypedRateLimiter[cache.ObjectName]
 	// slots, when set, bounds the syncs in flight across every runner sharing it.
 	slots *Slots
+	// scope, when set, is the namespaces whose keys are enqueued and synced (nil: every namespace).
+	scope *Scope
 
 	// mu guards lastStart: when each key's last sync began, for EnqueueCoalesced.
 	mu        sync.Mutex
@@ -169,6 +171,10 @@ func (s *Slots) wake() {
 // WithSlots makes each sync first take one of s (nil: no bound but the workers).
 func WithSlots(s *Slots) Option { return func(r *Runner) { r.slots = s } }
 
+// WithScope makes the runner enqueue and sync only the keys of the namespaces s admits, and track its syncs
+// in flight in s (Scope.Drop); a nil s admits every namespace.
+func WithScope(s *Scope) Option { return func(r *Runner) { r.scope = s } }
+
 // WithObserver reports each finished sync to o; a nil o reports nothing.
 func WithObserver(o Observer) Option { return func(r *Runner) { r.observer = o } }
 
@@ -214,8 +220,13 @@ func New(name string, sync SyncFunc, opts ...Option) *Runner {
 	return r
 }
 
-// Enqueue adds key to the queue (deduplicated while waiting).
-func (r *Runner) Enqueue(key cache.ObjectName) { r.queue.Add(key) }
+// Enqueue adds key to the queue (deduplicated while waiting); a key of a namespace outside the runner's Scope
+// is dropped.
+func (r *Runner) Enqueue(key cache.ObjectName) {
+	if r.scope.Admits(key.Namespace) {
+		r.queue.Add(key)
+	}
+}
 
 // EnqueueObject adds obj's namespace/name key to the queue.
 func (r *Runner) EnqueueObject(obj metav1.Object) { r.Enqueue(cache.MetaObjectToName(obj)) }
@@ -227,7 +238,7 @@ func (r *Runner) EnqueueObject(obj metav1.Object) { r.Enqueue(cache.MetaObjectTo
 // sync writes to status use it (issue 10: one status write per pod change
 // was most of the controllers' traffic); window ≤ 0 is Enqueue.
 func (r *Runner) EnqueueCoalesced(key cache.ObjectName, window time.Duration) {
-	if window <= 0 {
+	if window <= 0 || !r.scope.Admits(key.Namespace) {
 		r.Enqueue(key)
 		return
 	}
@@ -267,8 +278,13 @@ func (r *Runner) startedSync(key cache.ObjectName, at time.Time) {
 	r.pruneAt = max(1024, 2*len(r.lastStart))
 }
 
-// EnqueueAfter adds key after d (a time-based wake-up, not a retry).
-func (r *Runner) EnqueueAfter(key cache.ObjectName, d time.Duration) { r.queue.AddAfter(key, d) }
+// EnqueueAfter adds key after d (a time-based wake-up, not a retry); a key of a namespace outside the runner's
+// Scope is dropped.
+func (r *Runner) EnqueueAfter(key cache.ObjectName, d time.Duration) {
+	if r.scope.Admits(key.Namespace) {
+		r.queue.AddAfter(key, d)
+	}
+}
 
 // Len returns the number of keys waiting (for tests and metrics).
 func (r *Runner) Len() int { return r.queue.Len() }
@@ -329,20 +345,32 @@ func (r *Runner) worker(ctx context.Context) {
 }
 
 // ProcessNextItem takes one key, syncs it and applies the retry policy. It
-// returns false once the queue is shut down. Exported so fixture tests can
-// drive a controller one key at a time.
+// returns false once the queue is shut down. A key of a namespace the
+// runner's Scope no longer admits is dropped (forgotten) instead of synced.
+// Exported so fixture tests can drive a controller one key at a time.
 func (r *Runner) ProcessNextItem(ctx context.Context) bool {
 	key, quit := r.queue.Get()
 	if quit {
 		return false
 	}
 	defer r.queue.Done(key)
+	if !r.scope.Admits(key.Namespace) {
+		r.drop(ctx, key)
+		return true
+	}
 	if r.slots != nil {
 		if !r.slots.acquire(ctx) {
 			return true // shutting down: the queue ends the worker next
 		}
 		defer r.slots.release()
 	}
+	syncCtx, f, ok := r.scope.enter(ctx, key.Namespace)
+	if !ok { // dropped while it waited for a slot
+		r.drop(ctx, key)
+		return true
+	}
+	defer r.scope.exit(f)
+	ctx = syncCtx
 	start := r.clock.Now()
 	r.startedSync(key, start)
 	res, err := r.safeSync(ctx, key)
@@ -351,6 +379,12 @@ func (r *Runner) ProcessNextItem(ctx context.Context) bool {
 	}
 	r.handleResult(ctx, key, res, err)
 	return true
+}
+
+// drop forgets key, whose namespace the runner's Scope does not admit (SH-9: its bucket was given up).
+func (r *Runner) drop(ctx context.Context, key cache.ObjectName) {
+	r.queue.Forget(key)
+	klog.FromContext(ctx).V(4).Info("Dropping a key outside this controller's scope", "controller", r.name, "key", key.String())
 }
 
 // safeSync runs the sync and turns a panic into an error, so one strange

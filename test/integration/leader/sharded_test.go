@@ -95,9 +95,7 @@ func runShardMember(t *testing.T, identity string, rc *rest.Config, ringNS strin
 	go func() {
 		m.done <- manager.Run(ctx, manager.Config{
 			RESTConfig: rc, Controllers: manager.KnownControllers, Version: "test",
-			// Buckets merge into one set of controllers after 3 s unchanged (30 s by default), so that the
-			// tests see sets merged and split again mid-rollout.
-			LeaderElection: le, Sharding: manager.Sharding{Enabled: true, Buckets: buckets, ConsolidateAfter: 3 * time.Second},
+			LeaderElection: le, Sharding: manager.Sharding{Enabled: true, Buckets: buckets},
 		})
 	}()
 	t.Cleanup(func() { m.stop(t) })
