@@ -11,6 +11,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -153,7 +154,7 @@ func TestShardedReplicasSplitTheNamespaces(t *testing.T) {
 }
 
 // waitRingSpread waits until every bucket is owned by one of live, each of live owns at least one, and the
-// ring is settled: every bucket's pods in the ring are close enough to the cluster's that no owner rewrites
+// ring is settled: every bucket's pods in the ring are close enough to the cluster's steady pods that no owner rewrites
 // them (shard's refresh rule: off by more than 10 and a fifth), and the plan (shard.Next) moves nothing more.
 // Then no bucket moves during the rollouts that follow.
 func waitRingSpread(t *testing.T, ringNS string, live []string) {
@@ -163,13 +164,19 @@ func waitRingSpread(t *testing.T, ringNS string, live []string) {
 		if err != nil {
 			return false, nil
 		}
-		pods, err := env.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		// The ring's counts are steady pods (SH-8: the Deployments' replicas, not the pods of the moment, which
+		// a namespace being deleted by an earlier test loses before its Deployments).
+		meta, err := metadata.NewForConfig(env.Config)
+		if err != nil {
+			return false, err
+		}
+		steady, err := shard.SteadyByNamespace(ctx, env.Client, meta)
 		if err != nil {
 			return false, nil
 		}
 		actual := make([]int, len(ring.Buckets))
-		for _, p := range pods.Items {
-			actual[ring.Find(p.Namespace)]++
+		for ns, n := range steady {
+			actual[ring.Find(ns)] += n
 		}
 		owned := map[string]int{}
 		for i, b := range ring.Buckets {
