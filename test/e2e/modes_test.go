@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -98,4 +99,35 @@ func (r *shardRun) checkQuiet(from, to time.Time, by func(auditEvent) bool, who 
 		r.t.Errorf("%s wrote %d times:\n  %s", who, len(writes), strings.Join(writes, "\n  "))
 	}
 	r.t.Logf("%s: no write in %d audit events from %s to %s", who, len(events), from.Format(time.TimeOnly), to.Format(time.TimeOnly))
+}
+
+// klogError matches an error-level klog line ("E1128 00:31:43.027195 …").
+var klogError = regexp.MustCompile(`(?m)^E\d{4} `)
+
+// Issue 45: SIGTERM stops a sharded replica without an error-level log line, whether it comes while the replica
+// starts its buckets (informers not synced yet) or once it runs them during rollouts; the replica exits 0.
+func TestShardedSIGTERMLogsNoErrors(t *testing.T) {
+	skipShort(t)
+	r := startShardRun(t, shardOptions{namespaces: 4}, nil)
+	early := r.startReplica()
+	time.Sleep(500 * time.Millisecond) // its ring and buckets starting
+	r.terminateQuietly(early)
+	settled := r.startReplica()
+	r.startReplica()
+	r.waitSettled("with 2 replicas")
+	stopRolling := r.keepRollingOut()
+	time.Sleep(5 * time.Second)
+	r.terminateQuietly(settled)
+	stopRolling()
+}
+
+// terminateQuietly sends SIGTERM to p, waits for it to exit 0, and fails the test for every error-level line it
+// logged after the signal.
+func (r *shardRun) terminateQuietly(p *shardReplica) {
+	r.t.Helper()
+	before := len(p.out.Bytes())
+	r.terminate(p)
+	if lines := klogError.FindAllIndex(p.out.Bytes()[before:], -1); len(lines) > 0 {
+		r.t.Errorf("replica %s logged %d error lines after SIGTERM:\n%s", p.identity, len(lines), p.out.Bytes()[before:])
+	}
 }
