@@ -222,10 +222,10 @@ func waitReady(ctx context.Context, cl *cluster, s shardSide, ps []*process, tim
 			last, since = key, time.Now()
 		}
 		state = fmt.Sprintf("buckets %s, %d handovers, cached pods %d of %d, sets of controllers %s", owned, handovers, cached, pods, sets)
-		// A sharded replica is measured once it runs its buckets in one set of controllers (after
-		// --shard-consolidate-after, 30 s, of a quiet ring), as it does in a steady cluster: every replica, not
-		// the most of them, or one caught merging (0 sets, its caches being listed again) sets a baseline
-		// 0.7 MB too low (3.1 against 3.8 MB, measured).
+		// A sharded replica is measured once its one set of controllers runs (SH-9: one for life, each bucket
+		// with informers of its own) and the ring has been quiet for ringQuiet: every replica, not the most of
+		// them (one caught with a bucket's caches being listed sets a baseline too low: 3.1 against 3.8 MB,
+		// measured when sets were still merged).
 		return cached == pods && (s.floor || balanced(owned, s.replicas, time.Since(since) >= ringQuiet) && oneSetEach(sets)), nil
 	})
 	if err != nil {
@@ -252,8 +252,7 @@ func balanced(owned string, replicas int, stable bool) bool {
 // ownership returns the buckets each of ps runs ("a/b/c"; for the floor, "-"), and the handovers they have
 // made and the pods they cache between them (kubedeploy_shard_running_buckets, kubedeploy_shard_handovers_total,
 // kubedeploy_shard_cached_pods; the floor's own count), and the sets of controllers each runs its buckets in
-// ("a/b/c", kubedeploy_shard_controller_sets; 0 while a replica merges its sets: the old ones drained, the new one
-// not built yet).
+// ("a/b/c", kubedeploy_shard_controller_sets: 1 once a replica's set runs).
 func ownership(ctx context.Context, cl *cluster, ps []*process) (owned string, handovers, cached int, sets string, err error) {
 	var each, setsEach []string
 	for _, p := range ps {
