@@ -104,14 +104,7 @@ type move struct {
 // which moved (at least one must have), and the LISTs received after joined.
 func (r *shardRun) readMove(joined time.Time, old []*shardReplica, newcomer *shardReplica) *move {
 	r.t.Helper()
-	events, err := readAuditFile(filepath.Join(r.dir, "audit.log"))
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	history, err := ringHistory(events, shardNamespace, shard.DefaultRingName)
-	if err != nil {
-		r.t.Fatal(err)
-	}
+	_, history := r.auditHistory()
 	m := &move{history: history, kept: map[string][]int{}, joined: joined, ns: r.namespaces}
 	start := ringAt(history, joined)
 	if start == nil {
@@ -128,6 +121,7 @@ func (r *shardRun) readMove(joined time.Time, old []*shardReplica, newcomer *sha
 	if len(m.moved) == 0 || len(m.kept) == 0 {
 		r.t.Fatalf("buckets %v moved and %d replicas kept some when the 4th replica joined: the test proves nothing", m.moved, len(m.kept))
 	}
+	var err error
 	if m.lists, err = listsAfter(filepath.Join(r.dir, "audit.log"), joined); err != nil {
 		r.t.Fatal(err)
 	}

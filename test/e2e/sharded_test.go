@@ -421,14 +421,7 @@ func (r *shardRun) remove(p *shardReplica) {
 // for every woken replica, and the unowned time after each kill (issue 35: p99 ≤ lease duration + 5 s).
 func (r *shardRun) checkAudit() {
 	r.t.Helper()
-	events, err := readAuditFile(filepath.Join(r.dir, "audit.log"))
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	history, err := ringHistory(events, shardNamespace, shard.DefaultRingName)
-	if err != nil {
-		r.t.Fatal(err)
-	}
+	events, history := r.auditHistory()
 	violations, checked := ownershipViolations(events, history)
 	r.t.Logf("audit log: %d events, %d ring versions, %d workload writes by %d replicas checked against the ring",
 		len(events), len(history), checked, len(r.all))
@@ -495,4 +488,19 @@ func (r *shardRun) checkWoken(events []auditEvent, history []ringVersion, p shar
 	for _, e := range early {
 		r.t.Errorf("SH-2: %s wrote after waking before it claimed again: %s", p.identity, e)
 	}
+}
+
+// auditHistory reads the run's audit log: every event, and the ring's versions in it. A file that cannot be
+// read or parsed fails the test.
+func (r *shardRun) auditHistory() ([]auditEvent, []ringVersion) {
+	r.t.Helper()
+	events, err := readAuditFile(filepath.Join(r.dir, "audit.log"))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	history, err := ringHistory(events, shardNamespace, shard.DefaultRingName)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return events, history
 }

@@ -143,10 +143,10 @@ func runScoped(t *testing.T, s *Scope, sync SyncFunc) *Runner {
 	return r
 }
 
-// TestScopeDropDrainsOnlyItsPart: dropping part a while a sync of a-1 and one of b-1 are in flight and a key of
-// a-2 waits in the queue: Drop returns only once a-1's sync finished, by itself (its context never
-// cancelled); a-2 is never synced; b-1's sync is not cancelled and b's keys still sync (SH-9).
-func TestScopeDropDrainsOnlyItsPart(t *testing.T) {
+// twoPartsInFlight runs a scoped runner of 2 workers with parts 1 (namespaces "a-…") and 2 ("b-…") admitted,
+// and returns once a sync of a-1/x and one of b-1/x are both in flight, blocked until released.
+func twoPartsInFlight(t *testing.T) (*Scope, *blockingSyncs, *Runner) {
+	t.Helper()
 	s := NewScope()
 	s.Admit(1, prefix("a-"))
 	s.Admit(2, prefix("b-"))
@@ -156,6 +156,14 @@ func TestScopeDropDrainsOnlyItsPart(t *testing.T) {
 	r.Enqueue(cache.ObjectName{Namespace: "b-1", Name: "x"})
 	<-b.started["a-1/x"]
 	<-b.started["b-1/x"]
+	return s, b, r
+}
+
+// TestScopeDropDrainsOnlyItsPart: dropping part a while a sync of a-1 and one of b-1 are in flight and a key of
+// a-2 waits in the queue: Drop returns only once a-1's sync finished, by itself (its context never
+// cancelled); a-2 is never synced; b-1's sync is not cancelled and b's keys still sync (SH-9).
+func TestScopeDropDrainsOnlyItsPart(t *testing.T) {
+	s, b, r := twoPartsInFlight(t)
 	r.Enqueue(cache.ObjectName{Namespace: "a-2", Name: "x"}) // both workers busy: it waits in the queue
 	dropped := make(chan int)
 	go func() { dropped <- s.Drop(context.Background(), 1) }()
@@ -187,15 +195,7 @@ func TestScopeDropDrainsOnlyItsPart(t *testing.T) {
 // TestScopeDropCancelsPastItsDeadline: when Drop's context ends with a sync of the part still in flight, that
 // sync's context is cancelled and Drop returns once it has returned; another part's sync is untouched.
 func TestScopeDropCancelsPastItsDeadline(t *testing.T) {
-	s := NewScope()
-	s.Admit(1, prefix("a-"))
-	s.Admit(2, prefix("b-"))
-	b := newBlockingSyncs("a-1/x", "b-1/x")
-	r := runScoped(t, s, b.sync)
-	r.Enqueue(cache.ObjectName{Namespace: "a-1", Name: "x"})
-	r.Enqueue(cache.ObjectName{Namespace: "b-1", Name: "x"})
-	<-b.started["a-1/x"]
-	<-b.started["b-1/x"]
+	s, b, _ := twoPartsInFlight(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if n := s.Drop(ctx, 1); n != 1 {
