@@ -14,7 +14,7 @@ import (
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
 
-// Issue 44, item 2 (EX-1, EX-5): `rollout watch --plain` of a rollout that reaches its partition ends with a
+// Issue 44, item 2 (EX-1, VD-1): `rollout watch --plain` of a rollout that reaches its partition ends with a
 // verdict that names as unavailable only pods its ReplicaSets lack. docs/policies.md's EX-1 steps, 20 times: a
 // 20-replica Deployment with kubedeploy.io/rollout-partition: "5" gets a new image and is watched to the end; the
 // last block's ReplicaSet lines are summed and the "N pods kept on the old template are unavailable" of its verdict
