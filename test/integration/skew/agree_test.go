@@ -84,12 +84,16 @@ func checkPlanAgrees(ctx context.Context, t *testing.T, fs *futureServer, deploy
 
 // checkObserveAgrees runs `observe --once` on ns through fs and wants every Deployment checked, settled, with no
 // divergence.
-func checkObserveAgrees(ctx context.Context, t *testing.T, fs *futureServer, ns string) {
+func checkObserveAgrees(_ context.Context, t *testing.T, fs *futureServer, ns string) {
 	t.Helper()
-	r, err := manager.ObserveOnce(ctx, manager.Config{RESTConfig: fs.restConfig(), QPS: 20, Burst: 30, Version: "test"}, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// An old pod may still be terminating once the ReplicaSets are rolled out; observe judges nothing unsettled,
+	// so wait for the Deployment to settle, then check what it says.
+	var r manager.OnceReport
+	harness.Eventually(t, 30*time.Second, "observe --once to find the Deployment settled", func(ctx context.Context) (bool, error) {
+		var err error
+		r, err = manager.ObserveOnce(ctx, manager.Config{RESTConfig: fs.restConfig(), QPS: 20, Burst: 30, Version: "test"}, ns)
+		return err == nil && len(r.Unsettled) == 0, err
+	})
 	if r.Checked != 1 || len(r.Unsettled) != 0 || len(r.Divergent) != 0 {
 		var divergences []string
 		for _, rep := range r.Divergent {
