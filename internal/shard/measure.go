@@ -19,20 +19,30 @@ import (
 // the API server's cache (resourceVersion "0"), pods as metadata only: what `kubedeploy shards` shows. The
 // errors are the API server's, naming the list that failed.
 func PodsByNamespace(ctx context.Context, client kubernetes.Interface, meta metadata.Interface) (map[string]int, error) {
-	nss, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	counts, err := everyNamespace(ctx, client)
 	if err != nil {
-		return nil, fmt.Errorf("listing namespaces: %w", err)
+		return nil, err
 	}
 	pods, err := meta.Resource(v1.SchemeGroupVersion.WithResource("pods")).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
+	for _, p := range pods.Items {
+		counts[p.Namespace]++
+	}
+	return counts, nil
+}
+
+// everyNamespace returns every namespace of the cluster with a count of 0 (namespace → 0), listed from the API
+// server's cache (resourceVersion "0"); the error is the list's.
+func everyNamespace(ctx context.Context, client kubernetes.Interface) (map[string]int, error) {
+	nss, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return nil, fmt.Errorf("listing namespaces: %w", err)
+	}
 	counts := make(map[string]int, len(nss.Items))
 	for _, ns := range nss.Items {
 		counts[ns.Name] = 0
-	}
-	for _, p := range pods.Items {
-		counts[p.Namespace]++
 	}
 	return counts, nil
 }
@@ -47,9 +57,9 @@ func PodsByNamespace(ctx context.Context, client kubernetes.Interface, meta meta
 // or ReplicaSets may not be listed (Forbidden), every pod counts. The errors are the API server's, naming the
 // list that failed.
 func SteadyByNamespace(ctx context.Context, client kubernetes.Interface, meta metadata.Interface) (map[string]int, error) {
-	nss, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	counts, err := everyNamespace(ctx, client)
 	if err != nil {
-		return nil, fmt.Errorf("listing namespaces: %w", err)
+		return nil, err
 	}
 	deployments, err := client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil && !apierrors.IsForbidden(err) {
@@ -66,10 +76,6 @@ func SteadyByNamespace(ctx context.Context, client kubernetes.Interface, meta me
 	pods, err := meta.Resource(v1.SchemeGroupVersion.WithResource("pods")).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
-	}
-	counts := make(map[string]int, len(nss.Items))
-	for _, ns := range nss.Items {
-		counts[ns.Name] = 0
 	}
 	for i := range deployments.Items {
 		d := &deployments.Items[i]
