@@ -50,6 +50,7 @@ func TestFeeder(t *testing.T) {
 
 	// A pod change reaches the tracker through its ReplicaSet.
 	startPod(ctx, t, client, factory, c.pods[0])
+	waitNoted(t, f)
 	clk.Step(time.Second)
 	f.Step()
 	if r := tr.InProgress(clk.Now())[0]; r.Wait.On != Startup {
@@ -58,6 +59,7 @@ func TestFeeder(t *testing.T) {
 
 	// Complete: the rollout ends and is no longer stepped.
 	completeDeployment(ctx, t, client, factory, c.d, c.rss)
+	waitNoted(t, f)
 	clk.Step(time.Second)
 	f.Step()
 	if len(ended) != 1 || ended[0].Outcome != Complete || ended[0].Duration() != 15*time.Second {
@@ -94,13 +96,20 @@ func startFeeder(t *testing.T, client *fake.Clientset, tr *Tracker, clk *clockte
 	})
 	factory.WaitForCacheSync(ctx.Done())
 	watches.Wait(t, "deployments", "replicasets", "pods")
-	// The handlers run behind the caches: wait until they noted the Deployment.
+	waitNoted(t, f)
+	return ctx, f, factory
+}
+
+// waitNoted waits until f's handlers noted a Deployment for the next Step. The handlers run after the informer's
+// cache has an object, so a lister that shows a change does not mean the Step after it will see it (CI saw
+// the pod's start missed that way).
+func waitNoted(t *testing.T, f *Feeder) {
+	t.Helper()
 	poll(t, "the Deployment to be noted", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return len(f.dirty) > 0
 	})
-	return ctx, f, factory
 }
 
 // startPod writes a copy of pod Running (started at t0) and waits until the
