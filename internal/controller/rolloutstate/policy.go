@@ -30,10 +30,17 @@ const KubedeployAnnotationPrefix = "kubedeploy.io/"
 // (RollsBackOnDeadline). A Deployment taken out of EX-2 loses the records with its policy, so that a later
 // `kubectl rollout undo` copies none onto it.
 func keepsRecord(d *appsv1.Deployment, key string) bool {
-	return key == CompletedAtRevisionAnnotation && RollsBackOnDeadline(d)
+	return key == CompletedAtRevisionAnnotation && TracksCompletion(d)
 }
 
-// PolicyAnnotations are the keys a user sets on a Deployment to opt into kubedeploy's extensions (EX-1..EX-4).
+// TracksCompletion reports whether the controller records on d's ReplicaSets the revisions whose rollouts
+// completed (CompletedAtRevisionAnnotation): for EX-2's automatic rollback (RollsBackOnDeadline) and for EX-5's
+// abort (HasRolloutSteps), both of which roll back to the last complete revision.
+func TracksCompletion(d *appsv1.Deployment) bool {
+	return RollsBackOnDeadline(d) || HasRolloutSteps(d)
+}
+
+// PolicyAnnotations are the keys a user sets on a Deployment to opt into kubedeploy's extensions (EX-1..EX-5).
 // They are the Deployment's, not a revision's (EX-0): every ReplicaSet of the Deployment carries the
 // Deployment's current value of each (PolicyAnnotationsDiffer), so that `kubectl rollout undo`, which replaces
 // the Deployment's annotations with the target ReplicaSet's, leaves the policy as it is.
@@ -42,6 +49,7 @@ var PolicyAnnotations = []string{
 	RollbackOnProgressDeadlineAnnotation,
 	PodReplacementPolicyAnnotation,
 	ScaleDownSpreadAnnotation,
+	RolloutStepsAnnotation,
 }
 
 // IsKubedeployAnnotation reports whether key is one of kubedeploy's (KubedeployAnnotationPrefix).
@@ -115,9 +123,15 @@ type PolicyError struct {
 	Want string
 	// Effect says what kubedeploy does meanwhile, e.g. "the rollout holds where it is".
 	Effect string
+	// Fault, when set, says what is wrong instead of Value and Want: for a value too long to quote, such as
+	// RolloutStepsAnnotation's list (StepsError).
+	Fault string
 }
 
 func (e *PolicyError) Error() string {
+	if e.Fault != "" {
+		return e.Fault
+	}
 	return fmt.Sprintf("%s %q: want %s", e.Annotation, e.Value, e.Want)
 }
 
@@ -142,6 +156,10 @@ func PolicyErrors(d *appsv1.Deployment) []*PolicyError {
 		errs = append(errs, &PolicyError{Annotation: ScaleDownSpreadAnnotation, Value: d.Annotations[ScaleDownSpreadAnnotation],
 			Want:   fmt.Sprintf("a node label key or %q (with topologySpreadConstraints)", ScaleDownSpreadFromTemplate),
 			Effect: "scale-downs rank pods as upstream does"})
+	}
+	if _, err := StepsOf(d); err != nil {
+		errs = append(errs, &PolicyError{Annotation: RolloutStepsAnnotation, Value: d.Annotations[RolloutStepsAnnotation],
+			Fault: err.Error(), Effect: StepsEffect})
 	}
 	return errs
 }

@@ -2,6 +2,8 @@ package rolloutstate
 
 import (
 	"fmt"
+	"strconv"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 )
@@ -71,6 +73,9 @@ func VerdictOf(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) Verdict {
 		}
 		return v.with(PhaseComplete, fmt.Sprintf("complete: %d of %d pods updated and available", v.Updated, v.Replicas))
 	}
+	if sv, ok := stepsVerdict(d, rss, newRS, v); ok {
+		return sv
+	}
 	p, invalid := PartitionOf(d)
 	limit := p.Limit(newRS, rss)
 	if invalid != nil && limit < v.Replicas {
@@ -91,6 +96,58 @@ func VerdictOf(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) Verdict {
 		return v.with(PhaseProgressing, "paused: "+counts)
 	}
 	return v.with(PhaseProgressing, fmt.Sprintf("progressing: %s, %d available", counts, st.AvailableReplicas))
+}
+
+// stepsVerdict is VerdictOf for a Deployment with rollout steps (EX-5) whose rollout they hold, from the stored
+// RolloutStepAnnotation: PhaseInvalid while invalid steps hold it (there are old pods to keep and the new
+// ReplicaSet is below spec.replicas); at a pause step whose pods are updated and available (HeldAtPartition at
+// the step's count), PhaseHeld for an untimed pause (it waits for `kubedeploy rollout promote`) and
+// PhaseProgressing for a timed one (it goes on by itself). ok is false otherwise.
+func stepsVerdict(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet, v Verdict) (Verdict, bool) {
+	if !HasRolloutSteps(d) {
+		return v, false
+	}
+	var rev int64
+	if newRS != nil {
+		rev, _ = strconv.ParseInt(newRS.Annotations[RevisionAnnotation], 10, 64)
+	}
+	if !StepsApply(d, rev, newRS, rss) {
+		return v, false
+	}
+	steps, invalid := StepsOf(d)
+	if invalid != nil {
+		if (Partition{Set: true, Replicas: v.Replicas}).Limit(newRS, rss) >= v.Replicas {
+			return v, false
+		}
+		v.Invalid = &PolicyError{Annotation: RolloutStepsAnnotation, Value: d.Annotations[RolloutStepsAnnotation], Fault: invalid.Error(), Effect: StepsEffect}
+		return v.with(PhaseInvalid, fmt.Sprintf("%v; holding %d of %d pods on the new template until the annotation is fixed or removed", invalid, v.Updated, v.Replicas)), true
+	}
+	state, ok := StepStateOf(d)
+	if !ok || state.Revision != rev || state.Step >= len(steps) || steps[state.Step].Pause == nil {
+		return v, false
+	}
+	limit := (Partition{Set: true, Pods: StepPods(steps.WeightAt(state.Step), v.Replicas), Replicas: v.Replicas}).Limit(newRS, rss)
+	if !HeldAtPartition(d, &d.Status, newRS, limit) {
+		return v, false
+	}
+	v.KeptBackUnavailable = KeptBackUnavailable(d, &d.Status)
+	summary := StepSummary(steps, state, v.Updated, v.Replicas) + keptBack(v.KeptBackUnavailable)
+	if steps[state.Step].PauseDuration() > 0 {
+		return v.with(PhaseProgressing, summary), true
+	}
+	return v.with(PhaseHeld, summary), true
+}
+
+// StepSummary is the one-line verdict of a rollout held by pause step st.Step of steps with updated of replicas
+// pods updated: "held by rollout step 4 of 4 (pause until promoted): 5 of 10 pods updated", a timed pause's
+// end added.
+func StepSummary(steps Steps, st StepState, updated, replicas int32) string {
+	s := steps[st.Step]
+	out := fmt.Sprintf("held by rollout step %d of %d (%s): %d of %d pods updated", st.Step+1, len(steps), s, updated, replicas)
+	if d := s.PauseDuration(); d > 0 {
+		out += "; resumes at " + st.Since.Add(d).UTC().Format(time.RFC3339)
+	}
+	return out
 }
 
 // statusCounts reports whether d's stored status counts rss, d's ReplicaSets (any order; nil entries skipped), as
