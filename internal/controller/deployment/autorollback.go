@@ -32,7 +32,7 @@ const (
 // undo`, which replaces d's annotations, cannot erase it. It returns the API error.
 func (sc *syncContext) markComplete(ctx context.Context, status *appsv1.DeploymentStatus) error {
 	rs := sc.newRS
-	if !rolloutstate.RollsBackOnDeadline(sc.d) || rs == nil || !rolloutstate.Complete(sc.d, status) {
+	if !rolloutstate.TracksCompletion(sc.d) || rs == nil || !rolloutstate.Complete(sc.d, status) {
 		return nil
 	}
 	rev, err := revision(rs)
@@ -55,7 +55,7 @@ func (sc *syncContext) markComplete(ctx context.Context, status *appsv1.Deployme
 // rolloutstate.CompletedAtRevisionAnnotation that an undo copies onto d. It reports whether d's annotations
 // changed; the caller writes them with the status.
 func recordCompleteRevision(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) bool {
-	if !rolloutstate.RollsBackOnDeadline(d) {
+	if !rolloutstate.TracksCompletion(d) {
 		return false
 	}
 	changed := false

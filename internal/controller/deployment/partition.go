@@ -19,6 +19,9 @@ type rolloutPartition struct {
 	// invalid is the annotation's error when its value does not parse; the
 	// partition then holds at 0 pods, i.e. where the rollout is.
 	invalid *rolloutstate.PolicyError
+	// steps, when set, are the rollout steps (EX-5) the partition comes from
+	// (syncSteps): they, not EX-1, say how it holds the rollout.
+	steps *rolloutSteps
 }
 
 // partitionOf reads d's partition (EX-1); see rolloutstate.PartitionOf.

@@ -42,6 +42,9 @@ func rolloutStatus(d *appsv1.Deployment, f rolloutstate.Fenceposts, p rolloutPar
 // `rollout watch` say the same.
 func (p rolloutPartition) hold(d *appsv1.Deployment, status *appsv1.DeploymentStatus, newRS *appsv1.ReplicaSet, allRSs []*appsv1.ReplicaSet) *appsv1.DeploymentCondition {
 	limit := p.newReplicaSetLimit(newRS, allRSs)
+	if p.steps != nil {
+		return p.steps.hold(d, status, newRS, limit)
+	}
 	replicas := desiredReplicas(d)
 	subject := progressSubject(d, newRS)
 	switch {
@@ -101,10 +104,15 @@ func setProgressingCondition(d *appsv1.Deployment, status *appsv1.DeploymentStat
 	}
 }
 
-// heldReason reports whether a Progressing reason is one a partition holds a
-// rollout with (EX-1): no progress deadline runs meanwhile.
+// heldReason reports whether a Progressing reason is one a partition (EX-1)
+// or a rollout step (EX-5) holds a rollout with: no progress deadline runs
+// meanwhile.
 func heldReason(reason string) bool {
-	return reason == rolloutstate.RolloutPartitioned || reason == rolloutstate.InvalidRolloutPartition
+	switch reason {
+	case rolloutstate.RolloutPartitioned, rolloutstate.InvalidRolloutPartition, rolloutstate.RolloutStepPaused, rolloutstate.InvalidRolloutSteps:
+		return true
+	}
+	return false
 }
 
 // stuckRequeueAfter returns when to look at d again to notice a progress

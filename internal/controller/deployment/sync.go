@@ -72,6 +72,9 @@ func (c *Controller) syncDeployment(ctx context.Context, key cache.ObjectName) (
 	}
 	sc := &syncContext{c: c, key: key, logger: logger, now: c.clock.Now(), d: d, f: f, partition: partition, rsList: rsList, podsByRS: podsByRS, pendingByRS: pendingByRS}
 	res, err := sc.run(ctx)
+	if sc.requeueAfter > 0 && (res.RequeueAfter == 0 || sc.requeueAfter < res.RequeueAfter) {
+		res.RequeueAfter = sc.requeueAfter // EX-5: a timed pause ends
+	}
 	if err == nil {
 		res.RequeueAfter = c.freshness.NextCheck(freshness, res.RequeueAfter)
 	}
@@ -96,6 +99,9 @@ func (sc *syncContext) run(ctx context.Context) (runner.Result, error) {
 	if err := sc.syncPolicyAnnotations(ctx); err != nil { // EX-0
 		return runner.Result{}, err
 	}
+	if err := sc.syncSteps(ctx); err != nil { // EX-5
+		return runner.Result{}, err
+	}
 	if sc.d.Spec.Paused {
 		return runner.Result{}, sc.syncScaleOrPaused(ctx) // SD-7
 	}
@@ -110,8 +116,14 @@ func (sc *syncContext) run(ctx context.Context) (runner.Result, error) {
 			return runner.Result{}, err
 		}
 	}
+	if sc.abortDue() { // EX-5
+		return runner.Result{}, sc.abortRollout(ctx)
+	}
 	switch sc.d.Spec.Strategy.Type { // SD-10
 	case appsv1.RecreateDeploymentStrategyType:
+		if sc.partition.steps != nil { // EX-5: invalid on Recreate, held
+			return sc.syncRolloutStatus(ctx)
+		}
 		return sc.rolloutRecreate(ctx)
 	case appsv1.RollingUpdateDeploymentStrategyType:
 		return sc.rolloutRolling(ctx)

@@ -36,8 +36,12 @@ type syncContext struct {
 	// pendingByRS maps a ReplicaSet's UID to the creations its controller has
 	// in flight (read before podsByRS; only for EX-3 Deployments, else nil).
 	pendingByRS map[types.UID]int
-	// partition is d's EX-1 partition, read once (partitionOf).
+	// partition is d's EX-1 partition, read once (partitionOf), or the one
+	// its current rollout step sets (EX-5, syncSteps).
 	partition rolloutPartition
+	// requeueAfter, when > 0, is when a timed pause step ends (EX-5): the
+	// sync's result asks to be run again by then at the latest.
+	requeueAfter time.Duration
 }
 
 // allRSs returns old ReplicaSets followed by the new one (if any).

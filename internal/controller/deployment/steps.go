@@ -1,0 +1,181 @@
+package deployment
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
+)
+
+// Event reasons of EX-5.
+const (
+	// InvalidRolloutSteps is the Warning event reason for a rolloutstate.RolloutStepsAnnotation kubedeploy
+	// cannot use; the message names the fault. It is also the Progressing=False reason meanwhile.
+	InvalidRolloutSteps = rolloutstate.InvalidRolloutSteps
+	// RolloutStepStarted is the Normal event reason of each step a rollout starts, and of its last step's end.
+	RolloutStepStarted = "RolloutStepStarted"
+	// RolloutAborted is the Warning event reason of `kubedeploy rollout abort` carried out; the message names
+	// both revisions.
+	RolloutAborted = "RolloutAborted"
+	// RolloutAbortSkipped is the Warning event reason when an abort has no earlier revision to return to.
+	RolloutAbortSkipped = "RolloutAbortSkipped"
+)
+
+// rolloutSteps is where a Deployment's rollout with steps stands in this sync (EX-5): its valid steps and
+// their progress, or the error that makes them invalid.
+type rolloutSteps struct {
+	steps    rolloutstate.Steps
+	progress rolloutstate.StepProgress
+	invalid  *rolloutstate.StepsError
+}
+
+// syncSteps reads d's rollout steps (EX-5) and sets sc.partition to the limit the current step puts on the new
+// ReplicaSet: for invalid steps, where the rollout is (a Warning event names the fault); for valid ones, the
+// current step's (rolloutstate.AdvanceSteps), after recording on d, with one metadata patch and before anything
+// acts on it, every step that started (a Normal event each). Nothing is recorded for a paused Deployment or
+// before the new ReplicaSet exists; steps do not apply to a first rollout or to EX-2's and an abort's
+// rollbacks (rolloutstate.StepsApply). It returns the API error of the record.
+func (sc *syncContext) syncSteps(ctx context.Context) error {
+	if !rolloutstate.HasRolloutSteps(sc.d) {
+		return nil
+	}
+	rev := sc.newRevision()
+	if !rolloutstate.StepsApply(sc.d, rev, sc.newRS, sc.allRSs()) {
+		return nil
+	}
+	replicas := rolloutstate.Replicas(sc.d)
+	steps, invalid := rolloutstate.StepsOf(sc.d)
+	if invalid != nil {
+		sc.c.recorder.Eventf(sc.d, v1.EventTypeWarning, InvalidRolloutSteps, "%v; %s", invalid, rolloutstate.StepsEffect)
+		sc.partition = rolloutPartition{Partition: rolloutstate.Partition{Set: true, Replicas: replicas}, steps: &rolloutSteps{invalid: invalid}}
+		return nil
+	}
+	p := rolloutstate.AdvanceSteps(rolloutstate.StepInput{D: sc.d, Steps: steps, Revision: rev, NewRS: sc.newRS, AllRSs: sc.allRSs(), Now: sc.now})
+	sc.partition = rolloutPartition{Partition: p.Partition, steps: &rolloutSteps{steps: steps, progress: p}}
+	if p.Wait == rolloutstate.StepWaitTime {
+		sc.requeueAfter = p.Remaining + time.Second
+	}
+	if !p.Changed || rev == 0 || sc.d.Spec.Paused {
+		return nil
+	}
+	if err := sc.patchDeployment(ctx, func(d *appsv1.Deployment) {
+		if d.Annotations == nil {
+			d.Annotations = map[string]string{}
+		}
+		d.Annotations[rolloutstate.RolloutStepAnnotation] = p.State.Encode()
+	}); err != nil {
+		return fmt.Errorf("recording step %d of revision %d: %w", p.State.Step+1, rev, err)
+	}
+	for _, i := range p.Started {
+		sc.c.recorder.Event(sc.d, v1.EventTypeNormal, RolloutStepStarted, stepStartedMessage(steps, i, rev, replicas))
+	}
+	sc.logger.V(2).Info("Rollout step started", "revision", rev, "step", p.State.Step+1, "of", len(steps), "wait", p.Wait)
+	return nil
+}
+
+// stepStartedMessage says that step i (0-based; len(steps): every step done) of revision started.
+func stepStartedMessage(steps rolloutstate.Steps, i int, rev int64, replicas int32) string {
+	if i >= len(steps) {
+		return fmt.Sprintf("Revision %d: every rollout step is done; rolling out to all %d replicas", rev, replicas)
+	}
+	return fmt.Sprintf("Revision %d: step %d of %d (%s) started; at most %d of %d pods on the new template",
+		rev, i+1, len(steps), steps[i], rolloutstate.StepPods(steps.WeightAt(i), replicas), replicas)
+}
+
+// newRevision returns the new ReplicaSet's revision, 0 while there is none (or it does not parse).
+func (sc *syncContext) newRevision() int64 {
+	if sc.newRS == nil {
+		return 0
+	}
+	rev, err := revision(sc.newRS)
+	if err != nil {
+		return 0
+	}
+	return rev
+}
+
+// hold returns the Progressing condition steps hold a rollout with, limit being the partition's: False with
+// InvalidRolloutSteps while invalid steps hold it below d.spec.replicas, True with RolloutStepPaused once a
+// pause step holds it (the step's pods updated and available: rolloutstate.HeldAtPartition), nil otherwise
+// (a setWeight on its way: the progress deadline runs). The message says which step, the pods it holds and
+// until when.
+func (s *rolloutSteps) hold(d *appsv1.Deployment, status *appsv1.DeploymentStatus, newRS *appsv1.ReplicaSet, limit int32) *appsv1.DeploymentCondition {
+	replicas := desiredReplicas(d)
+	switch {
+	case s.invalid != nil && limit < replicas:
+		msg := fmt.Sprintf("%v; holding %d of %d pods on the new template until the annotation is fixed or removed", s.invalid, status.UpdatedReplicas, replicas)
+		return &appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: v1.ConditionFalse, Reason: rolloutstate.InvalidRolloutSteps, Message: msg}
+	case s.invalid != nil:
+		return nil
+	case s.progress.Wait != rolloutstate.StepWaitTime && s.progress.Wait != rolloutstate.StepWaitPromotion:
+		return nil
+	case !rolloutstate.HeldAtPartition(d, status, newRS, limit):
+		return nil
+	}
+	msg := rolloutstate.StepPausedMessage(progressSubject(d, newRS), s.steps, s.progress.State, status.UpdatedReplicas, replicas)
+	return &appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: v1.ConditionTrue, Reason: rolloutstate.RolloutStepPaused, Message: msg}
+}
+
+// abortDue reports whether `kubedeploy rollout abort` asked to abort the current revision (EX-5) and its
+// rollout has not completed.
+func (sc *syncContext) abortDue() bool {
+	return rolloutstate.AbortRequested(sc.d, sc.newRevision()) && !rolloutstate.Complete(sc.d, &sc.d.Status)
+}
+
+// abortRollout rolls d back from its current revision as EX-2 does (autoRollback), as `kubedeploy rollout
+// abort` asked: to the last complete revision (rolloutstate.PlanAutoRollback), or, when none is recorded, to
+// the old ReplicaSet holding the most replicas (the one the steps kept the rest of the pods on). It records
+// the aborted revision in rolloutstate.FailedRevisionAnnotation and emits RolloutAborted naming both; with
+// nothing to return to it emits RolloutAbortSkipped and writes nothing. It returns the API errors.
+func (sc *syncContext) abortRollout(ctx context.Context) error {
+	rev := sc.newRevision()
+	target := rolloutstate.PlanAutoRollback(sc.d, sc.newRS, sc.oldRSs).Target
+	if target == nil {
+		target = largestOld(sc.oldRSs)
+	}
+	if target == nil {
+		sc.c.recorder.Eventf(sc.d, v1.EventTypeWarning, RolloutAbortSkipped, "Not aborting revision %d: no earlier ReplicaSet to return to", rev)
+		return nil
+	}
+	to, _ := revision(target)
+	err := sc.patchDeploymentToTemplateOf(ctx, target, func(d *appsv1.Deployment) {
+		annotations := rollbackAnnotations(d, target)
+		annotations[rolloutstate.FailedRevisionAnnotation] = fmt.Sprint(rev)
+		d.Annotations = annotations
+	})
+	if err != nil {
+		return fmt.Errorf("aborting revision %d, rolling back to revision %d: %w", rev, to, err)
+	}
+	msg := fmt.Sprintf("Aborted the rollout of revision %d as asked (%s), rolling back to revision %d (ReplicaSet %q)",
+		rev, rolloutstate.RolloutAbortAnnotation, to, target.Name)
+	sc.c.recorder.Event(sc.d, v1.EventTypeWarning, RolloutAborted, msg)
+	sc.logger.Info("Aborted a rollout", "revision", rev, "to", to, "replicaSet", klog.KObj(target))
+	setCondition(&sc.d.Status, newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, ReplicaSetUpdated, msg+".", sc.now))
+	if err := sc.writeStatus(ctx); err != nil {
+		return fmt.Errorf("restarting the progress deadline after aborting: %w", err)
+	}
+	return nil
+}
+
+// largestOld returns the old ReplicaSet with the most replicas, the newest revision among equals; nil when
+// none has any.
+func largestOld(oldRSs []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
+	var best *appsv1.ReplicaSet
+	var bestRev int64
+	for _, rs := range oldRSs {
+		n := rolloutstate.ReplicaSetReplicas(rs)
+		if n == 0 {
+			continue
+		}
+		rev, _ := revision(rs)
+		if best == nil || n > rolloutstate.ReplicaSetReplicas(best) || n == rolloutstate.ReplicaSetReplicas(best) && rev > bestRev {
+			best, bestRev = rs, rev
+		}
+	}
+	return best
+}
