@@ -108,8 +108,46 @@ type Plan struct {
 	// passes and what EX-2 then does; nil otherwise.
 	Stuck *Stuck `json:"stuck,omitempty"`
 	// Verdict is rolloutstate.PhaseHeld or PhaseInvalid when the simulation
-	// stopped there (EX-1), "" otherwise.
+	// stopped there (EX-1, EX-5), "" otherwise.
 	Verdict rolloutstate.Phase `json:"verdict,omitempty"`
+	// RolloutSteps are the Deployment's kubedeploy.io/rollout-steps (EX-5) with the pods each allows, when they
+	// are valid and apply to this rollout (there are old pods to keep); nil otherwise. The Steps above are the
+	// size writes they lead to: a timed pause is waited out on the simulated clock, an untimed one ends the plan
+	// held (Stopped).
+	RolloutSteps []RolloutStep `json:"rolloutSteps,omitempty"`
+}
+
+// RolloutStep is one step of kubedeploy.io/rollout-steps in a Plan.
+type RolloutStep struct {
+	// Step describes it: "setWeight 20", "pause 12s", "pause until promoted".
+	Step string `json:"step"`
+	// Pods is the most pods on the new template while it runs (rolloutstate.StepPods of the setWeight in
+	// force), in replicas.
+	Pods int32 `json:"pods"`
+	// WaitsFor is what ends it: "pods" (its pods updated and available), "pause" (its duration) or "promotion"
+	// (`kubedeploy rollout promote`).
+	WaitsFor rolloutstate.StepWait `json:"waitsFor"`
+}
+
+// rolloutStepsOf returns d's rollout steps for a Plan (Plan.RolloutSteps): nil unless they are valid and
+// rss, d's ReplicaSets before the change, have pods to keep.
+func rolloutStepsOf(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) []RolloutStep {
+	steps, invalid := rolloutstate.StepsOf(d)
+	if invalid != nil || steps == nil || !rolloutstate.StepsApply(d, 0, nil, rss) {
+		return nil
+	}
+	out := make([]RolloutStep, len(steps))
+	for i, s := range steps {
+		wait := rolloutstate.StepWaitPods
+		switch {
+		case s.Pause != nil && s.PauseDuration() > 0:
+			wait = rolloutstate.StepWaitTime
+		case s.Pause != nil:
+			wait = rolloutstate.StepWaitPromotion
+		}
+		out[i] = RolloutStep{Step: s.String(), Pods: rolloutstate.StepPods(steps.WeightAt(i), rolloutstate.Replicas(d)), WaitsFor: wait}
+	}
+	return out
 }
 
 // NewReplicaSetSizes returns the new ReplicaSet's spec.replicas over the

@@ -164,6 +164,7 @@ func newSimulation(ctx context.Context, from State, cfg Config) (*simulation, er
 			}
 		}
 	}
+	plan.RolloutSteps = rolloutStepsOf(d, seeded)
 	for _, rs := range seeded {
 		if err := s.seedPods(rs, from.Pods); err != nil {
 			return nil, err
@@ -300,6 +301,9 @@ func (s *simulation) wait() (bool, error) {
 		}
 	}
 	next, ok := s.nextEvent(minReady, func(pod types.UID) types.UID { return owners[pod] })
+	if end, paused := s.stepPauseEnd(st); paused && (!ok || end < next) {
+		next, ok = end, true // EX-5: a timed pause step ends
+	}
 	switch {
 	case !ok:
 		if v, held := st.held(); held {
@@ -319,6 +323,24 @@ func (s *simulation) wait() (bool, error) {
 	}
 	s.advance(next)
 	return false, nil
+}
+
+// stepPauseEnd returns when the timed pause step (EX-5) holding the stored Deployment ends, as an offset on the
+// simulated clock; ok is false when none holds it.
+func (s *simulation) stepPauseEnd(st *state) (time.Duration, bool) {
+	steps, invalid := rolloutstate.StepsOf(st.d)
+	if invalid != nil || steps == nil || st.newRS == nil {
+		return 0, false
+	}
+	rev, err := strconv.ParseInt(st.newRS.Annotations[rolloutstate.RevisionAnnotation], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	p := rolloutstate.AdvanceSteps(rolloutstate.StepInput{D: st.d, Steps: steps, Revision: rev, NewRS: st.newRS, AllRSs: st.rss, Now: s.clock.Now()})
+	if p.Wait != rolloutstate.StepWaitTime {
+		return 0, false
+	}
+	return s.now + p.Remaining, true
 }
 
 func (s *simulation) stop(why string) *Plan {

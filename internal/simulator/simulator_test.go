@@ -352,3 +352,35 @@ func TestSimulateNotReadyPodTurnsReady(t *testing.T) {
 		t.Fatalf("plan complete %v after %v s (%s); want complete within seconds", p.Complete, p.EstimatedSeconds, p.Stopped)
 	}
 }
+
+// EX-5 through the simulated controllers: 10 replicas, steps 20% → pause 12 s → 50% → pause {}: the new
+// ReplicaSet grows to 2, holds there for the 12 s pause once its pods are available, grows to 5 and is held
+// there until promoted; maxSurge and maxUnavailable hold throughout.
+func TestSimulateRolloutSteps(t *testing.T) {
+	surge, unavailable := pct25()
+	d := newDeployment(10, surge, unavailable)
+	steps := "- setWeight: 20\n- pause: {duration: 12s}\n- setWeight: 50\n- pause: {}\n"
+	p := simulateImageChange(t, d, map[string]string{rolloutstate.RolloutStepsAnnotation: steps}, Config{PodStartup: 2 * time.Second})
+	if p.Complete || p.Verdict != rolloutstate.PhaseHeld || !strings.Contains(p.Stopped, "held by rollout step 4 of 4 (pause until promoted): 5 of 10 pods updated") {
+		t.Fatalf("plan complete %v, verdict %s, stopped %q; want held at step 4", p.Complete, p.Verdict, p.Stopped)
+	}
+	if got := p.NewReplicaSetSizes(); !slices.Equal(got, []int32{2, 5}) {
+		t.Errorf("new ReplicaSet sizes %v, want [2 5]", got)
+	}
+	var at2, at5 float64 = -1, -1
+	for _, s := range p.Steps {
+		if s.NewReplicas == 2 && at2 < 0 {
+			at2 = s.Seconds
+		}
+		if s.NewReplicas == 5 && at5 < 0 {
+			at5 = s.Seconds
+		}
+	}
+	// 2 pods ready after 2 s, then 12 s of pause: 5 not before 14 s.
+	if at2 < 0 || at5-at2 < 14 {
+		t.Errorf("new ReplicaSet at 2 from %.0f s, at 5 from %.0f s; want 14 s or more between", at2, at5)
+	}
+	if p.PeakPods > 13 || p.MinAvailable < 8 {
+		t.Errorf("peak %d, min available %d; bounds 13 and 8", p.PeakPods, p.MinAvailable)
+	}
+}

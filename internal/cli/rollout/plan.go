@@ -202,6 +202,7 @@ type planReport struct {
 func printPlan(out io.Writer, r planReport) error {
 	p := r.plan
 	printHeader(out, r)
+	printRolloutSteps(out, p)
 	if p.Paused {
 		fmt.Fprintf(out, "It is paused: nothing happens until `kubectl rollout resume deployment/%s`; then:\n", p.Deployment)
 	}
@@ -305,6 +306,27 @@ func printHeader(out io.Writer, r planReport) {
 		}
 		fmt.Fprintf(out, "%s: %s\n", label, r.now.Summary)
 	}
+}
+
+// printRolloutSteps lists the plan's rollout steps (EX-5), each with the pods it allows on the new template and
+// what ends it, then the 100% that follows them.
+func printRolloutSteps(out io.Writer, p *simulator.Plan) {
+	if len(p.RolloutSteps) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "Rollout steps (%s):\n", rolloutstate.RolloutStepsAnnotation)
+	for i, s := range p.RolloutSteps {
+		pods := count(int(s.Pods), "pod", "pods")
+		switch s.WaitsFor {
+		case rolloutstate.StepWaitPods:
+			fmt.Fprintf(out, "  %d. %s: %s on the new template, available before the next step\n", i+1, s.Step, pods)
+		case rolloutstate.StepWaitTime:
+			fmt.Fprintf(out, "  %d. %s: holds at %s\n", i+1, s.Step, pods)
+		default:
+			fmt.Fprintf(out, "  %d. %s: holds at %s until `kubedeploy rollout promote deploy/%s`\n", i+1, s.Step, pods, p.Deployment)
+		}
+	}
+	fmt.Fprintf(out, "  then all %d.\n", p.Replicas)
 }
 
 // printStuck says, for a rollout that will not complete without a change (s not nil), which pods fail and

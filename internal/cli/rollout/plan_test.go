@@ -186,3 +186,47 @@ func TestPrintPlanSpread(t *testing.T) {
 		}
 	}
 }
+
+// EX-5 in `rollout plan --local`: the steps are listed with their pods and what ends each, the table shows the
+// new ReplicaSet at 2 then 5, and the plan ends held at the untimed pause.
+func TestPlanLocalRolloutSteps(t *testing.T) {
+	dir := t.TempDir()
+	v1 := `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  annotations:
+    kubedeploy.io/rollout-steps: |
+      - setWeight: 20
+      - pause: {duration: 12s}
+      - setWeight: 50
+      - pause: {}
+spec:
+  replicas: 10
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: web, image: "nginx:1"}]}
+`
+	path := filepath.Join(dir, "web.yaml")
+	if err := os.WriteFile(path, []byte(v1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runPlan(t, "--local", "-f", path, "--image", "web=nginx:2", "--pod-startup", "2")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"Rollout steps (kubedeploy.io/rollout-steps):\n" +
+			"  1. setWeight 20: 2 pods on the new template, available before the next step\n" +
+			"  2. pause 12s: holds at 2 pods\n" +
+			"  3. setWeight 50: 5 pods on the new template, available before the next step\n" +
+			"  4. pause until promoted: holds at 5 pods until `kubedeploy rollout promote deploy/web`\n" +
+			"  then all 10.\n",
+		"held by rollout step 4 of 4 (pause until promoted): 5 of 10 pods updated after about 16s.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+}

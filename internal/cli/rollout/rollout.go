@@ -9,8 +9,9 @@
 // viewmodel) on every change and draws it as plain lines or a terminal view,
 // and with --timeline feeds a timeline.Recorder. What a rollout's state is
 // comes from rolloutstate through those packages; nothing here judges it.
-// Both commands read the cluster and never write to it (plan's dry run
-// included).
+// plan and watch read the cluster and never write to it (plan's dry run
+// included); promote and abort (EX-5) write one annotation each, which the
+// Deployment controller carries out.
 package rollout
 
 import (
@@ -42,10 +43,12 @@ func NewCommand(o Options) *cobra.Command {
 	flags := genericclioptions.NewConfigFlags(true)
 	cmd := &cobra.Command{
 		Use:   "rollout",
-		Short: "Plan and follow Deployment rollouts",
+		Short: "Plan, follow, promote and abort Deployment rollouts",
 		Long: `Commands that show what a Deployment rollout will do and what it is doing, computed
-by kubedeploy's own controllers' code (the rollout-state package and both controllers' syncs).
-They read the cluster and never write to it.`,
+by kubedeploy's own controllers' code (the rollout-state package and both controllers' syncs),
+and that move a rollout with steps (kubedeploy.io/rollout-steps) on or back. plan and watch
+read the cluster and never write to it; promote and abort write one annotation each, which
+the Deployment controller carries out.`,
 		// The caller prints a returned error once; usage is for mistakes in
 		// arguments, which cobra reports itself.
 		SilenceUsage:  true,
@@ -53,7 +56,7 @@ They read the cluster and never write to it.`,
 	}
 	flags.AddFlags(cmd.PersistentFlags())
 	c := &clusterFlags{flags: flags, defaultKubeconfig: o.DefaultKubeconfig}
-	cmd.AddCommand(newPlanCommand(c), newWatchCommand(c))
+	cmd.AddCommand(newPlanCommand(c), newWatchCommand(c), newPromoteCommand(c), newAbortCommand(c))
 	return cmd
 }
 
