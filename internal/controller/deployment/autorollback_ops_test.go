@@ -39,6 +39,15 @@ func (w *ex2World) undo(to int64) bool {
 	if !ok || rolloutstate.TemplatesEqualIgnoringHash(&rs.Spec.Template, &d.Spec.Template) {
 		return false
 	}
+	undoTo(d, &rs)
+	w.update(d)
+	w.settle()
+	return true
+}
+
+// undoTo changes d as `kubectl rollout undo` to rs does: rs's template without pod-template-hash, and d's
+// annotations replaced with rs's but for kubectlUndoSkipped, which d keeps.
+func undoTo(d *appsv1.Deployment, rs *appsv1.ReplicaSet) {
 	tmpl := rs.Spec.Template.DeepCopy()
 	delete(tmpl.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
 	annotations := map[string]string{}
@@ -53,16 +62,16 @@ func (w *ex2World) undo(to int64) bool {
 		}
 	}
 	d.Spec.Template, d.Annotations = *tmpl, annotations
-	w.update(d)
-	w.settle()
-	return true
 }
 
 // byRevision returns the Deployment's ReplicaSets by their revision annotation, and those revisions ascending.
-func (w *ex2World) byRevision() (map[int64]appsv1.ReplicaSet, []int64) {
+func (w *ex2World) byRevision() (map[int64]appsv1.ReplicaSet, []int64) { return byRevision(w.f) }
+
+// byRevision returns the fixture's ReplicaSets by their revision annotation, and those revisions ascending.
+func byRevision(f *fixture) (map[int64]appsv1.ReplicaSet, []int64) {
 	byRev := map[int64]appsv1.ReplicaSet{}
 	var revs []int64
-	for _, rs := range w.f.replicaSets() {
+	for _, rs := range f.replicaSets() {
 		if v, err := strconv.ParseInt(rs.Annotations[rolloutstate.RevisionAnnotation], 10, 64); err == nil {
 			byRev[v], revs = rs, append(revs, v)
 		}

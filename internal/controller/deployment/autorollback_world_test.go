@@ -126,8 +126,12 @@ func (w *ex2World) checkRecords() {
 
 // runReplicaSets writes each ReplicaSet's status as its pods would make it (see ex2World) and reports whether any
 // changed.
-func (w *ex2World) runReplicaSets() bool {
-	f := w.f
+func (w *ex2World) runReplicaSets() bool { return runReplicaSetsAsPods(w.f) }
+
+// runReplicaSetsAsPods writes each ReplicaSet's status as its pods would make it, standing in for the ReplicaSet
+// controller and the kubelets: its spec.replicas, all available unless its image is broken (none then), for its
+// current generation. It reports whether any status changed.
+func runReplicaSetsAsPods(f *fixture) bool {
 	changed := false
 	for _, rs := range f.replicaSets() {
 		n := ptr.Deref(rs.Spec.Replicas, 1)
@@ -150,15 +154,20 @@ func (w *ex2World) runReplicaSets() bool {
 
 // bumpGeneration advances the Deployment's generation when its template changed since it was last set, as the
 // API server does for a spec change (the fake one does not).
-func (w *ex2World) bumpGeneration() {
-	d := w.f.deployment()
-	if equality.Semantic.DeepEqual(d.Spec.Template, w.template) {
+func (w *ex2World) bumpGeneration() { bumpGeneration(w.f, &w.template) }
+
+// bumpGeneration advances the Deployment's generation when its template is no longer *template (a write of the
+// controller's, such as a rollback), as the API server does for a spec change (the fake one does not), and
+// makes *template the current one.
+func bumpGeneration(f *fixture, template *v1.PodTemplateSpec) {
+	d := f.deployment()
+	if equality.Semantic.DeepEqual(d.Spec.Template, *template) {
 		return
 	}
 	d.Generation++
-	w.template = d.Spec.Template
-	if _, err := w.f.Client.AppsV1().Deployments("ns").Update(w.f.Ctx, d, metav1.UpdateOptions{}); err != nil {
-		w.f.T.Fatal(err)
+	*template = d.Spec.Template
+	if _, err := f.Client.AppsV1().Deployments("ns").Update(f.Ctx, d, metav1.UpdateOptions{}); err != nil {
+		f.T.Fatal(err)
 	}
 }
 

@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,7 +31,7 @@ import (
 // invariants (check).
 type stepsWorld struct {
 	f        *fixture
-	template any
+	template v1.PodTemplateSpec
 	images   int
 	// surge and unavailable are the Deployment's maxSurge and maxUnavailable, in pods at its current replicas.
 	surge, unavailable int32
@@ -171,42 +171,11 @@ func (w *stepsWorld) stepLimit(d *appsv1.Deployment) (int32, bool) {
 	return rolloutstate.StepPods(steps.WeightAt(step), rolloutstate.Replicas(d)), true
 }
 
-// runReplicaSets writes each ReplicaSet's status as its pods would make it and reports whether any changed.
-func (w *stepsWorld) runReplicaSets() bool {
-	f := w.f
-	changed := false
-	for _, rs := range f.replicaSets() {
-		n := ptr.Deref(rs.Spec.Replicas, 1)
-		available := n
-		if broken(image(rs.Spec.Template)) {
-			available = 0
-		}
-		if rs.Status.Replicas == n && rs.Status.AvailableReplicas == available && rs.Status.ObservedGeneration == rs.Generation {
-			continue
-		}
-		withStatus(&rs, n, available)
-		rs.Status.ObservedGeneration = rs.Generation
-		if _, err := f.Client.AppsV1().ReplicaSets("ns").UpdateStatus(f.Ctx, &rs, metav1.UpdateOptions{}); err != nil {
-			f.T.Fatal(err)
-		}
-		changed = true
-	}
-	return changed
-}
+// runReplicaSets is runReplicaSetsAsPods.
+func (w *stepsWorld) runReplicaSets() bool { return runReplicaSetsAsPods(w.f) }
 
-// bumpGeneration advances the Deployment's generation when its template changed since it was last set (an
-// abort's rollback), as the API server does.
-func (w *stepsWorld) bumpGeneration() {
-	d := w.f.deployment()
-	if equality.Semantic.DeepEqual(d.Spec.Template, w.template) {
-		return
-	}
-	d.Generation++
-	w.template = d.Spec.Template
-	if _, err := w.f.Client.AppsV1().Deployments("ns").Update(w.f.Ctx, d, metav1.UpdateOptions{}); err != nil {
-		w.f.T.Fatal(err)
-	}
-}
+// bumpGeneration is bumpGeneration of the world's template (an abort's rollback changes it).
+func (w *stepsWorld) bumpGeneration() { bumpGeneration(w.f, &w.template) }
 
 // update writes d as a user would (a spec change bumps the generation) and settles.
 func (w *stepsWorld) update(d *appsv1.Deployment, what string) {
@@ -268,32 +237,12 @@ func (w *stepsWorld) revision() (int64, rolloutstate.StepState) {
 // undo is a hand-run `kubectl rollout undo` to the previous revision (ex2World.undo's rules).
 func (w *stepsWorld) undo() {
 	d := w.f.deployment()
-	var revs []int64
-	byRev := map[int64]appsv1.ReplicaSet{}
-	for _, rs := range w.f.replicaSets() {
-		if v, err := strconv.ParseInt(rs.Annotations[rolloutstate.RevisionAnnotation], 10, 64); err == nil {
-			byRev[v], revs = rs, append(revs, v)
-		}
-	}
-	slices.Sort(revs)
+	byRev, revs := byRevision(w.f)
 	if len(revs) < 2 {
 		return
 	}
 	rs := byRev[revs[len(revs)-2]]
-	tmpl := rs.Spec.Template.DeepCopy()
-	delete(tmpl.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-	annotations := map[string]string{}
-	for _, k := range kubectlUndoSkipped {
-		if v, ok := d.Annotations[k]; ok {
-			annotations[k] = v
-		}
-	}
-	for k, v := range rs.Annotations {
-		if !slices.Contains(kubectlUndoSkipped, k) {
-			annotations[k] = v
-		}
-	}
-	d.Spec.Template, d.Annotations = *tmpl, annotations
+	undoTo(d, &rs)
 	w.update(d, "undo")
 }
 
