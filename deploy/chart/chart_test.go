@@ -421,3 +421,18 @@ func kindOf(t *testing.T, o runtime.Object) string {
 	}
 	return gvks[0].Kind
 }
+
+// prometheusRule.awaitingPromotionSeconds sets KubedeployRolloutAwaitingPromotion's threshold (EX-5) and nothing
+// else of the rules.
+func TestAwaitingPromotionThreshold(t *testing.T) {
+	objs := decodeUnstructured(t, render(t, "--namespace", "monitoring-test", "--set", "prometheusRule.enabled=true,prometheusRule.awaitingPromotionSeconds=900"))
+	rule := findUnstructured(t, objs, "PrometheusRule", "kubedeploy-rollouts")
+	got, err := json.Marshal(rule.Object["spec"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got), `kubedeploy_rollout_paused_seconds{waits_for=\"promotion\"}) \u003e 900`) ||
+		strings.Contains(string(got), "3600") {
+		t.Errorf("the PrometheusRule does not hold the 900 s threshold alone:\n%s", got)
+	}
+}

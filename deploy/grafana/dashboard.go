@@ -64,7 +64,7 @@ func Dashboard() (dashboard.Dashboard, error) {
 			WithTarget(query(`max by (namespace, deployment, waiting_on, reason) (kubedeploy_deployment_rollout_waiting_seconds{`+ns+`})`, "").
 				Format(prometheus.PromQueryFormatTable).Instant())).
 		WithPanel(timeseries.NewPanelBuilder().Title("Time waited, by what").Span(12).Height(8).
-			Description("Seconds the rollouts in progress have waited on each thing so far (scheduling, image_pull, startup, min_ready_seconds, termination, paused, partition, controller).").
+			Description("Seconds the rollouts in progress have waited on each thing so far (scheduling, image_pull, startup, min_ready_seconds, termination, paused, partition, rollout_step, invalid_policy, controller).").
 			Unit("s").Min(0).
 			Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)).
 			WithTarget(query(`sum by (waiting_on) (kubedeploy_deployment_rollout_waited_seconds{`+ns+`})`, "{{waiting_on}}"))).

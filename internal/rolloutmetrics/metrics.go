@@ -34,12 +34,21 @@ var (
 		[]string{"namespace", "deployment"}, nil, metrics.ALPHA, "")
 	waitedDesc = metrics.NewDesc("kubedeploy_deployment_rollout_waited_seconds",
 		"Seconds the rollout in progress of a Deployment has spent waiting on each thing so far (scheduling, image_pull, "+
-			"startup, min_ready_seconds, termination, paused, partition, controller); they add up to its age.",
+			"startup, min_ready_seconds, termination, paused, partition, rollout_step, invalid_policy, controller); they add up to its age.",
 		[]string{"namespace", "deployment", "waiting_on"}, nil, metrics.ALPHA, "")
 	waitingDesc = metrics.NewDesc("kubedeploy_deployment_rollout_waiting_seconds",
 		"Seconds the rollout in progress of a Deployment has been waiting on what it waits on now, without a change, "+
 			"with the reason (as kubedeploy rollout watch gives it: ImagePullBackOff, Unschedulable, NotReady, ...).",
 		[]string{"namespace", "deployment", "waiting_on", "reason"}, nil, metrics.ALPHA, "")
+
+	stepDesc = metrics.NewDesc("kubedeploy_rollout_step",
+		"The current step (1-based) of the rollout in progress of a Deployment with kubedeploy.io/rollout-steps (EX-5); "+
+			"no series once every step is done or without steps.",
+		[]string{"namespace", "deployment"}, nil, metrics.ALPHA, "")
+	pausedDesc = metrics.NewDesc("kubedeploy_rollout_paused_seconds",
+		"Seconds the rollout in progress of a Deployment has been held by its current pause step (EX-5), by what ends "+
+			"it (waits_for: pause, a timed pause; promotion, kubedeploy rollout promote); no series while no pause step holds it.",
+		[]string{"namespace", "deployment", "waits_for"}, nil, metrics.ALPHA, "")
 
 	registerOnce sync.Once
 	// collector is the process's collector of the in-progress gauges; Use attaches trackers to it.
@@ -86,11 +95,13 @@ type inProgressCollector struct {
 	trackers Attached[Tracker]
 }
 
-// DescribeWithStability sends the three descriptors.
+// DescribeWithStability sends the five descriptors.
 func (c *inProgressCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- ageDesc
 	ch <- waitedDesc
 	ch <- waitingDesc
+	ch <- stepDesc
+	ch <- pausedDesc
 }
 
 // CollectWithStability sends, per rollout in progress, its age, its waits so far and its current wait. Each
@@ -109,7 +120,8 @@ func (c *inProgressCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	}
 }
 
-// sendInProgress sends r's age, its waits so far and its current wait, brought up to now.
+// sendInProgress sends r's age, its waits so far and its current wait, brought up to now, and with rollout
+// steps (EX-5) its step and how long a pause step has held it.
 func sendInProgress(ch chan<- metrics.Metric, r Rollout, now time.Time) {
 	ch <- metrics.NewLazyConstMetric(ageDesc, metrics.GaugeValue, now.Sub(r.Start).Seconds(), r.Namespace, r.Deployment)
 	for on, d := range r.Waited {
@@ -117,4 +129,11 @@ func sendInProgress(ch chan<- metrics.Metric, r Rollout, now time.Time) {
 	}
 	ch <- metrics.NewLazyConstMetric(waitingDesc, metrics.GaugeValue, now.Sub(r.WaitSince).Seconds(),
 		r.Namespace, r.Deployment, string(r.Wait.On), r.Wait.Reason)
+	if r.Step > 0 {
+		ch <- metrics.NewLazyConstMetric(stepDesc, metrics.GaugeValue, float64(r.Step), r.Namespace, r.Deployment)
+	}
+	if !r.PausedSince.IsZero() {
+		ch <- metrics.NewLazyConstMetric(pausedDesc, metrics.GaugeValue, max(0, now.Sub(r.PausedSince).Seconds()),
+			r.Namespace, r.Deployment, string(r.PauseWaitsFor))
+	}
 }

@@ -2,6 +2,7 @@ package rolloutmetrics
 
 import (
 	"maps"
+	"strconv"
 	"sync"
 	"time"
 
@@ -41,6 +42,12 @@ type Rollout struct {
 	// Wait is what it waits on now, since WaitSince.
 	Wait      Wait
 	WaitSince time.Time
+	// Step is the current step of its kubedeploy.io/rollout-steps (EX-5), 1-based, as last observed; 0 without
+	// steps (none, invalid, not for this rollout, or all done). PausedSince is when the pause step holding it
+	// started, zero unless one holds it; PauseWaitsFor what ends that pause (StepWaitTime or StepWaitPromotion).
+	Step          int
+	PausedSince   time.Time
+	PauseWaitsFor rolloutstate.StepWait
 
 	rsUID    types.UID
 	rsCreate time.Time
@@ -159,6 +166,25 @@ func (t *Tracker) Observe(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods [
 		}
 	}
 	r.advance(waitOf(d, phase, newPods, oldPods, now), now)
+	r.Step, r.PausedSince, r.PauseWaitsFor = stepOf(d, r.Revision, r.Wait.On == RolloutStep)
+}
+
+// stepOf returns the current step (1-based) of d's rollout steps recorded for revision, 0 for none, and, when
+// held is set (a pause step holds the rollout), when that step started and what ends it.
+func stepOf(d *appsv1.Deployment, revision string, held bool) (int, time.Time, rolloutstate.StepWait) {
+	steps, invalid := rolloutstate.StepsOf(d)
+	st, ok := rolloutstate.StepStateOf(d)
+	if invalid != nil || steps == nil || !ok || strconv.FormatInt(st.Revision, 10) != revision || st.Step >= len(steps) {
+		return 0, time.Time{}, rolloutstate.StepWaitNone
+	}
+	s := steps[st.Step]
+	switch {
+	case !held || s.Pause == nil:
+		return st.Step + 1, time.Time{}, rolloutstate.StepWaitNone
+	case s.PauseDuration() > 0:
+		return st.Step + 1, st.Since.Time, rolloutstate.StepWaitTime
+	}
+	return st.Step + 1, st.Since.Time, rolloutstate.StepWaitPromotion
 }
 
 // startOf is when newRS's rollout started, seen at now: its creation on

@@ -32,8 +32,11 @@ const (
 	Paused WaitingOn = "paused"
 	// Partition: the rollout is held at its partition (EX-1).
 	Partition WaitingOn = "partition"
-	// InvalidPolicy: an invalid kubedeploy.io/rollout-partition value holds the rollout where it is (EX-1,
-	// rolloutstate.PhaseInvalid) until someone fixes it.
+	// RolloutStep: a pause step of kubedeploy.io/rollout-steps holds the rollout (EX-5): its duration to pass, or
+	// `kubedeploy rollout promote`.
+	RolloutStep WaitingOn = "rollout_step"
+	// InvalidPolicy: an invalid kubedeploy.io/rollout-partition or kubedeploy.io/rollout-steps value holds the
+	// rollout where it is (EX-1, EX-5, rolloutstate.PhaseInvalid) until someone fixes it.
 	InvalidPolicy WaitingOn = "invalid_policy"
 	// Controller: every pod of the new ReplicaSet is available and none is terminating: the controllers have yet
 	// to take the next step or report it.
@@ -59,22 +62,28 @@ func waitingOnOf(reason string) WaitingOn {
 // Wait is what a rollout waits on at one moment, and the reason behind it:
 // the reason unavailable.Of gives for the largest group of the new
 // ReplicaSet's unavailable pods (ImagePullBackOff, NotReady, ...), or
-// Paused, RolloutPartitioned, InvalidRolloutPartition, Terminating, or "" for Controller.
+// Paused, RolloutPartitioned, RolloutStepPaused, InvalidRolloutPartition, InvalidRolloutSteps, Terminating, or ""
+// for Controller.
 type Wait struct {
 	On     WaitingOn
 	Reason string
 }
 
-// waitOf says what d's rollout waits on at now: a pause, then a
-// partition (phase Held), then an invalid partition (phase Invalid), then the largest group of newPods' unavailable
-// reasons (unavailable.Groups), then old pods terminating, else the
-// controllers.
+// waitOf says what d's rollout waits on at now: a pause, then a pause step (EX-5: the Progressing reason
+// RolloutStepPaused), then a partition (phase Held), then an invalid partition or invalid steps (phase Invalid),
+// then the largest group of newPods' unavailable reasons (unavailable.Groups), then old pods terminating, else
+// the controllers.
 func waitOf(d *appsv1.Deployment, phase rolloutstate.Phase, newPods, oldPods []*v1.Pod, now time.Time) Wait {
+	progressing := rolloutstate.Condition(&d.Status, appsv1.DeploymentProgressing)
 	switch {
 	case d.Spec.Paused:
 		return Wait{Paused, "Paused"}
+	case progressing != nil && progressing.Reason == rolloutstate.RolloutStepPaused && phase != rolloutstate.PhaseComplete:
+		return Wait{RolloutStep, rolloutstate.RolloutStepPaused}
 	case phase == rolloutstate.PhaseHeld:
 		return Wait{Partition, rolloutstate.RolloutPartitioned}
+	case phase == rolloutstate.PhaseInvalid && rolloutstate.HasRolloutSteps(d):
+		return Wait{InvalidPolicy, rolloutstate.InvalidRolloutSteps}
 	case phase == rolloutstate.PhaseInvalid:
 		return Wait{InvalidPolicy, rolloutstate.InvalidRolloutPartition}
 	}
