@@ -66,9 +66,8 @@ func newAbortCommand(c *clusterFlags) *cobra.Command {
 // print; or the error that says why nothing is written.
 type stepDecision func(d *appsv1.Deployment, rev int64) (value, said string, err error)
 
-// runStepCommand reads deploy/NAME, asks decide what to write, writes it as annotation key (a merge patch of
-// that one annotation) and prints what it did. The errors are the argument's, the cluster's, a Deployment
-// whose current generation the controller has not observed or that has no revision, and decide's.
+// runStepCommand reads deploy/NAME, asks decide what to write, writes it as annotation key (applyStep) and
+// prints what it did. The errors are the argument's, the cluster's and applyStep's.
 func runStepCommand(ctx context.Context, c *clusterFlags, arg string, out io.Writer, key string, decide stepDecision) error {
 	name, err := deploymentName(arg)
 	if err != nil {
@@ -78,26 +77,37 @@ func runStepCommand(ctx context.Context, c *clusterFlags, arg string, out io.Wri
 	if err != nil {
 		return err
 	}
-	d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	said, err := applyStep(ctx, client, ns, name, key, decide)
 	if err != nil {
-		return err
-	}
-	if d.Status.ObservedGeneration < d.Generation {
-		return fmt.Errorf("deployment/%s: the controller has not yet observed generation %d; try again in a moment", name, d.Generation)
-	}
-	rev, err := strconv.ParseInt(d.Annotations[rolloutstate.RevisionAnnotation], 10, 64)
-	if err != nil || rev <= 0 {
-		return fmt.Errorf("deployment/%s has no revision yet (%s): nothing to act on", name, rolloutstate.RevisionAnnotation)
-	}
-	value, said, err := decide(d, rev)
-	if err != nil {
-		return fmt.Errorf("deployment/%s: %w", name, err)
-	}
-	if err := patchAnnotation(ctx, client, d, key, value); err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(out, "deployment.apps/%s %s\n", name, said)
 	return err
+}
+
+// applyStep reads Deployment ns/name, asks decide what to write and writes it as annotation key (a merge
+// patch of that one annotation); it returns what decide said it did. The errors are the API's, a Deployment
+// whose current generation the controller has not observed or that has no revision, and decide's.
+func applyStep(ctx context.Context, client kubernetes.Interface, ns, name, key string, decide stepDecision) (string, error) {
+	d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	if d.Status.ObservedGeneration < d.Generation {
+		return "", fmt.Errorf("deployment/%s: the controller has not yet observed generation %d; try again in a moment", name, d.Generation)
+	}
+	rev, err := strconv.ParseInt(d.Annotations[rolloutstate.RevisionAnnotation], 10, 64)
+	if err != nil || rev <= 0 {
+		return "", fmt.Errorf("deployment/%s has no revision yet (%s): nothing to act on", name, rolloutstate.RevisionAnnotation)
+	}
+	value, said, err := decide(d, rev)
+	if err != nil {
+		return "", fmt.Errorf("deployment/%s: %w", name, err)
+	}
+	if err := patchAnnotation(ctx, client, d, key, value); err != nil {
+		return "", err
+	}
+	return said, nil
 }
 
 // patchAnnotation sets d's annotation key to value with a JSON merge patch conditioned on d's uid, so that a

@@ -12,7 +12,9 @@ import (
 	"github.com/charmbracelet/bubbles/progress"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/viewmodel"
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/watcher"
@@ -51,11 +53,46 @@ type tuiModel struct {
 	// width is the terminal's, in cells (0 until bubbletea reports it):
 	// why-lines wrap at it so that every stuck pod's name shows.
 	width int
+	// keys, when set (the view reads a terminal), promote or abort a rollout held at a pause step (EX-5); the
+	// view then stays open at such a hold. said is what the last key did, or its error.
+	keys *stepKeys
+	said string
 }
 
-func newTUIModel(first *viewmodel.Model) tuiModel {
-	return tuiModel{m: first, bar: progress.New(progress.WithDefaultGradient(), progress.WithWidth(barWidth), progress.WithoutPercentage())}
+func newTUIModel(first *viewmodel.Model, keys *stepKeys) tuiModel {
+	return tuiModel{m: first, keys: keys, bar: progress.New(progress.WithDefaultGradient(), progress.WithWidth(barWidth), progress.WithoutPercentage())}
 }
+
+// stepKeys promote or abort the rollout of Deployment ns/name from the terminal view, as `rollout promote` and
+// `rollout abort` do (applyStep), under ctx.
+type stepKeys struct {
+	ctx      context.Context
+	client   kubernetes.Interface
+	ns, name string
+}
+
+// saidMsg is what a key's action said, or its error.
+type saidMsg struct {
+	said string
+	err  error
+}
+
+// run returns the command that applies decide as annotation key.
+func (k *stepKeys) run(key string, decide stepDecision) tea.Cmd {
+	return func() tea.Msg {
+		said, err := applyStep(k.ctx, k.client, k.ns, k.name, key, decide)
+		return saidMsg{said: said, err: err}
+	}
+}
+
+// heldAtStep reports whether m's Deployment is held by a pause step (EX-5: Progressing reason RolloutStepPaused).
+func heldAtStep(m *viewmodel.Model) bool {
+	c := rolloutstate.Condition(&m.Deployment.Status, appsv1.DeploymentProgressing)
+	return c != nil && c.Reason == rolloutstate.RolloutStepPaused && m.Phase != rolloutstate.PhaseComplete
+}
+
+// offersKeys reports whether the view offers the step keys now.
+func (t tuiModel) offersKeys() bool { return t.keys != nil && heldAtStep(t.m) }
 
 func (t tuiModel) Init() tea.Cmd { return nil }
 
@@ -69,14 +106,26 @@ func (t tuiModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return t, tea.Quit
 		}
 		t.m = msg.m
-		if done, _ := t.m.Outcome(); done {
+		if done, _ := t.m.Outcome(); done && !t.offersKeys() {
 			return t, tea.Quit
 		}
 	case tea.WindowSizeMsg:
 		t.width = msg.Width
+	case saidMsg:
+		t.said = msg.said
+		if msg.err != nil {
+			t.said = "error: " + msg.err.Error()
+		}
 	case tea.KeyMsg:
-		switch msg.String() {
-		case "q", "esc", "ctrl+c":
+		switch key := msg.String(); {
+		case t.offersKeys() && (key == "p" || key == "f"):
+			full := key == "f"
+			return t, t.keys.run(rolloutstate.RolloutPromoteAnnotation, func(d *appsv1.Deployment, rev int64) (string, string, error) {
+				return promote(d, rev, full)
+			})
+		case t.offersKeys() && key == "a":
+			return t, t.keys.run(rolloutstate.RolloutAbortAnnotation, abort)
+		case key == "q" || key == "esc" || key == "ctrl+c":
 			t.stopped = true
 			return t, tea.Quit
 		}
@@ -162,7 +211,13 @@ func (t tuiModel) View() string {
 	if t.stopped || t.err != nil {
 		return b.String()
 	}
-	if done, _ := m.Outcome(); !done {
+	if t.said != "" {
+		b.WriteString("\n" + t.wrap(titleStyle, 0, t.said))
+	}
+	switch done, _ := m.Outcome(); {
+	case t.offersKeys():
+		b.WriteString("\n" + dimStyle.Render("p: promote  f: promote --full  a: abort  q: stop watching") + "\n")
+	case !done:
 		b.WriteString("\n" + dimStyle.Render("q: stop watching") + "\n")
 	}
 	return b.String()
@@ -178,9 +233,9 @@ func (t tuiModel) wrap(style lipgloss.Style, indent int, text string) string {
 }
 
 // runTerminal runs the live view on out until the rollout ends (see
-// viewmodel.Model.Outcome), the user stops it (errStopped) or ctx ends
-// (ctx's error).
-func runTerminal(ctx context.Context, w *watcher.Watcher, o *watchOptions, out io.Writer) error {
+// viewmodel.Model.Outcome; with keys, read from a terminal, not at a pause step, where it offers them: p
+// promotes, f promotes --full, a aborts), the user stops it (errStopped) or ctx ends (ctx's error).
+func runTerminal(ctx context.Context, w *watcher.Watcher, o *watchOptions, out io.Writer, keys *stepKeys) error {
 	in, err := w.Input(o.events)
 	if err != nil {
 		return err
@@ -188,8 +243,9 @@ func runTerminal(ctx context.Context, w *watcher.Watcher, o *watchOptions, out i
 	opts := []tea.ProgramOption{tea.WithOutput(out), tea.WithContext(ctx)}
 	if !terminal(os.Stdin) {
 		opts = append(opts, tea.WithInput(nil))
+		keys = nil // no key can come
 	}
-	p := tea.NewProgram(newTUIModel(viewmodel.Build(in, o.clockOrReal().Now())), opts...)
+	p := tea.NewProgram(newTUIModel(viewmodel.Build(in, o.clockOrReal().Now()), keys), opts...)
 
 	feedCtx, stopFeed := context.WithCancel(ctx)
 	defer stopFeed()

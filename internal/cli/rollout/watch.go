@@ -177,7 +177,7 @@ func watchRollout(ctx context.Context, client kubernetes.Interface, ns, name str
 		w.Shutdown()
 	}()
 	if terminal(out) && !o.plain {
-		err = runTerminal(ctx, w, o, out)
+		err = runTerminal(ctx, w, o, out, &stepKeys{ctx: ctx, client: client, ns: ns, name: name})
 	} else {
 		err = runPlain(ctx, w, o, out)
 	}

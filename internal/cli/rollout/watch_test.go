@@ -328,7 +328,7 @@ func inputOf(objs []runtime.Object, maxEvents int) viewmodel.Input {
 // final model once a model arrives whose rollout ended.
 func TestTerminalView(t *testing.T) {
 	progressing := viewmodel.Build(inputOf(rolloutObjects(progressingCondition), 3), time.Now())
-	tm := teatest.NewTestModel(t, newTUIModel(progressing), teatest.WithInitialTermSize(120, 40))
+	tm := teatest.NewTestModel(t, newTUIModel(progressing, nil), teatest.WithInitialTermSize(120, 40))
 	wants := []string{
 		"deployment/web: 2/4 updated, 3 available, 5 total",
 		"Progressing=True", "ReplicaSetUpdated",
@@ -360,7 +360,7 @@ func TestTerminalView(t *testing.T) {
 	}
 
 	// A model of a failed rollout ends the program; the outcome is the deadline.
-	tm = teatest.NewTestModel(t, newTUIModel(progressing), teatest.WithInitialTermSize(120, 40))
+	tm = teatest.NewTestModel(t, newTUIModel(progressing, nil), teatest.WithInitialTermSize(120, 40))
 	tm.Send(modelMsg{m: viewmodel.Build(inputOf(rolloutObjects(deadlineCondition), 3), time.Now())})
 	final = tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second)).(tuiModel)
 	var out bytes.Buffer
@@ -372,7 +372,7 @@ func TestTerminalView(t *testing.T) {
 	}
 
 	// An error reading the caches ends the program with that error.
-	tm = teatest.NewTestModel(t, newTUIModel(progressing))
+	tm = teatest.NewTestModel(t, newTUIModel(progressing, nil))
 	tm.Send(modelMsg{err: errors.New("deployment ns/web was deleted and created again while watching")})
 	final = tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second)).(tuiModel)
 	if err := terminalOutcome(context.Background(), final, nil, &out); err == nil || !strings.Contains(err.Error(), "created again") {
@@ -383,7 +383,7 @@ func TestTerminalView(t *testing.T) {
 // Each ReplicaSet's bar is as full as its available pods are of the
 // Deployment's replicas (rounded to whole cells).
 func TestTerminalViewBars(t *testing.T) {
-	screen := newTUIModel(viewmodel.Build(inputOf(rolloutObjects(progressingCondition), 0), time.Now())).View()
+	screen := newTUIModel(viewmodel.Build(inputOf(rolloutObjects(progressingCondition), 0), time.Now()), nil).View()
 	full := int(math.Round(barWidth * 3 / 4.0))
 	var seen int
 	for _, l := range strings.Split(screen, "\n") {
@@ -518,5 +518,41 @@ func TestPlainViewPrintsEachEventOnce(t *testing.T) {
 		if got := strings.Count(out.String(), line); got != 1 {
 			t.Errorf("%d: %q printed %d times, want once:\n%s", i, strings.TrimSpace(line), got, out.String())
 		}
+	}
+}
+
+// EX-5 in the terminal view: a rollout held at a pause step keeps the view open and offers p, f and a; p
+// writes the promote of that step (as `rollout promote` does) and the view says so.
+func TestTerminalViewPromotesAStep(t *testing.T) {
+	held := appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: v1.ConditionTrue, Reason: rolloutstate.RolloutStepPaused}
+	objs := rolloutObjects(held)
+	d := objs[0].(*appsv1.Deployment)
+	d.Annotations = map[string]string{
+		rolloutstate.RevisionAnnotation:     "2",
+		rolloutstate.RolloutStepsAnnotation: "- setWeight: 50\n- pause: {}\n",
+		rolloutstate.RolloutStepAnnotation:  rolloutstate.StepState{Revision: 2, Step: 1}.Encode(),
+	}
+	d.Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
+	client := fake.NewClientset(objs...)
+	m := viewmodel.Build(inputOf(objs, 3), time.Now())
+	tm := teatest.NewTestModel(t, newTUIModel(m, &stepKeys{ctx: context.Background(), client: client, ns: "ns", name: "web"}), teatest.WithInitialTermSize(120, 40))
+	tm.Send(modelMsg{m: m})
+	var screen string
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
+		screen += string(b)
+		return strings.Contains(screen, "p: promote  f: promote --full  a: abort  q: stop watching")
+	}, teatest.WithDuration(10*time.Second))
+	tm.Type("p")
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
+		screen += string(b)
+		return strings.Contains(screen, "promoted: step 2 of 2 (pause until promoted) of revision 2 ends")
+	}, teatest.WithDuration(10*time.Second))
+	got, err := client.AppsV1().Deployments("ns").Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil || got.Annotations[rolloutstate.RolloutPromoteAnnotation] != "2/1" {
+		t.Errorf("after p: %v, annotations %v", err, got.Annotations)
+	}
+	tm.Type("q")
+	if final := tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second)).(tuiModel); !final.stopped {
+		t.Errorf("q does not stop the view")
 	}
 }
