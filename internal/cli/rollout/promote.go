@@ -21,8 +21,9 @@ spec EX-5), or with --full skips every step left, so that the rollout goes on to
 
 It writes one annotation, kubedeploy.io/rollout-promote, naming the revision and the
 step it promotes; the Deployment controller reads it. A promote never reaches a later
-step or rollout: the controller ignores one for another revision or step. Needs
-patch on deployments.`
+step or rollout: the controller ignores one for another revision or step. It writes
+through the status subresource, so the Deployment's generation does not change; it
+needs patch on deployments/status.`
 
 const abortLong = `Rolls a Deployment back from the rollout in progress (spec EX-5) exactly as
 kubedeploy.io/rollback-on-progress-deadline does (EX-2): to the last revision that
@@ -31,7 +32,8 @@ event naming both. The rollback itself goes straight to 100%, without steps.
 
 It writes one annotation, kubedeploy.io/rollout-abort, naming the revision to abort;
 the Deployment controller carries it out (a revision that completed meanwhile is not
-aborted). Needs patch on deployments.`
+aborted). It writes through the status subresource; it needs patch on
+deployments/status.`
 
 func newPromoteCommand(c *clusterFlags) *cobra.Command {
 	var full bool
@@ -110,8 +112,11 @@ func applyStep(ctx context.Context, client kubernetes.Interface, ns, name, key s
 	return said, nil
 }
 
-// patchAnnotation sets d's annotation key to value with a JSON merge patch conditioned on d's uid, so that a
-// Deployment deleted and created again under the same name is not touched.
+// patchAnnotation sets d's annotation key to value with a JSON merge patch of its status subresource,
+// conditioned on d's uid (a Deployment deleted and created again under the same name is not touched). Through
+// status, the annotation does not bump the Deployment's generation (the apps status strategy keeps the spec and
+// labels only), so `kubectl rollout status` and GitOps tools see no spec change. It needs patch on
+// deployments/status.
 func patchAnnotation(ctx context.Context, client kubernetes.Interface, d *appsv1.Deployment, key, value string) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"uid":         d.UID,
@@ -120,7 +125,7 @@ func patchAnnotation(ctx context.Context, client kubernetes.Interface, d *appsv1
 	if err != nil {
 		return err
 	}
-	_, err = client.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = client.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	return err
 }
 

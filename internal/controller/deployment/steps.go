@@ -36,8 +36,9 @@ type rolloutSteps struct {
 
 // syncSteps reads d's rollout steps (EX-5) and sets sc.partition to the limit the current step puts on the new
 // ReplicaSet: for invalid steps, where the rollout is (a Warning event names the fault); for valid ones, the
-// current step's (rolloutstate.AdvanceSteps), after recording on d, with one metadata patch and before anything
-// acts on it, every step that started (a Normal event each). Nothing is recorded for a paused Deployment or
+// current step's (rolloutstate.AdvanceSteps), after recording on d, with one write of its stored status (the
+// annotation goes with it, and the generation stays) before anything acts on it, every step that started (a
+// Normal event each). Nothing is recorded for a paused Deployment or
 // before the new ReplicaSet exists; steps do not apply to a first rollout or to EX-2's and an abort's
 // rollbacks (rolloutstate.StepsApply). It returns the API error of the record.
 func (sc *syncContext) syncSteps(ctx context.Context) error {
@@ -63,12 +64,14 @@ func (sc *syncContext) syncSteps(ctx context.Context) error {
 	if !p.Changed || rev == 0 || sc.d.Spec.Paused {
 		return nil
 	}
-	if err := sc.patchDeployment(ctx, func(d *appsv1.Deployment) {
-		if d.Annotations == nil {
-			d.Annotations = map[string]string{}
-		}
-		d.Annotations[rolloutstate.RolloutStepAnnotation] = p.State.Encode()
-	}); err != nil {
+	// Through the status subresource: an annotation written there does not bump the generation (the apps
+	// status strategy keeps the spec and labels, not the annotations), so a rollout's steps never look like a
+	// spec change to `kubectl rollout status` or a GitOps tool, as EX-2's complete-revision is written.
+	if sc.d.Annotations == nil {
+		sc.d.Annotations = map[string]string{}
+	}
+	sc.d.Annotations[rolloutstate.RolloutStepAnnotation] = p.State.Encode()
+	if err := sc.writeStatus(ctx); err != nil {
 		return fmt.Errorf("recording step %d of revision %d: %w", p.State.Step+1, rev, err)
 	}
 	for _, i := range p.Started {

@@ -115,8 +115,9 @@ func (w *stepsWorld) check(before *appsv1.Deployment, newBefore int32) {
 		}
 		return
 	}
+	w.checkRecorded(after, newBefore)
 	replicas := rolloutstate.Replicas(after)
-	if limit, ok := w.stepLimit(after); ok && w.newReplicas(after) > max(limit, newBefore) {
+	if limit, _, ok := w.stepLimit(after); ok && w.newReplicas(after) > max(limit, newBefore) {
 		w.fatalf("the new ReplicaSet went to %d (from %d), past its step's %d pods", w.newReplicas(after), newBefore, limit)
 	}
 	if w.scaled {
@@ -136,6 +137,20 @@ func (w *stepsWorld) check(before *appsv1.Deployment, newBefore int32) {
 	}
 }
 
+// checkRecorded fails the test when steps run d's rollout to a new ReplicaSet that existed before the sync
+// (newBefore ≥ 0; the sync that creates it sizes it by step 0 and records it next) but the sync left no record
+// of its step for that revision.
+func (w *stepsWorld) checkRecorded(d *appsv1.Deployment, newBefore int32) {
+	w.f.T.Helper()
+	_, rev, ok := w.stepLimit(d)
+	if !ok || d.Spec.Paused {
+		return
+	}
+	if st, ok := rolloutstate.StepStateOf(d); newBefore >= 0 && rev > 0 && (!ok || st.Revision != rev) {
+		w.fatalf("revision %d runs through steps with no record of its step (%s %q)", rev, rolloutstate.RolloutStepAnnotation, d.Annotations[rolloutstate.RolloutStepAnnotation])
+	}
+}
+
 // availableBefore is what was available before the sync (a rollout may start below the floor, e.g. on a broken
 // image, and must not go further down).
 func (w *stepsWorld) availableBefore(before *appsv1.Deployment) int32 {
@@ -143,8 +158,9 @@ func (w *stepsWorld) availableBefore(before *appsv1.Deployment) int32 {
 }
 
 // stepLimit returns the pods the current step of d's rollout allows on the new template, when steps hold it:
-// the recorded step's when it is for the new ReplicaSet's revision, else step 0's (a new rollout).
-func (w *stepsWorld) stepLimit(d *appsv1.Deployment) (int32, bool) {
+// the recorded step's when it is for the new ReplicaSet's revision, else step 0's (a new rollout); and that
+// revision (0 while there is no new ReplicaSet).
+func (w *stepsWorld) stepLimit(d *appsv1.Deployment) (int32, int64, bool) {
 	steps, invalid := rolloutstate.StepsOf(d)
 	var newRS *appsv1.ReplicaSet
 	var all []*appsv1.ReplicaSet
@@ -159,16 +175,16 @@ func (w *stepsWorld) stepLimit(d *appsv1.Deployment) (int32, bool) {
 		rev, _ = strconv.ParseInt(newRS.Annotations[rolloutstate.RevisionAnnotation], 10, 64)
 	}
 	if steps == nil || invalid != nil || !rolloutstate.StepsApply(d, rev, newRS, all) {
-		return 0, false
+		return 0, rev, false
 	}
 	step := 0
 	if st, ok := rolloutstate.StepStateOf(d); ok && st.Revision == rev {
 		step = st.Step
 	}
 	if step >= len(steps) {
-		return 0, false
+		return 0, rev, false
 	}
-	return rolloutstate.StepPods(steps.WeightAt(step), rolloutstate.Replicas(d)), true
+	return rolloutstate.StepPods(steps.WeightAt(step), rolloutstate.Replicas(d)), rev, true
 }
 
 // runReplicaSets is runReplicaSetsAsPods.
