@@ -59,7 +59,7 @@ func (sc *syncContext) syncSteps(ctx context.Context) error {
 	p := rolloutstate.AdvanceSteps(rolloutstate.StepInput{D: sc.d, Steps: steps, Revision: rev, NewRS: sc.newRS, AllRSs: sc.allRSs(), Now: sc.now})
 	sc.partition = rolloutPartition{Partition: p.Partition, steps: &rolloutSteps{steps: steps, progress: p}}
 	if p.Wait == rolloutstate.StepWaitTime {
-		sc.requeueAfter = p.Remaining + time.Second
+		sc.requeueAfter = p.Remaining + 100*time.Millisecond
 	}
 	if !p.Changed || rev == 0 || sc.d.Spec.Paused {
 		return nil
