@@ -47,7 +47,8 @@ type State struct {
 // latest time in from's pods (creation, condition transitions, deletion)
 // and ReplicaSets' creation when that is later, so that their ages and
 // readiness keep their meaning on the simulated clock; defaultStart when
-// from has neither Now nor pods.
+// from has neither Now nor pods. It is rounded up to a whole second, the resolution of every time the API
+// server keeps (and of EX-5's step starts), so that the plan's times are whole seconds where the cluster's are.
 func startOf(from State) time.Time {
 	if len(from.Pods) == 0 && from.Now.IsZero() {
 		return defaultStart
@@ -69,6 +70,9 @@ func startOf(from State) time.Time {
 		if p.DeletionTimestamp != nil {
 			later(*p.DeletionTimestamp)
 		}
+	}
+	if r := latest.Truncate(time.Second); !r.Equal(latest) {
+		return r.Add(time.Second)
 	}
 	return latest
 }

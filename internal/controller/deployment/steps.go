@@ -120,7 +120,7 @@ func (s *rolloutSteps) hold(d *appsv1.Deployment, status *appsv1.DeploymentStatu
 	case !rolloutstate.HeldAtPartition(d, status, newRS, limit):
 		return nil
 	}
-	msg := rolloutstate.StepPausedMessage(progressSubject(d, newRS), s.steps, s.progress.State, status.UpdatedReplicas, replicas)
+	msg := rolloutstate.StepPausedMessage(progressSubject(d, newRS), d.Name, s.steps, s.progress.State, status.UpdatedReplicas, replicas)
 	return &appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: v1.ConditionTrue, Reason: rolloutstate.RolloutStepPaused, Message: msg}
 }
 

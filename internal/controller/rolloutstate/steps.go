@@ -410,19 +410,19 @@ func StepsApply(d *appsv1.Deployment, revision int64, newRS *appsv1.ReplicaSet, 
 	return Partition{Set: true}.Limit(newRS, allRSs) != math.MaxInt32
 }
 
-// StepPausedMessage is the Progressing=True message while pause step st.Step of steps holds subject with
-// updated of replicas pods on the new template (EX-5): which step, and until when (a timed pause's end, RFC 3339)
-// or that it waits for `kubedeploy rollout promote`. It does not count down, so an unchanged hold is not
+// StepPausedMessage is the Progressing=True message while pause step st.Step of steps holds subject, of
+// Deployment name, with updated of replicas pods on the new template (EX-5): which step, and until when (a
+// timed pause's end, RFC 3339) or the command that ends it. It does not count down, so an unchanged hold is not
 // rewritten.
-func StepPausedMessage(subject string, steps Steps, st StepState, updated, replicas int32) string {
+func StepPausedMessage(subject, name string, steps Steps, st StepState, updated, replicas int32) string {
 	if st.Step >= len(steps) {
 		return fmt.Sprintf("%s has %d of %d pods updated; every rollout step is done.", subject, updated, replicas)
 	}
 	s := steps[st.Step]
-	until := "until promoted (kubedeploy rollout promote)"
 	if d := s.PauseDuration(); d > 0 {
-		until = "until " + st.Since.Add(d).UTC().Format(time.RFC3339)
+		return fmt.Sprintf("%s has %d of %d pods updated, held by rollout step %d of %d (%s) until %s.",
+			subject, updated, replicas, st.Step+1, len(steps), s, st.Since.Add(d).UTC().Format(time.RFC3339))
 	}
-	return fmt.Sprintf("%s has %d of %d pods updated, held by rollout step %d of %d (%s) %s.",
-		subject, updated, replicas, st.Step+1, len(steps), s, until)
+	return fmt.Sprintf("%s has %d of %d pods updated, held by rollout step %d of %d (%s): kubedeploy rollout promote deploy/%s.",
+		subject, updated, replicas, st.Step+1, len(steps), s, name)
 }

@@ -207,3 +207,24 @@ func TestStepsApply(t *testing.T) {
 		t.Error("revision 3 after the rollback: steps do not apply")
 	}
 }
+
+// EX-5: the Progressing message names the step and, for a timed pause, its end; for an untimed one, the
+// command that ends it.
+func TestStepPausedMessage(t *testing.T) {
+	steps, err := ParseSteps("- setWeight: 20\n- pause: {duration: 12s}\n- pause: {}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := metav1.NewTime(time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC))
+	for _, tc := range []struct {
+		step int
+		want string
+	}{
+		{1, `ReplicaSet "web-1" has 2 of 10 pods updated, held by rollout step 2 of 3 (pause 12s) until 2026-11-28T05:00:12Z.`},
+		{2, `ReplicaSet "web-1" has 2 of 10 pods updated, held by rollout step 3 of 3 (pause until promoted): kubedeploy rollout promote deploy/web.`},
+	} {
+		if got := StepPausedMessage(`ReplicaSet "web-1"`, "web", steps, StepState{Revision: 2, Step: tc.step, Since: since}, 2, 10); got != tc.want {
+			t.Errorf("step %d: %q, want %q", tc.step+1, got, tc.want)
+		}
+	}
+}
