@@ -118,6 +118,32 @@ func heldAtStep(t *testing.T, ns, name string, step int, n int32) *appsv1.Deploy
 	})
 }
 
+// checkStepSizes checks, from the independent watch tl, that the new ReplicaSet newRS of TestRolloutSteps held
+// at 2 for at least the 12 s pause after its 2 pods were available, never went past 5, and was given exactly the
+// sizes `rollout plan` predicted (planned) up to the hold.
+func checkStepSizes(t *testing.T, tl *rsTimeline, newRS string, planned []int32) {
+	t.Helper()
+	avail2, ok := tl.first(newRS, func(e sizeEvent) bool { return e.replicas == 2 && e.available == 2 })
+	grew, ok2 := tl.first(newRS, func(e sizeEvent) bool { return e.replicas > 2 })
+	if !ok || !ok2 || grew.at.Sub(avail2.at) < 12*time.Second {
+		t.Fatalf("new ReplicaSet %s: 2 available at %v, grew past 2 at %v (want 12 s or more later); events %+v", newRS, avail2.at, grew.at, tl.of(newRS))
+	}
+	t.Logf("new ReplicaSet %s: 2 available at %s, grew past 2 %.1fs later (pause 12 s)", newRS, avail2.at.Format("15:04:05.000"), grew.at.Sub(avail2.at).Seconds())
+	var sizes []int32
+	for _, e := range tl.of(newRS) {
+		if e.replicas > 2 && e.at.Before(grew.at) || e.replicas > 5 {
+			t.Fatalf("new ReplicaSet %s went to %d before its step: %+v", newRS, e.replicas, tl.of(newRS))
+		}
+		if len(sizes) == 0 || sizes[len(sizes)-1] != e.replicas {
+			sizes = append(sizes, e.replicas)
+		}
+	}
+	// `rollout plan`, run before the change, predicted the sizes the controller then wrote up to the hold.
+	if !slices.Equal(sizes, planned) {
+		t.Errorf("new ReplicaSet sizes %v up to the hold, rollout plan said %v", sizes, planned)
+	}
+}
+
 // Issue 46 Done-when, EX-5 on the real controllers: 10 replicas (25%/25%), steps 20% → pause 12 s → 50% →
 // pause {}. An independent watch shows the new ReplicaSet held at 2 for at least 12 s after its 2 pods are
 // available, then at 5 until `kubedeploy rollout promote`, then the rollout completes; the generation never
@@ -140,25 +166,7 @@ func TestRolloutSteps(t *testing.T) {
 	changed := waitDeployment(t, ns, name, "the image change observed", observed)
 	held := heldAtStep(t, ns, name, 4, 5)
 	newRS := newReplicaSetName(ctx, t, held, "nginx:1.9.3")
-	avail2, ok := tl.first(newRS, func(e sizeEvent) bool { return e.replicas == 2 && e.available == 2 })
-	grew, ok2 := tl.first(newRS, func(e sizeEvent) bool { return e.replicas > 2 })
-	if !ok || !ok2 || grew.at.Sub(avail2.at) < 12*time.Second {
-		t.Fatalf("new ReplicaSet %s: 2 available at %v, grew past 2 at %v (want 12 s or more later); events %+v", newRS, avail2.at, grew.at, tl.of(newRS))
-	}
-	t.Logf("new ReplicaSet %s: 2 available at %s, grew past 2 %.1fs later (pause 12 s)", newRS, avail2.at.Format("15:04:05.000"), grew.at.Sub(avail2.at).Seconds())
-	var sizes []int32
-	for _, e := range tl.of(newRS) {
-		if e.replicas > 2 && e.at.Before(grew.at) || e.replicas > 5 {
-			t.Fatalf("new ReplicaSet %s went to %d before its step: %+v", newRS, e.replicas, tl.of(newRS))
-		}
-		if len(sizes) == 0 || sizes[len(sizes)-1] != e.replicas {
-			sizes = append(sizes, e.replicas)
-		}
-	}
-	// `rollout plan`, run before the change, predicted the sizes the controller then wrote up to the hold.
-	if !slices.Equal(sizes, planned) {
-		t.Errorf("new ReplicaSet sizes %v up to the hold, rollout plan said %v", sizes, planned)
-	}
+	checkStepSizes(t, tl, newRS, planned)
 	// Held at 5 until promoted: nothing moves meanwhile.
 	versions := replicaSetVersions(ctx, t, held)
 	time.Sleep(3 * time.Second)
