@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -22,8 +23,9 @@ spec EX-5), or with --full skips every step left, so that the rollout goes on to
 It writes one annotation, kubedeploy.io/rollout-promote, naming the revision and the
 step it promotes; the Deployment controller reads it. A promote never reaches a later
 step or rollout: the controller ignores one for another revision or step. It writes
-through the status subresource, so the Deployment's generation does not change; it
-needs patch on deployments/status.`
+through the status subresource (patch on deployments/status), so the Deployment's
+generation does not change; with only patch on deployments it writes the Deployment
+itself, which bumps the generation.`
 
 const abortLong = `Rolls a Deployment back from the rollout in progress (spec EX-5) exactly as
 kubedeploy.io/rollback-on-progress-deadline does (EX-2): to the last revision that
@@ -32,8 +34,8 @@ event naming both. The rollback itself goes straight to 100%, without steps.
 
 It writes one annotation, kubedeploy.io/rollout-abort, naming the revision to abort;
 the Deployment controller carries it out (a revision that completed meanwhile is not
-aborted). It writes through the status subresource; it needs patch on
-deployments/status.`
+aborted). It writes through the status subresource (patch on deployments/status), or
+with only patch on deployments, the Deployment itself.`
 
 func newPromoteCommand(c *clusterFlags) *cobra.Command {
 	var full bool
@@ -115,8 +117,9 @@ func applyStep(ctx context.Context, client kubernetes.Interface, ns, name, key s
 // patchAnnotation sets d's annotation key to value with a JSON merge patch of its status subresource,
 // conditioned on d's uid (a Deployment deleted and created again under the same name is not touched). Through
 // status, the annotation does not bump the Deployment's generation (the apps status strategy keeps the spec and
-// labels only), so `kubectl rollout status` and GitOps tools see no spec change. It needs patch on
-// deployments/status.
+// labels only), so `kubectl rollout status` and GitOps tools see no spec change. Without patch on
+// deployments/status (Forbidden) it patches the Deployment itself, which needs patch on deployments and bumps
+// the generation; the controller reads the annotation either way.
 func patchAnnotation(ctx context.Context, client kubernetes.Interface, d *appsv1.Deployment, key, value string) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"uid":         d.UID,
@@ -126,6 +129,9 @@ func patchAnnotation(ctx context.Context, client kubernetes.Interface, d *appsv1
 		return err
 	}
 	_, err = client.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if apierrors.IsForbidden(err) {
+		_, err = client.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	}
 	return err
 }
 

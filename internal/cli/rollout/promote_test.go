@@ -1,12 +1,19 @@
 package rollout
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
@@ -67,5 +74,37 @@ func TestAbortDecision(t *testing.T) {
 	complete.Status.UpdatedReplicas = 10
 	if _, _, err := abort(complete, 3); err == nil || !strings.Contains(err.Error(), "is complete") {
 		t.Errorf("abort of a complete rollout: %v", err)
+	}
+}
+
+// EX-5: promote writes through deployments/status; refused that (RBAC with patch on deployments only), it
+// patches the Deployment itself.
+func TestPatchAnnotationFallsBackWithoutStatusPermission(t *testing.T) {
+	d := stepsDeployment(3)
+	d.Namespace = "ns"
+	for _, forbidStatus := range []bool{false, true} {
+		client := fake.NewClientset(d.DeepCopy())
+		var subresources []string
+		client.PrependReactor("patch", "deployments", func(action k8stesting.Action) (bool, runtime.Object, error) {
+			subresources = append(subresources, action.GetSubresource())
+			if forbidStatus && action.GetSubresource() == "status" {
+				return true, nil, apierrors.NewForbidden(appsv1.Resource("deployments/status"), "web", errors.New("no RBAC"))
+			}
+			return false, nil, nil
+		})
+		if err := patchAnnotation(context.Background(), client, d, rolloutstate.RolloutPromoteAnnotation, "3/3"); err != nil {
+			t.Fatalf("forbid status %v: %v", forbidStatus, err)
+		}
+		got, err := client.AppsV1().Deployments("ns").Get(context.Background(), "web", metav1.GetOptions{})
+		if err != nil || got.Annotations[rolloutstate.RolloutPromoteAnnotation] != "3/3" {
+			t.Errorf("forbid status %v: annotations %v, %v", forbidStatus, got.Annotations, err)
+		}
+		want := []string{"status"}
+		if forbidStatus {
+			want = []string{"status", ""}
+		}
+		if !slices.Equal(subresources, want) {
+			t.Errorf("forbid status %v: patched %q, want %q", forbidStatus, subresources, want)
+		}
 	}
 }

@@ -162,8 +162,15 @@ func (s Step) check(last int32) string {
 	return ""
 }
 
-// oneLine joins a multi-line error message into one line.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// oneLine joins a multi-line error message into one line, without the layers sigs.k8s.io/yaml and
+// encoding/json put before what is wrong ("error unmarshaling JSON: while decoding JSON: json: ").
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	for _, layer := range []string{"error unmarshaling JSON: ", "while decoding JSON: ", "json: "} {
+		s = strings.TrimPrefix(s, layer)
+	}
+	return s
+}
 
 // PauseDuration returns a timed pause's duration, 0 for an untimed one or a step that is not a pause.
 func (s Step) PauseDuration() time.Duration {

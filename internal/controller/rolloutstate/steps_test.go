@@ -39,7 +39,7 @@ func TestParseSteps(t *testing.T) {
 		{"- setWeight: 50\n- pause: {}\n- setWeight: 50", "step 3: setWeight 50 is not above"},
 		{"- pause: {duration: ten}", `step 1: pause duration "ten" does not parse`},
 		{"- pause: {duration: 0s}", `step 1: pause duration "0s" is not positive`},
-		{"- setWeigth: 20", "not a list of steps"},
+		{"- setWeigth: 20", `not a list of steps (setWeight, pause): unknown field "setWeigth"`},
 		{"- pause: {duration: 1m, forever: true}", "not a list of steps"},
 		{"- setWeight: 20%", "not a list of steps"},
 		{"- analysis: {templates: [x]}", "step 1: analysis steps are not supported yet"},
