@@ -100,6 +100,7 @@ func newStepsWorld(t *testing.T, v string) *stepsWorld {
 	}
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{RolloutStepsAnnotation: v}}}
 	d.Spec.Replicas = new(int32(10))
+	d.Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
 	rs := func(name, rev string, replicas int32) *appsv1.ReplicaSet {
 		r := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name), Annotations: map[string]string{RevisionAnnotation: rev}}}
 		r.Spec.Replicas = new(replicas)
@@ -226,5 +227,24 @@ func TestStepPausedMessage(t *testing.T) {
 		if got := StepPausedMessage(`ReplicaSet "web-1"`, "web", steps, StepState{Revision: 2, Step: tc.step, Since: since}, 2, 10); got != tc.want {
 			t.Errorf("step %d: %q, want %q", tc.step+1, got, tc.want)
 		}
+	}
+}
+
+// EX-5: a rollout on its way to a setWeight says which step in its verdict; without steps nothing is added.
+func TestVerdictNamesTheSetWeightStep(t *testing.T) {
+	w := newStepsWorld(t, "- setWeight: 20\n- pause: {}\n- setWeight: 50\n")
+	w.d.Generation, w.d.Status.ObservedGeneration = 2, 2
+	w.d.Spec.Template = w.new.Spec.Template
+	w.at(5, 2)
+	w.new.Status.Replicas, w.old.Status.Replicas = 5, 5
+	w.d.Annotations[RolloutStepAnnotation] = StepState{Revision: 2, Step: 2}.Encode()
+	w.d.Status.Replicas, w.d.Status.UpdatedReplicas, w.d.Status.AvailableReplicas = 10, 5, 7
+	v := VerdictOf(w.d, []*appsv1.ReplicaSet{w.old, w.new})
+	if want := "progressing: 5 of 10 pods updated, 7 available; rollout step 3 of 3 (setWeight 50: 5 pods)"; v.Phase != PhaseProgressing || v.Summary != want {
+		t.Errorf("verdict %s %q, want %q", v.Phase, v.Summary, want)
+	}
+	delete(w.d.Annotations, RolloutStepsAnnotation)
+	if v := VerdictOf(w.d, []*appsv1.ReplicaSet{w.old, w.new}); v.Summary != "progressing: 5 of 10 pods updated, 7 available" {
+		t.Errorf("without steps: %q", v.Summary)
 	}
 }

@@ -95,7 +95,19 @@ func VerdictOf(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) Verdict {
 	if d.Spec.Paused {
 		return v.with(PhaseProgressing, "paused: "+counts)
 	}
-	return v.with(PhaseProgressing, fmt.Sprintf("progressing: %s, %d available", counts, st.AvailableReplicas))
+	return v.with(PhaseProgressing, fmt.Sprintf("progressing: %s, %d available", counts, st.AvailableReplicas)+stepNote(d, rss, newRS))
+}
+
+// stepNote is "; rollout step 3 of 4 (setWeight 50: 5 pods)" while d's rollout runs a setWeight step of its
+// rollout steps (EX-5), from the stored RolloutStepAnnotation, "" otherwise: what the rollout is on its way to.
+func stepNote(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) string {
+	steps, invalid := StepsOf(d)
+	st, ok := StepStateOf(d)
+	if invalid != nil || steps == nil || !ok || newRS == nil || st.Step >= len(steps) || steps[st.Step].SetWeight == nil ||
+		newRS.Annotations[RevisionAnnotation] != strconv.FormatInt(st.Revision, 10) || !StepsApply(d, st.Revision, newRS, rss) {
+		return ""
+	}
+	return fmt.Sprintf("; rollout step %d of %d (%s: %d pods)", st.Step+1, len(steps), steps[st.Step], StepPods(*steps[st.Step].SetWeight, Replicas(d)))
 }
 
 // stepsVerdict is VerdictOf for a Deployment with rollout steps (EX-5) whose rollout they hold, from the stored
