@@ -2,7 +2,6 @@ package rolloutmetrics
 
 import (
 	"maps"
-	"strconv"
 	"sync"
 	"time"
 
@@ -172,19 +171,14 @@ func (t *Tracker) Observe(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods [
 // stepOf returns the current step (1-based) of d's rollout steps recorded for revision, 0 for none, and, when
 // held is set (a pause step holds the rollout), when that step started and what ends it.
 func stepOf(d *appsv1.Deployment, revision string, held bool) (int, time.Time, rolloutstate.StepWait) {
-	steps, invalid := rolloutstate.StepsOf(d)
-	st, ok := rolloutstate.StepStateOf(d)
-	if invalid != nil || steps == nil || !ok || strconv.FormatInt(st.Revision, 10) != revision || st.Step >= len(steps) {
+	steps, st, ok := rolloutstate.RecordedStep(d, revision)
+	if !ok {
 		return 0, time.Time{}, rolloutstate.StepWaitNone
 	}
-	s := steps[st.Step]
-	switch {
-	case !held || s.Pause == nil:
-		return st.Step + 1, time.Time{}, rolloutstate.StepWaitNone
-	case s.PauseDuration() > 0:
-		return st.Step + 1, st.Since.Time, rolloutstate.StepWaitTime
+	if s := steps[st.Step]; held && s.Pause != nil {
+		return st.Step + 1, st.Since.Time, s.WaitsFor()
 	}
-	return st.Step + 1, st.Since.Time, rolloutstate.StepWaitPromotion
+	return st.Step + 1, time.Time{}, rolloutstate.StepWaitNone
 }
 
 // startOf is when newRS's rollout started, seen at now: its creation on

@@ -138,14 +138,7 @@ func rolloutStepsOf(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) []RolloutSte
 	}
 	out := make([]RolloutStep, len(steps))
 	for i, s := range steps {
-		wait := rolloutstate.StepWaitPods
-		switch {
-		case s.Pause != nil && s.PauseDuration() > 0:
-			wait = rolloutstate.StepWaitTime
-		case s.Pause != nil:
-			wait = rolloutstate.StepWaitPromotion
-		}
-		out[i] = RolloutStep{Step: s.String(), Pods: rolloutstate.StepPods(steps.WeightAt(i), rolloutstate.Replicas(d)), WaitsFor: wait}
+		out[i] = RolloutStep{Step: s.String(), Pods: rolloutstate.StepPods(steps.WeightAt(i), rolloutstate.Replicas(d)), WaitsFor: s.WaitsFor()}
 	}
 	return out
 }

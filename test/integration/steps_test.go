@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
-	"github.com/kubedeploy/kubedeploy/internal/simulator"
 	"github.com/kubedeploy/kubedeploy/internal/testing/harness"
 )
 
@@ -79,18 +77,11 @@ func (tl *rsTimeline) first(name string, cond func(sizeEvent) bool) (sizeEvent, 
 	return sizeEvent{}, false
 }
 
-// planSizes runs `kubedeploy rollout plan deploy/name --image name=image -o json` and returns the new
-// ReplicaSet's sizes it plans (simulator.Plan.NewReplicaSetSizes).
+// planSizes runs `kubedeploy rollout plan deploy/name --image name=image -o json` (harness.RolloutPlan) and
+// returns the new ReplicaSet's sizes it plans (simulator.Plan.NewReplicaSetSizes).
 func planSizes(ctx context.Context, t *testing.T, ns, name, image string) []int32 {
 	t.Helper()
-	out, err := runRollout(ctx, ns, "plan", "deploy/"+name, "--image", name+"="+image, "-o", "json", "--pod-startup", "1")
-	if err != nil {
-		t.Fatalf("rollout plan: %v\n%s", err, out)
-	}
-	var p simulator.Plan
-	if err := json.Unmarshal([]byte(out), &p); err != nil {
-		t.Fatalf("rollout plan -o json: %v\n%s", err, out)
-	}
+	p := harness.RolloutPlan(ctx, t, env.ControlPlane.KubeconfigPath(), ns, name, "--image", name+"="+image, "--pod-startup", "1")
 	t.Logf("rollout plan: new ReplicaSet sizes %v; %s", p.NewReplicaSetSizes(), p.Stopped)
 	return p.NewReplicaSetSizes()
 }

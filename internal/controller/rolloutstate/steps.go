@@ -181,6 +181,18 @@ func (s Step) PauseDuration() time.Duration {
 	return d
 }
 
+// WaitsFor says what ends step s: StepWaitPods for a setWeight (its pods available), StepWaitTime for a timed
+// pause, StepWaitPromotion for an untimed one.
+func (s Step) WaitsFor() StepWait {
+	switch {
+	case s.Pause != nil && s.PauseDuration() > 0:
+		return StepWaitTime
+	case s.Pause != nil:
+		return StepWaitPromotion
+	}
+	return StepWaitPods
+}
+
 // String describes s for events and messages: "setWeight 20", "pause 10m0s", "pause until promoted".
 func (s Step) String() string {
 	switch {
@@ -238,6 +250,17 @@ func StepStateOf(d *appsv1.Deployment) (StepState, bool) {
 		return StepState{}, false
 	}
 	return s, true
+}
+
+// RecordedStep returns d's valid steps and the state recorded for revision (its decimal form, as
+// RevisionAnnotation holds it), ok only when both exist and the recorded step is one of the steps (not done).
+func RecordedStep(d *appsv1.Deployment, revision string) (Steps, StepState, bool) {
+	steps, invalid := StepsOf(d)
+	st, ok := StepStateOf(d)
+	if invalid != nil || steps == nil || !ok || strconv.FormatInt(st.Revision, 10) != revision || st.Step >= len(steps) {
+		return nil, StepState{}, false
+	}
+	return steps, st, true
 }
 
 // Encode returns s as RolloutStepAnnotation's value.

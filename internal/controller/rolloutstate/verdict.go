@@ -101,10 +101,11 @@ func VerdictOf(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) Verdict {
 // stepNote is "; rollout step 3 of 4 (setWeight 50: 5 pods)" while d's rollout runs a setWeight step of its
 // rollout steps (EX-5), from the stored RolloutStepAnnotation, "" otherwise: what the rollout is on its way to.
 func stepNote(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) string {
-	steps, invalid := StepsOf(d)
-	st, ok := StepStateOf(d)
-	if invalid != nil || steps == nil || !ok || newRS == nil || st.Step >= len(steps) || steps[st.Step].SetWeight == nil ||
-		newRS.Annotations[RevisionAnnotation] != strconv.FormatInt(st.Revision, 10) || !StepsApply(d, st.Revision, newRS, rss) {
+	if newRS == nil {
+		return ""
+	}
+	steps, st, ok := RecordedStep(d, newRS.Annotations[RevisionAnnotation])
+	if !ok || steps[st.Step].SetWeight == nil || !StepsApply(d, st.Revision, newRS, rss) {
 		return ""
 	}
 	return fmt.Sprintf("; rollout step %d of %d (%s: %d pods)", st.Step+1, len(steps), steps[st.Step], StepPods(*steps[st.Step].SetWeight, Replicas(d)))
@@ -126,16 +127,15 @@ func stepsVerdict(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, newRS *appsv1.
 	if !StepsApply(d, rev, newRS, rss) {
 		return v, false
 	}
-	steps, invalid := StepsOf(d)
-	if invalid != nil {
+	if _, invalid := StepsOf(d); invalid != nil {
 		if (Partition{Set: true, Replicas: v.Replicas}).Limit(newRS, rss) >= v.Replicas {
 			return v, false
 		}
 		v.Invalid = &PolicyError{Annotation: RolloutStepsAnnotation, Value: d.Annotations[RolloutStepsAnnotation], Fault: invalid.Error(), Effect: StepsEffect}
 		return v.with(PhaseInvalid, fmt.Sprintf("%v; holding %d of %d pods on the new template until the annotation is fixed or removed", invalid, v.Updated, v.Replicas)), true
 	}
-	state, ok := StepStateOf(d)
-	if !ok || state.Revision != rev || state.Step >= len(steps) || steps[state.Step].Pause == nil {
+	steps, state, ok := RecordedStep(d, strconv.FormatInt(rev, 10))
+	if !ok || steps[state.Step].Pause == nil {
 		return v, false
 	}
 	limit := (Partition{Set: true, Pods: StepPods(steps.WeightAt(state.Step), v.Replicas), Replicas: v.Replicas}).Limit(newRS, rss)
