@@ -3,6 +3,7 @@ package differential
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -37,6 +38,10 @@ type phase struct {
 	maxTotal, minAvailable int32
 	// overlap is set when two ReplicaSets had pods (spec or status replicas > 0) at the same time.
 	overlap bool
+	// progressing is the Deployment's Progressing condition (reason and message; normalized by result) in the
+	// order the Deployment watch saw it, repeats collapsed, starting with the one when the phase began (zero for no
+	// condition).
+	progressing []condState
 }
 
 // eventKey is one Deployment event as compared: emitter, type, reason and the message with ReplicaSet names
@@ -49,7 +54,7 @@ func (e eventKey) String() string {
 	return fmt.Sprintf("%s %s %s %q", e.Source, e.Type, e.Reason, e.Message)
 }
 
-// recorder watches the ReplicaSets of one Deployment and its events in one namespace of one cluster.
+// recorder watches one Deployment, its ReplicaSets and its events in one namespace of one cluster.
 type recorder struct {
 	deployment string
 	stop       chan struct{}
@@ -57,6 +62,7 @@ type recorder struct {
 
 	mu          sync.Mutex
 	rsInformer  cache.SharedIndexInformer
+	deployments cache.Store
 	labels      map[string]string // ReplicaSet name → label
 	phases      []*phase
 	occurrences []eventKey // every event occurrence, in arrival order (a count increase is an occurrence)
@@ -76,6 +82,14 @@ func newRecorder(ctx context.Context, client kubernetes.Interface, ns, name, fir
 	}); err != nil {
 		return nil, err
 	}
+	dLW := cache.NewListWatchFromClient(client.AppsV1().RESTClient(), "deployments", ns, fields.OneTermEqualSelector("metadata.name", name))
+	dInformer := cache.NewSharedIndexInformer(dLW, &appsv1.Deployment{}, 0, cache.Indexers{})
+	if _, err := dInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: r.observeDeployment, UpdateFunc: func(_, o any) { r.observeDeployment(o) },
+	}); err != nil {
+		return nil, err
+	}
+	r.deployments = dInformer.GetStore()
 	sel := fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.kind", "Deployment"),
 		fields.OneTermEqualSelector("involvedObject.name", name))
 	evLW := cache.NewListWatchFromClient(client.CoreV1().RESTClient(), "events", ns, sel)
@@ -88,7 +102,8 @@ func newRecorder(ctx context.Context, client kubernetes.Interface, ns, name, fir
 	r.events = evInformer.GetStore()
 	go r.rsInformer.Run(r.stop)
 	go evInformer.Run(r.stop)
-	if !cache.WaitForCacheSync(ctx.Done(), r.rsInformer.HasSynced, evInformer.HasSynced) {
+	go dInformer.Run(r.stop)
+	if !cache.WaitForCacheSync(ctx.Done(), r.rsInformer.HasSynced, evInformer.HasSynced, dInformer.HasSynced) {
 		close(r.stop)
 		return nil, fmt.Errorf("informers in %s did not sync", ns)
 	}
@@ -166,7 +181,36 @@ func (r *recorder) mark(name string) {
 		avail += rs.Status.AvailableReplicas
 	}
 	p.maxTotal, p.minAvailable = total, avail
+	p.progressing = []condState{r.progressingCondition()}
 	r.phases = append(r.phases, p)
+}
+
+// observeDeployment records the Deployment's Progressing condition into the current phase when it changed.
+func (r *recorder) observeDeployment(obj any) {
+	if _, ok := obj.(*appsv1.Deployment); !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.phases[len(r.phases)-1]
+	if c := r.progressingCondition(); len(p.progressing) == 0 || p.progressing[len(p.progressing)-1] != c {
+		p.progressing = append(p.progressing, c)
+	}
+}
+
+// progressingCondition returns the watched Deployment's Progressing condition, message not yet normalized (zero
+// without the Deployment or the condition).
+func (r *recorder) progressingCondition() condState {
+	objs := r.deployments.List() // the watch selects the one Deployment by name
+	if len(objs) == 0 {
+		return condState{}
+	}
+	for _, c := range objs[0].(*appsv1.Deployment).Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing {
+			return condState{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message}
+		}
+	}
+	return condState{}
 }
 
 // observeEvent records each new occurrence of a Deployment event (a new event or a count increase).
@@ -207,6 +251,10 @@ func (r *recorder) result() ([]phase, []eventKey) {
 	phases := make([]phase, len(r.phases))
 	for i, p := range r.phases {
 		phases[i] = *p
+		phases[i].progressing = slices.Clone(p.progressing)
+		for j := range phases[i].progressing {
+			phases[i].progressing[j].Message = r.normalize(p.progressing[j].Message)
+		}
 	}
 	events := make([]eventKey, len(r.occurrences))
 	for i, e := range r.occurrences {
