@@ -52,8 +52,9 @@ type Step struct {
 	SetWeight *int32 `json:"setWeight,omitempty"`
 	// Pause holds the rollout where the steps before it put it.
 	Pause *StepPause `json:"pause,omitempty"`
-	// Analysis is EX-6's; until it is implemented, a step with it makes the steps invalid.
-	Analysis *json.RawMessage `json:"analysis,omitempty"`
+	// Analysis holds the rollout while templates' metrics are measured (EX-6); until the controller runs
+	// analyses, a step with it makes the steps invalid.
+	Analysis *StepAnalysis `json:"analysis,omitempty"`
 }
 
 // StepPause is a pause step: for Duration (Go duration syntax, e.g. "10m", "30s") once the step starts, or,
@@ -144,6 +145,8 @@ func (s Step) check(last int32) string {
 	switch {
 	case set != 1:
 		return "want exactly one of setWeight, pause, analysis"
+	case s.Analysis != nil && s.Analysis.check() != "":
+		return s.Analysis.check()
 	case s.Analysis != nil:
 		return "analysis steps are not supported yet (EX-6)"
 	case s.SetWeight != nil && (*s.SetWeight < 0 || *s.SetWeight > 100):
@@ -202,8 +205,10 @@ func (s Step) String() string {
 		return "pause " + s.PauseDuration().String()
 	case s.Pause != nil:
 		return "pause until promoted"
+	case s.Analysis != nil:
+		return s.Analysis.String()
 	}
-	return "analysis"
+	return "empty step"
 }
 
 // StepPods returns the pods on the new template a setWeight of weight percent allows for a Deployment of

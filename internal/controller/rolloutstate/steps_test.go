@@ -43,6 +43,12 @@ func TestParseSteps(t *testing.T) {
 		{"- pause: {duration: 1m, forever: true}", "not a list of steps"},
 		{"- setWeight: 20%", "not a list of steps"},
 		{"- analysis: {templates: [x]}", "step 1: analysis steps are not supported yet"},
+		{"- analysis: {}", "step 1: analysis names no templates"},
+		{"- analysis: {templates: [Error_Rate]}", `step 1: analysis template "Error_Rate" is not a ConfigMap name`},
+		{"- analysis: {templates: [a, a]}", `step 1: analysis template "a" is named twice`},
+		{"- analysis: {templates: [a], args: [{value: x}]}", "step 1: analysis arg without a name"},
+		{"- analysis: {templates: [a], args: [{name: h, value: x}, {name: h, value: y}]}", `step 1: analysis arg "h" is given twice`},
+		{"- analysis: {template: [a]}", `unknown field "template"`},
 		{"[]", "no steps"},
 		{"", "no steps"},
 	} {
