@@ -322,6 +322,8 @@ func printRolloutSteps(out io.Writer, p *simulator.Plan) {
 			fmt.Fprintf(out, "  %d. %s: %s on the new template, available before the next step\n", i+1, s.Step, pods)
 		case rolloutstate.StepWaitTime:
 			fmt.Fprintf(out, "  %d. %s: holds at %s\n", i+1, s.Step, pods)
+		case rolloutstate.StepWaitAnalysis:
+			fmt.Fprintf(out, "  %d. %s: holds at %s until every metric succeeded; a failure aborts the rollout\n", i+1, s.Step, pods)
 		default:
 			fmt.Fprintf(out, "  %d. %s: holds at %s until `kubedeploy rollout promote deploy/%s`\n", i+1, s.Step, pods, p.Deployment)
 		}

@@ -203,8 +203,12 @@ const BackgroundRun = -1
 // AnalysisRun is one analysis of a rollout: of the analysis step at index Step, or the background one
 // (BackgroundRun); when it started, and its metrics' records in the templates' order.
 type AnalysisRun struct {
-	Step    int            `json:"step"`
-	Since   metav1.Time    `json:"since"`
+	Step  int         `json:"step"`
+	Since metav1.Time `json:"since"`
+	// Phase is the run's verdict once it is done (Successful, Failed, Inconclusive, Error), as the Deployment
+	// controller decided it from the templates' limits then; empty while it runs. A recorded verdict stands even
+	// if the templates change afterwards.
+	Phase   AnalysisPhase  `json:"phase,omitempty"`
 	Metrics []MetricRecord `json:"metrics"`
 }
 
@@ -219,11 +223,11 @@ func (run *AnalysisRun) Metric(name string) *MetricRecord {
 	return &run.Metrics[len(run.Metrics)-1]
 }
 
-// Phase returns the run's phase for its metrics' limits (by metric name; a metric without a record yet is
+// Evaluate returns the run's phase for its metrics' limits (by metric name; a metric without a record yet is
 // Running): Failed when any metric failed, else Inconclusive or Error when any waits for a human, else Successful
 // when every one succeeded, else Running. metric names the metric that decided a Failed, Inconclusive or Error
 // phase ("" otherwise). A run with no metrics is Running: it never succeeds on nothing.
-func (run AnalysisRun) Phase(limits map[string]MetricLimits, order []string) (phase AnalysisPhase, metric string) {
+func (run AnalysisRun) Evaluate(limits map[string]MetricLimits, order []string) (phase AnalysisPhase, metric string) {
 	phases := make([]AnalysisPhase, len(order))
 	for i, name := range order {
 		phases[i] = AnalysisRunning

@@ -112,7 +112,7 @@ func TestAnalysisRunPhase(t *testing.T) {
 		{"a record of a metric no longer in the templates is ignored", run(named("a", record(ok)), named("b", record(ok)), named("c", record(bad))), order, AnalysisSuccessful, ""},
 		{"no metrics never succeeds", run(), nil, AnalysisRunning, ""},
 	} {
-		if got, metric := tc.run.Phase(limits, tc.order); got != tc.want || metric != tc.metric {
+		if got, metric := tc.run.Evaluate(limits, tc.order); got != tc.want || metric != tc.metric {
 			t.Errorf("%s: %s %q, want %s %q", tc.name, got, metric, tc.want, tc.metric)
 		}
 	}
@@ -158,5 +158,48 @@ func TestStepAnalysisString(t *testing.T) {
 	}
 	if got := a.ArgsMap(); got["svc"] != "web" || len(got) != 1 {
 		t.Errorf("ArgsMap = %v", got)
+	}
+}
+
+// EX-6 in EX-5's steps: an analysis step holds at the setWeight before it until its run is recorded
+// Successful; a run still going, or one recorded Failed or waiting for a human, keeps holding; a promote of the
+// step goes on.
+func TestAdvanceStepsAnalysis(t *testing.T) {
+	w := newStepsWorld(t, "- setWeight: 30\n")
+	w.steps = append(w.steps, Step{Analysis: &StepAnalysis{Templates: []string{"error-rate"}}}, Step{SetWeight: new(int32(60))})
+	w.at(3, 3)
+	p := w.advance(t0)
+	if p.State.Step != 1 || p.Wait != StepWaitAnalysis || p.Partition.Pods != 3 {
+		t.Fatalf("30%% reached: %+v", p)
+	}
+	for _, phase := range []AnalysisPhase{"", AnalysisFailed, AnalysisInconclusive, AnalysisError} {
+		rec := AnalysisRecord{Revision: 2}
+		rec.Start(1, t0).Phase = phase
+		w.d.Annotations[RolloutAnalysisStateAnnotation] = rec.Encode()
+		if p = w.advance(t0.Add(time.Minute)); p.State.Step != 1 || p.Wait != StepWaitAnalysis || p.Changed {
+			t.Errorf("run %q: %+v, want held at the analysis", phase, p)
+		}
+	}
+	other := AnalysisRecord{Revision: 1}
+	other.Start(1, t0).Phase = AnalysisSuccessful
+	w.d.Annotations[RolloutAnalysisStateAnnotation] = other.Encode()
+	if p = w.advance(t0.Add(time.Minute)); p.State.Step != 1 {
+		t.Errorf("another revision's successful run: %+v, want held", p)
+	}
+	rec := AnalysisRecord{Revision: 2}
+	rec.Start(1, t0).Phase = AnalysisSuccessful
+	w.d.Annotations[RolloutAnalysisStateAnnotation] = rec.Encode()
+	if p = w.advance(t0.Add(time.Minute)); p.State.Step != 2 || p.Wait != StepWaitPods || p.Partition.Pods != 6 {
+		t.Errorf("run successful: %+v, want step 3 (60%%)", p)
+	}
+	if got := w.steps[1].WaitsFor(); got != StepWaitAnalysis {
+		t.Errorf("WaitsFor = %q", got)
+	}
+	w2 := newStepsWorld(t, "- setWeight: 30\n")
+	w2.steps = append(w2.steps, Step{Analysis: &StepAnalysis{Templates: []string{"error-rate"}}})
+	w2.at(3, 3)
+	w2.d.Annotations[RolloutPromoteAnnotation] = PromoteValue(2, 1, false)
+	if p = w2.advance(t0); p.State.Step != 2 || p.Partition.Set {
+		t.Errorf("analysis promoted: %+v, want every step done", p)
 	}
 }

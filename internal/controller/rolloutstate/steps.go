@@ -185,9 +185,11 @@ func (s Step) PauseDuration() time.Duration {
 }
 
 // WaitsFor says what ends step s: StepWaitPods for a setWeight (its pods available), StepWaitTime for a timed
-// pause, StepWaitPromotion for an untimed one.
+// pause, StepWaitPromotion for an untimed one, StepWaitAnalysis for an analysis.
 func (s Step) WaitsFor() StepWait {
 	switch {
+	case s.Analysis != nil:
+		return StepWaitAnalysis
 	case s.Pause != nil && s.PauseDuration() > 0:
 		return StepWaitTime
 	case s.Pause != nil:
@@ -314,6 +316,8 @@ const (
 	StepWaitTime StepWait = "pause"
 	// StepWaitPromotion: `kubedeploy rollout promote` (an untimed pause).
 	StepWaitPromotion StepWait = "promotion"
+	// StepWaitAnalysis: an analysis step's run to succeed (EX-6), or a promote.
+	StepWaitAnalysis StepWait = "analysis"
 	// StepWaitNone: every step is done; the rollout goes to 100%.
 	StepWaitNone StepWait = ""
 )
@@ -349,8 +353,8 @@ type StepInput struct {
 // that revision (else step 0, starting now), each step whose gate has passed is left for the next, in order,
 // each starting when the one before it ended: a setWeight once its pods are updated and available and the old
 // ReplicaSets hold the rest (StepReached), a timed pause once its duration has passed since it started, an
-// untimed one once promoted; a promote "full" ends them all. A state with a step past the list (the list was
-// shortened) counts as done. The result's Partition is the current step's limit.
+// untimed one once promoted, an analysis once its run is recorded Successful (EX-6) or it is promoted; a promote
+// "full" ends them all. A state with a step past the list (the list was shortened) counts as done. The result's Partition is the current step's limit.
 func AdvanceSteps(in StepInput) StepProgress {
 	replicas := Replicas(in.D)
 	stored, ok := StepStateOf(in.D)
@@ -408,6 +412,11 @@ func stepGate(in StepInput, st StepState, promoted bool, replicas int32) (StepWa
 	case s.PauseDuration() > 0:
 		if left := st.Since.Add(s.PauseDuration()).Sub(in.Now); left > 0 {
 			return StepWaitTime, left
+		}
+	case s.Analysis != nil:
+		rec := AnalysisRecordOf(in.D, in.Revision)
+		if run := rec.Run(st.Step); run == nil || run.Phase != AnalysisSuccessful {
+			return StepWaitAnalysis, 0
 		}
 	default:
 		return StepWaitPromotion, 0
