@@ -3,6 +3,7 @@ package analysis
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -68,8 +69,10 @@ func NewMeasurer(p Prometheus) *Measurer {
 
 // Measure takes one measurement of metric: the prometheus provider renders the query with args and runs it
 // as an instant query; the pods provider counts pods (the new ReplicaSet's, from the caller's cache). It never
-// fails: what goes wrong is an Error or Inconclusive Measurement saying why, never Successful. It returns
-// within the query's timeout (Settings.Timeout, Prometheus.Timeout or DefaultQueryTimeout) or when ctx ends.
+// fails: what goes wrong is an Error or Inconclusive Measurement saying why, never Successful (a metric that
+// could not be measured is not a success: argo-rollouts#1329, #4479). It returns within the query's timeout
+// (Settings.Timeout, Prometheus.Timeout or DefaultQueryTimeout) or when ctx ends; a measurement cut short by
+// ctx is an Error the caller should not record when it is shutting down (ctx.Err() != nil).
 func (m *Measurer) Measure(ctx context.Context, metric Metric, args QueryArgs, pods []*corev1.Pod) Measurement {
 	var ms Measurement
 	conds, err := m.conditionsOf(metric)
@@ -147,7 +150,7 @@ func (m *Measurer) measurePrometheus(ctx context.Context, conds *Conditions, met
 		return Measurement{Phase: PhaseError, Message: err.Error()}
 	}
 	ms := Measurement{Query: query}
-	quoted := "; query: " + truncate(oneLine(query), maxQueryInMessage)
+	quoted := "; query: " + truncate(strings.Join(strings.Fields(query), " "), maxQueryInMessage)
 	address, err := m.prometheus.Address(prov.Address)
 	if err != nil {
 		ms.Phase, ms.Message = PhaseError, err.Error()+quoted

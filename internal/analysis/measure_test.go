@@ -2,7 +2,9 @@ package analysis
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -87,5 +89,37 @@ func TestTruncate(t *testing.T) {
 				t.Errorf("truncate(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
 			}
 		})
+	}
+}
+
+// One Measurer serves the controller's workers at once: concurrent measurements with shared and distinct
+// conditions each get their own verdict (run with -race).
+func TestMeasurerConcurrent(t *testing.T) {
+	m := NewMeasurer(Prometheus{})
+	ready := []*corev1.Pod{pod(true, 0, 0), pod(true, 0, 0)}
+	errs := make(chan string, 64)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				limit := (w*50 + i) % 4
+				metric := Metric{Name: "p", SuccessCondition: fmt.Sprintf("result.ready > %d", limit), Provider: Provider{Pods: &PodsProvider{}}}
+				want := PhaseFailed
+				if limit < 2 {
+					want = PhaseSuccessful
+				}
+				if got := m.Measure(context.Background(), metric, QueryArgs{}, ready); got.Phase != want {
+					errs <- fmt.Sprintf("limit %d: %s, want %s", limit, got.Phase, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }

@@ -157,9 +157,11 @@ func valueOf(v model.Value) (float64, *outcome) {
 	return f, nil
 }
 
-// formatValue is a Prometheus value as Measurement.Value shows it: shortest form, "0.4", "12", "NaN".
+// formatValue is a Prometheus value as Measurement.Value shows it: at most 10 significant digits, so that
+// float noise does not show ("0.4" for 0.3999999999999999, "12", "1234567", "1e-07", "NaN", "+Inf");
+// Measurement.Number keeps the exact value.
 func formatValue(f float64) string {
-	return strconv.FormatFloat(f, 'g', -1, 64)
+	return strconv.FormatFloat(f, 'g', 10, 64)
 }
 
 // httpClient returns the HTTP client of queries to address: p.Transport, and redirects followed only within

@@ -158,3 +158,25 @@ func TestMeasurePrometheusQuery(t *testing.T) {
 		})
 	}
 }
+
+func TestFormatValue(t *testing.T) {
+	cases := []struct {
+		name string
+		f    float64
+		want string
+	}{
+		{"float noise", 0.3999999999999999, "0.4"},
+		{"sum noise", 0.1 + 0.2, "0.3"},
+		{"integer", 1234567, "1234567"},
+		{"zero", 0, "0"},
+		{"small", 1e-7, "1e-07"},
+		{"negative", -2.5, "-2.5"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := formatValue(tc.f); got != tc.want {
+				t.Errorf("formatValue(%v) = %q, want %q", tc.f, got, tc.want)
+			}
+		})
+	}
+}
