@@ -2,6 +2,7 @@ package rolloutstate
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -115,9 +117,9 @@ func StepsOf(d *appsv1.Deployment) (Steps, *StepsError) {
 // 0–100 or not above the setWeight before it, a pause duration that does not parse or is not positive, and
 // (until EX-6 lands) any analysis step.
 func ParseSteps(v string) (Steps, *StepsError) {
-	var steps Steps
-	if err := yaml.UnmarshalStrict([]byte(v), &steps); err != nil {
-		return nil, &StepsError{Fault: "not a list of steps (setWeight, pause): " + oneLine(err.Error())}
+	steps, err := decodeSteps(v)
+	if err != nil {
+		return nil, &StepsError{Fault: "not a list of steps (setWeight, pause, analysis): " + oneLine(err.Error())}
 	}
 	if len(steps) == 0 {
 		return nil, &StepsError{Fault: "no steps: remove the annotation for a plain rolling update"}
@@ -132,6 +134,24 @@ func ParseSteps(v string) (Steps, *StepsError) {
 		}
 	}
 	return steps, nil
+}
+
+// decodeSteps decodes v (YAML or JSON) with Kubernetes' strict rules: keys match field names exactly, case
+// included (encoding/json, and so yaml.UnmarshalStrict alone, would take `SetWeight`), no unknown or duplicate
+// keys. Values are decoded by yaml.UnmarshalStrict, which reads them for the field's type (an arg's `value: 5`
+// is the string "5"); the keys are then checked on the plain JSON form.
+func decodeSteps(v string) (Steps, error) {
+	var steps Steps
+	if err := yaml.UnmarshalStrict([]byte(v), &steps); err != nil {
+		return nil, err
+	}
+	js, err := yaml.YAMLToJSONStrict([]byte(v))
+	if err != nil {
+		return nil, err
+	}
+	var keys Steps
+	strict, _ := kjson.UnmarshalStrict(js, &keys) // a value's type was checked above; only the keys here
+	return steps, errors.Join(strict...)
 }
 
 // check returns what is wrong with s, "" if nothing; last is the setWeight of the steps before it, -1 for none.

@@ -39,7 +39,10 @@ func TestParseSteps(t *testing.T) {
 		{"- setWeight: 50\n- pause: {}\n- setWeight: 50", "step 3: setWeight 50 is not above"},
 		{"- pause: {duration: ten}", `step 1: pause duration "ten" does not parse`},
 		{"- pause: {duration: 0s}", `step 1: pause duration "0s" is not positive`},
-		{"- setWeigth: 20", `not a list of steps (setWeight, pause): unknown field "setWeigth"`},
+		{"- setWeigth: 20", `not a list of steps (setWeight, pause, analysis): unknown field "setWeigth"`},
+		{"- SetWeight: 20", `unknown field "[0].SetWeight"`},
+		{"- setWeight: 20\n- Pause: {}", `unknown field "[1].Pause"`},
+		{"- setWeight: 20\n  setWeight: 30", "not a list of steps"},
 		{"- pause: {duration: 1m, forever: true}", "not a list of steps"},
 		{"- setWeight: 20%", "not a list of steps"},
 		{"- analysis: {templates: [x]}", "step 1: analysis steps are not supported yet"},
@@ -252,5 +255,18 @@ func TestVerdictNamesTheSetWeightStep(t *testing.T) {
 	delete(w.d.Annotations, RolloutStepsAnnotation)
 	if v := VerdictOf(w.d, []*appsv1.ReplicaSet{w.old, w.new}); v.Summary != "progressing: 5 of 10 pods updated, 7 available" {
 		t.Errorf("without steps: %q", v.Summary)
+	}
+}
+
+// EX-5, EX-6: keys are matched exactly (case included), values read for their field's type: an arg's
+// `value: 5` is the string "5". (Unquoted y/n/yes/no are YAML 1.1 booleans and read as "true"/"false", as
+// everywhere sigs.k8s.io/yaml reads Kubernetes objects: quote them.)
+func TestDecodeStepsStrictKeysTypedValues(t *testing.T) {
+	steps, err := decodeSteps(`- analysis: {templates: [a], args: [{name: canary, value: "y"}, {name: replicas, value: 5}]}`)
+	if err != nil || len(steps) != 1 || steps[0].Analysis.ArgsMap()["canary"] != "y" || steps[0].Analysis.ArgsMap()["replicas"] != "5" {
+		t.Fatalf("decodeSteps = %+v, %v", steps, err)
+	}
+	if _, err := decodeSteps("- analysis: {Templates: [a]}"); err == nil || !strings.Contains(err.Error(), `unknown field "[0].analysis.Templates"`) {
+		t.Errorf("Templates: %v, want an unknown field", err)
 	}
 }
