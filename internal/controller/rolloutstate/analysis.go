@@ -24,6 +24,17 @@ const (
 	RolloutAnalysisStateAnnotation = "kubedeploy.io/rollout-analysis-state"
 )
 
+// Progressing reasons of EX-6.
+const (
+	// RolloutAnalysisRunning is the Progressing=True reason while an analysis step's run measures (EX-5, EX-6);
+	// the progress deadline does not run meanwhile.
+	RolloutAnalysisRunning = "RolloutAnalysisRunning"
+	// RolloutAnalysisPaused is the Progressing=True reason while an analysis run that was Inconclusive or Error
+	// (AnalysisRun.Phase) holds the rollout for a human: `kubedeploy rollout promote` goes on, `kubedeploy
+	// rollout abort` rolls back. The progress deadline does not run meanwhile.
+	RolloutAnalysisPaused = "RolloutAnalysisPaused"
+)
+
 // Bounds of RolloutAnalysisStateAnnotation.
 const (
 	// MaxAnalysisMetrics is the most metrics one analysis run may have (over all its templates).
