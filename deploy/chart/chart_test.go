@@ -133,13 +133,15 @@ func TestValuesChangeWhatTheyName(t *testing.T) {
 		"--set", "image.repository=registry.example/kd,image.tag=v9,image.pullPolicy=Always,replicas=3",
 		"--set", "leaderElection.namespace=ops,leaderElection.name=kd-leader",
 		"--set", "controllers.concurrentDeploymentSyncs=8,controllers.extraArgs={--v=2}",
+		"--set", "controllers.prometheusURL=http://prometheus.monitoring:9090,controllers.analysisAllowedAddresses={http://a:9090,http://b:9090}",
 		"--set", "resources.requests.cpu=1"))
 	sts := find[*appsv1.StatefulSet](t, objs, "StatefulSet", "kubedeploy-controllers")
 	c := sts.Spec.Template.Spec.Containers[0]
 	if sts.Namespace != "ops" || *sts.Spec.Replicas != 3 || c.Image != "registry.example/kd:v9" || c.ImagePullPolicy != "Always" {
 		t.Errorf("StatefulSet %s/%s: replicas %d, image %s (%s); want ops, 3, registry.example/kd:v9 (Always)", sts.Namespace, sts.Name, *sts.Spec.Replicas, c.Image, c.ImagePullPolicy)
 	}
-	wantArgs := []string{"--bind-address=0.0.0.0", "--secure-port=10260", "--leader-elect-resource-namespace=ops", "--leader-elect-resource-name=kd-leader", "--concurrent-deployment-syncs=8", "--v=2"}
+	wantArgs := []string{"--bind-address=0.0.0.0", "--secure-port=10260", "--leader-elect-resource-namespace=ops", "--leader-elect-resource-name=kd-leader", "--concurrent-deployment-syncs=8",
+		"--prometheus-url=http://prometheus.monitoring:9090", "--analysis-allowed-addresses=http://a:9090,http://b:9090", "--v=2"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args = %q, want %q", c.Args, wantArgs)
 	}

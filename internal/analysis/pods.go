@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
 )
 
 // PodsResult is the pods provider's result (EX-6): counts over the new ReplicaSet's pods that are not being
@@ -42,15 +44,10 @@ func PodsResultOf(pods []*corev1.Pod) PodsResult {
 	return r
 }
 
-// podReady is whether pod's Ready condition is True (the rule rolloutstate.PodCondition reads; not imported,
-// so that rolloutstate may import this package).
+// podReady is whether pod's Ready condition is True.
 func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	c := rolloutstate.PodCondition(pod, corev1.PodReady)
+	return c != nil && c.Status == corev1.ConditionTrue
 }
 
 // String is r as Measurement.Value shows it: "ready=3 notReady=0 restarts=0 total=3".

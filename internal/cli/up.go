@@ -21,8 +21,10 @@ import (
 	"k8s.io/klog/v2/textlogger"
 
 	"github.com/kubedeploy/kubedeploy/deploy"
+	"github.com/kubedeploy/kubedeploy/internal/analysis"
 	"github.com/kubedeploy/kubedeploy/internal/buildinfo"
 	"github.com/kubedeploy/kubedeploy/internal/cli/cliargs"
+	"github.com/kubedeploy/kubedeploy/internal/cli/controllerscmd"
 	"github.com/kubedeploy/kubedeploy/internal/controlplane"
 	"github.com/kubedeploy/kubedeploy/internal/manager"
 )
@@ -38,11 +40,13 @@ type upOptions struct {
 	controllers         string
 	kubeControllers     string
 	qps                 float32
-	burst               int
-	verbosity           int
-	featureGates        string
-	auditPolicyFile     string
-	auditLogPath        string
+	// prometheus is --prometheus-url and --analysis-allowed-addresses (EX-6), as `kubedeploy controllers` has them.
+	prometheus      analysis.Prometheus
+	burst           int
+	verbosity       int
+	featureGates    string
+	auditPolicyFile string
+	auditLogPath    string
 }
 
 func newUpCommand() *cobra.Command {
@@ -89,6 +93,7 @@ func (o *upOptions) addFlags(f *pflag.FlagSet) {
 	// over more than a status window, and the rollout no longer takes the
 	// steps `rollout plan` predicts (issue 11).
 	f.Float32Var(&o.qps, "kube-api-qps", controlplane.LoopbackQPS, "requests per second each kubedeploy controller may send to the API server (kube-controller-manager's default is 20)")
+	controllerscmd.AddAnalysisFlags(f, &o.prometheus)
 	f.IntVar(&o.burst, "kube-api-burst", controlplane.LoopbackBurst, "burst of requests each kubedeploy controller may send to the API server (kube-controller-manager's default is 30)")
 	f.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity of the kubedeploy controllers (>= 0)")
 	f.StringVar(&o.featureGates, "feature-gates", "", fmt.Sprintf("kube-apiserver feature gates in its syntax 'A=true,B=false', applied over up's %s (alpha, for 'kubedeploy controllers --sharding'); e.g. ShardedListAndWatch=false turns it off", controlplane.DefaultFeatureGates))
@@ -169,6 +174,7 @@ func (o upOptions) check() error {
 		cliargs.Positive("--pod-startup-delay", o.podStartupDelay),
 		cliargs.Positive("--pod-termination-delay", o.podTerminationDelay),
 		cliargs.Positive("--kube-api-qps", o.qps),
+		o.prometheus.Validate(),
 		cliargs.AtLeast("--kube-api-burst", o.burst, 1),
 		cliargs.AtLeast("-v", o.verbosity, 0),
 		featureGatesFlag(o.featureGates),
@@ -226,6 +232,7 @@ func (o upOptions) configs() (manager.Config, controlplane.Config, error) {
 		Version:     buildinfo.Version(),
 		QPS:         o.qps,
 		Burst:       o.burst,
+		Prometheus:  o.prometheus,
 		// The same Lease as `kubedeploy controllers`: one run against this
 		// cluster stands by while these controllers lead.
 		LeaderElection: manager.LeaderElection{Enabled: true, Identity: upIdentity(o.dataDir)},

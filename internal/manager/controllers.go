@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/kubedeploy/kubedeploy/internal/analysis"
 	"github.com/kubedeploy/kubedeploy/internal/controller/apiclient"
 	"github.com/kubedeploy/kubedeploy/internal/controller/deployment"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rawtemplate"
@@ -211,6 +212,7 @@ func newDeploymentController(ctx context.Context, in Inputs) (Runnable, error) {
 
 		StatusSyncWindow: max(0, in.Config.StatusSyncWindow),
 		PendingCreations: in.Creations.count,
+		Analyzer:         analysis.NewSource(in.Client, in.Config.Prometheus),
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 
+	"github.com/kubedeploy/kubedeploy/internal/analysis"
 	"github.com/kubedeploy/kubedeploy/internal/serving"
 )
 
@@ -29,6 +30,9 @@ type Config struct {
 	RESTConfig *rest.Config
 	// Controllers to run: a subset of KnownControllers. Empty runs none.
 	Controllers []string
+	// Prometheus is where rollout steps' analyses send their queries (EX-6): the controllers' --prometheus-url
+	// and --analysis-allowed-addresses. The zero value sends none (a prometheus metric then measures Error).
+	Prometheus analysis.Prometheus
 	// ConcurrentDeploymentSyncs is the number of Deployment workers (CM-1, default 5).
 	ConcurrentDeploymentSyncs int
 	// ConcurrentReplicaSetSyncs is the number of ReplicaSet workers (CM-1, default 5).
@@ -147,6 +151,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Connectivity.Validate(); err != nil {
+		return err
+	}
+	if err := c.Prometheus.Validate(); err != nil {
 		return err
 	}
 	return c.Serving.Validate()

@@ -84,6 +84,7 @@ func addControllersFlags(cmd *cobra.Command, o *controllersOptions) {
 	f.IntVar(&m.Serving.Port, "secure-port", manager.DefaultSecurePort, "HTTPS port for /healthz, /readyz, /livez and /metrics, 0..65535 (0 disables)")
 	f.StringVar(&m.Serving.BindAddress, "bind-address", "127.0.0.1", "IP address for --secure-port (0.0.0.0 for all interfaces, e.g. in a pod)")
 	f.BoolVar(&m.Serving.Profiling, "profiling", true, "serve Go's pprof profiles under /debug/pprof/ on --secure-port, to users allowed get on that nonResourceURL")
+	AddAnalysisFlags(f, &m.Prometheus)
 	logsapi.AddFlags(o.logging, f)
 }
 

@@ -105,3 +105,20 @@ func TestControllersFlagRanges(t *testing.T) {
 		t.Errorf("the bounds themselves: %v", err)
 	}
 }
+
+// EX-6: --prometheus-url and --analysis-allowed-addresses reach the manager's configuration; a value that is not
+// an http(s) URL is refused naming the flag.
+func TestAnalysisFlags(t *testing.T) {
+	cfg, err := parseControllersFlags(t, "--prometheus-url=http://prometheus.monitoring:9090", "--analysis-allowed-addresses=http://a:9090,https://b")
+	if err != nil || cfg.Prometheus.DefaultAddress != "http://prometheus.monitoring:9090" || len(cfg.Prometheus.AllowedAddresses) != 2 {
+		t.Fatalf("config %+v, %v", cfg.Prometheus, err)
+	}
+	for _, tc := range []struct{ arg, flag string }{
+		{"--prometheus-url=prometheus:9090", "--prometheus-url"},
+		{"--analysis-allowed-addresses=ftp://x", "--analysis-allowed-addresses"},
+	} {
+		if _, err := parseControllersFlags(t, tc.arg); err == nil || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("%s: %v, want an error naming %s", tc.arg, err, tc.flag)
+		}
+	}
+}

@@ -78,6 +78,10 @@ type Config struct {
 	// creations are in flight does not lend the new ReplicaSet room those pods will take. Nil counts none (a
 	// ReplicaSet controller in another process: the bound then holds only as far as the caches show).
 	PendingCreations func(namespace, name string) int
+	// Analyzer, if set, takes the measurements of rollout steps' analyses (EX-6): internal/analysis's Source
+	// in the manager. Nil: an analysis step holds its rollout and nothing is measured (the simulator of
+	// `rollout plan`, observe mode's shadow check, which only predict).
+	Analyzer Analyzer
 	// StatusSyncWindow coalesces the syncs a ReplicaSet's status-only
 	// updates cause to at most one per Deployment per window
 	// (runner.EnqueueCoalesced); 0 syncs on every update, as upstream.
@@ -118,6 +122,8 @@ type Controller struct {
 	// freshness is the IM-4 read-your-writes guard over the ReplicaSet and
 	// Deployment caches.
 	freshness *expectations.ReadYourWrites
+	// analyses takes EX-6's measurements off the workers; nil without Config.Analyzer.
+	analyses *measurements
 }
 
 // New builds the controller: it adds ownership.ControllerIndex to the
@@ -131,6 +137,9 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	}
 	c.runner = runner.New(Name, c.syncDeployment, runner.WithObserver(cfg.Observer), runner.WithClock(cfg.Clock),
 		runner.WithSlots(cfg.Slots), runner.WithScope(cfg.Scope))
+	if cfg.Analyzer != nil {
+		c.analyses = newMeasurements(cfg.Analyzer, func(key cache.ObjectName) { c.runner.Enqueue(key) })
+	}
 	if err := c.registerHandlers(klog.FromContext(ctx), cfg); err != nil {
 		return nil, err
 	}
@@ -195,7 +204,12 @@ func newController(cfg Config) (*Controller, error) {
 // Run syncs Deployments with workers workers (CM-1: 5 in the controller
 // manager) once the Deployment, ReplicaSet and pod caches have synced, until
 // ctx is done. It blocks; the caller starts the informers.
-func (c *Controller) Run(ctx context.Context, workers int) { c.runner.Run(ctx, workers) }
+func (c *Controller) Run(ctx context.Context, workers int) {
+	if c.analyses != nil {
+		c.analyses.setContext(ctx)
+	}
+	c.runner.Run(ctx, workers)
+}
 
 // HasSynced reports whether the three informers and this controller's
 // handlers have seen their initial lists.

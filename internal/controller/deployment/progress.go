@@ -109,7 +109,8 @@ func setProgressingCondition(d *appsv1.Deployment, status *appsv1.DeploymentStat
 // meanwhile.
 func heldReason(reason string) bool {
 	switch reason {
-	case rolloutstate.RolloutPartitioned, rolloutstate.InvalidRolloutPartition, rolloutstate.RolloutStepPaused, rolloutstate.InvalidRolloutSteps:
+	case rolloutstate.RolloutPartitioned, rolloutstate.InvalidRolloutPartition, rolloutstate.RolloutStepPaused, rolloutstate.InvalidRolloutSteps,
+		rolloutstate.RolloutAnalysisRunning, rolloutstate.RolloutAnalysisPaused:
 		return true
 	}
 	return false

@@ -32,6 +32,8 @@ type rolloutSteps struct {
 	steps    rolloutstate.Steps
 	progress rolloutstate.StepProgress
 	invalid  *rolloutstate.StepsError
+	// analysis is how the current analysis step holds the rollout (EX-6), nil at any other step.
+	analysis *analysisHold
 }
 
 // syncSteps reads d's rollout steps (EX-5) and sets sc.partition to the limit the current step puts on the new
@@ -61,6 +63,19 @@ func (sc *syncContext) syncSteps(ctx context.Context) error {
 	if p.Wait == rolloutstate.StepWaitTime {
 		sc.requeueAfter = p.Remaining + 100*time.Millisecond
 	}
+	if err := sc.recordStep(ctx, steps, p, rev, replicas); err != nil {
+		return err
+	}
+	if p.Wait == rolloutstate.StepWaitAnalysis && rev != 0 && !sc.d.Spec.Paused {
+		return sc.syncAnalysis(ctx, steps, p) // EX-6
+	}
+	return nil
+}
+
+// recordStep records p's state on d (one write of its stored status) when it changed, with a Normal event for
+// every step that started; nothing for a paused Deployment or before the new ReplicaSet exists. It returns
+// the API error.
+func (sc *syncContext) recordStep(ctx context.Context, steps rolloutstate.Steps, p rolloutstate.StepProgress, rev int64, replicas int32) error {
 	if !p.Changed || rev == 0 || sc.d.Spec.Paused {
 		return nil
 	}
@@ -115,19 +130,29 @@ func (s *rolloutSteps) hold(d *appsv1.Deployment, status *appsv1.DeploymentStatu
 		return &appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: v1.ConditionFalse, Reason: rolloutstate.InvalidRolloutSteps, Message: msg}
 	case s.invalid != nil:
 		return nil
-	case s.progress.Wait != rolloutstate.StepWaitTime && s.progress.Wait != rolloutstate.StepWaitPromotion:
+	case s.progress.Wait != rolloutstate.StepWaitTime && s.progress.Wait != rolloutstate.StepWaitPromotion && s.progress.Wait != rolloutstate.StepWaitAnalysis:
 		return nil
 	case !rolloutstate.HeldAtPartition(d, status, newRS, limit):
 		return nil
+	case s.progress.Wait == rolloutstate.StepWaitAnalysis:
+		return s.analysisCondition(d, status, newRS, replicas)
 	}
 	msg := rolloutstate.StepPausedMessage(progressSubject(d, newRS), d.Name, s.steps, s.progress.State, status.UpdatedReplicas, replicas)
 	return &appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: v1.ConditionTrue, Reason: rolloutstate.RolloutStepPaused, Message: msg}
 }
 
-// abortDue reports whether `kubedeploy rollout abort` asked to abort the current revision (EX-5) and its
-// rollout has not completed.
-func (sc *syncContext) abortDue() bool {
-	return rolloutstate.AbortRequested(sc.d, sc.newRevision()) && !rolloutstate.Complete(sc.d, &sc.d.Status)
+// abortDue reports why the current revision's rollout is to be aborted (EX-5), "" when it is not: `kubedeploy
+// rollout abort` asked, or its analysis at the current step failed (EX-6); never once it has completed.
+func (sc *syncContext) abortDue() string {
+	switch {
+	case rolloutstate.Complete(sc.d, &sc.d.Status):
+		return ""
+	case rolloutstate.AbortRequested(sc.d, sc.newRevision()):
+		return "as asked (" + rolloutstate.RolloutAbortAnnotation + ")"
+	case sc.analysisFailed():
+		return "as its analysis failed"
+	}
+	return ""
 }
 
 // abortRollout rolls d back from its current revision as EX-2 does (autoRollback), as `kubedeploy rollout
@@ -135,7 +160,7 @@ func (sc *syncContext) abortDue() bool {
 // the old ReplicaSet holding the most replicas (the one the steps kept the rest of the pods on). It records
 // the aborted revision in rolloutstate.FailedRevisionAnnotation and emits RolloutAborted naming both; with
 // nothing to return to it emits RolloutAbortSkipped and writes nothing. It returns the API errors.
-func (sc *syncContext) abortRollout(ctx context.Context) error {
+func (sc *syncContext) abortRollout(ctx context.Context, why string) error {
 	rev := sc.newRevision()
 	target := rolloutstate.PlanAutoRollback(sc.d, sc.newRS, sc.oldRSs).Target
 	if target == nil {
@@ -154,8 +179,7 @@ func (sc *syncContext) abortRollout(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("aborting revision %d, rolling back to revision %d: %w", rev, to, err)
 	}
-	msg := fmt.Sprintf("Aborted the rollout of revision %d as asked (%s), rolling back to revision %d (ReplicaSet %q)",
-		rev, rolloutstate.RolloutAbortAnnotation, to, target.Name)
+	msg := fmt.Sprintf("Aborted the rollout of revision %d %s, rolling back to revision %d (ReplicaSet %q)", rev, why, to, target.Name)
 	sc.c.recorder.Event(sc.d, v1.EventTypeWarning, RolloutAborted, msg)
 	sc.logger.Info("Aborted a rollout", "revision", rev, "to", to, "replicaSet", klog.KObj(target))
 	setCondition(&sc.d.Status, newCondition(appsv1.DeploymentProgressing, v1.ConditionTrue, ReplicaSetUpdated, msg+".", sc.now))

@@ -110,7 +110,8 @@ func (w *stepsWorld) check(before *appsv1.Deployment, newBefore int32) {
 	after := w.f.deployment()
 	rev, _ := strconv.ParseInt(before.Annotations[rolloutstate.RevisionAnnotation], 10, 64)
 	if !equality.Semantic.DeepEqual(before.Spec, after.Spec) {
-		if !rolloutstate.AbortRequested(before, rev) || after.Annotations[rolloutstate.FailedRevisionAnnotation] != strconv.FormatInt(rev, 10) {
+		aborted := rolloutstate.AbortRequested(before, rev) || analysisFailedIn(after, rev)
+		if !aborted || after.Annotations[rolloutstate.FailedRevisionAnnotation] != strconv.FormatInt(rev, 10) {
 			w.fatalf("the controller changed the spec without an abort of revision %d:\n%+v\n%+v", rev, before.Spec, after.Spec)
 		}
 		return
@@ -135,6 +136,17 @@ func (w *stepsWorld) check(before *appsv1.Deployment, newBefore int32) {
 	if floor := replicas - w.unavailable; available < floor && available < w.availableBefore(before) {
 		w.fatalf("%d pods available, below %d − maxUnavailable %d", available, replicas, w.unavailable)
 	}
+}
+
+// analysisFailedIn reports whether d records a Failed analysis run of revision rev (EX-6: the sync aborts it).
+func analysisFailedIn(d *appsv1.Deployment, rev int64) bool {
+	rec := rolloutstate.AnalysisRecordOf(d, rev)
+	for _, run := range rec.Runs {
+		if run.Phase == rolloutstate.AnalysisFailed {
+			return true
+		}
+	}
+	return false
 }
 
 // checkRecorded fails the test when steps run d's rollout to a new ReplicaSet that existed before the sync

@@ -116,8 +116,8 @@ func (sc *syncContext) run(ctx context.Context) (runner.Result, error) {
 			return runner.Result{}, err
 		}
 	}
-	if sc.abortDue() { // EX-5
-		return runner.Result{}, sc.abortRollout(ctx)
+	if why := sc.abortDue(); why != "" { // EX-5, EX-6
+		return runner.Result{}, sc.abortRollout(ctx, why)
 	}
 	switch sc.d.Spec.Strategy.Type { // SD-10
 	case appsv1.RecreateDeploymentStrategyType:

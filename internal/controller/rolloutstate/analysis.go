@@ -328,3 +328,20 @@ func (a *StepAnalysis) ArgsMap() map[string]string {
 	}
 	return m
 }
+
+// AnalysisHeldMessage is the Progressing=True message while analysis step st.Step of steps holds subject, of
+// Deployment name, with updated of replicas pods on the new template (EX-6): which step and, by the run's
+// phase (AnalysisRun.Phase; "" while it measures), what it waits for; why, when not empty, says what keeps a
+// measuring run from measuring (templates that cannot be used). It does not change with each measurement, so a
+// running analysis does not rewrite the condition.
+func AnalysisHeldMessage(subject, name string, steps Steps, st StepState, phase AnalysisPhase, why string, updated, replicas int32) string {
+	head := fmt.Sprintf("%s has %d of %d pods updated, held by rollout step %d of %d (%s)", subject, updated, replicas, st.Step+1, len(steps), steps[st.Step])
+	switch {
+	case phase == AnalysisInconclusive || phase == AnalysisError:
+		return fmt.Sprintf("%s: the analysis ended %s; `kubedeploy rollout promote deploy/%s` goes on, `kubedeploy rollout abort deploy/%s` rolls back.",
+			head, phase, name, name)
+	case why != "":
+		return fmt.Sprintf("%s: %s.", head, why)
+	}
+	return head + " while its metrics are measured."
+}

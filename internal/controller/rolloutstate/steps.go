@@ -19,7 +19,8 @@ import (
 const (
 	// RolloutStepsAnnotation opts a RollingUpdate Deployment into rollout steps (EX-5): an ordered YAML or JSON
 	// list, each item one of `setWeight: P` (percent of spec.replicas on the new template, then hold),
-	// `pause: {duration: D}` (hold D once the step before it is reached) or `pause: {}` (hold until promoted).
+	// `pause: {duration: D}` (hold D once the step before it is reached), `pause: {}` (hold until promoted) or
+	// `analysis: {templates: [NAME…], args: [{name, value}]}` (hold until its metrics succeed, EX-6).
 	// After the last step the rollout goes to 100%. It is a policy annotation (EX-0): every ReplicaSet carries it.
 	RolloutStepsAnnotation = "kubedeploy.io/rollout-steps"
 	// RolloutStepAnnotation is the controller's record of where a rollout with steps stands (StepState, JSON):
@@ -54,8 +55,7 @@ type Step struct {
 	SetWeight *int32 `json:"setWeight,omitempty"`
 	// Pause holds the rollout where the steps before it put it.
 	Pause *StepPause `json:"pause,omitempty"`
-	// Analysis holds the rollout while templates' metrics are measured (EX-6); until the controller runs
-	// analyses, a step with it makes the steps invalid.
+	// Analysis holds the rollout while templates' metrics are measured (EX-6).
 	Analysis *StepAnalysis `json:"analysis,omitempty"`
 }
 
@@ -114,8 +114,8 @@ func StepsOf(d *appsv1.Deployment) (Steps, *StepsError) {
 
 // ParseSteps parses a RolloutStepsAnnotation value, YAML or JSON. Refused, with a *StepsError naming the fault:
 // a value that is not a list, an empty list, an unknown key, a step with no field or two, a setWeight outside
-// 0–100 or not above the setWeight before it, a pause duration that does not parse or is not positive, and
-// (until EX-6 lands) any analysis step.
+// 0–100 or not above the setWeight before it, a pause duration that does not parse or is not positive, an
+// analysis without templates or with a template or arg named twice (StepAnalysis.check).
 func ParseSteps(v string) (Steps, *StepsError) {
 	steps, err := decodeSteps(v)
 	if err != nil {
@@ -167,8 +167,6 @@ func (s Step) check(last int32) string {
 		return "want exactly one of setWeight, pause, analysis"
 	case s.Analysis != nil && s.Analysis.check() != "":
 		return s.Analysis.check()
-	case s.Analysis != nil:
-		return "analysis steps are not supported yet (EX-6)"
 	case s.SetWeight != nil && (*s.SetWeight < 0 || *s.SetWeight > 100):
 		return fmt.Sprintf("setWeight %d is outside 0–100", *s.SetWeight)
 	case s.SetWeight != nil && *s.SetWeight <= last:

@@ -45,7 +45,6 @@ func TestParseSteps(t *testing.T) {
 		{"- setWeight: 20\n  setWeight: 30", "not a list of steps"},
 		{"- pause: {duration: 1m, forever: true}", "not a list of steps"},
 		{"- setWeight: 20%", "not a list of steps"},
-		{"- analysis: {templates: [x]}", "step 1: analysis steps are not supported yet"},
 		{"- analysis: {}", "step 1: analysis names no templates"},
 		{"- analysis: {templates: [Error_Rate]}", `step 1: analysis template "Error_Rate" is not a ConfigMap name`},
 		{"- analysis: {templates: [a, a]}", `step 1: analysis template "a" is named twice`},
