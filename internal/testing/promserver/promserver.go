@@ -32,6 +32,9 @@ type Config struct {
 	ScrapeInterval time.Duration
 	// Rules, when not empty, is the content of a Prometheus rule file the server loads.
 	Rules string
+	// Address, when not empty, is the 127.0.0.1 host:port to listen on (a Prometheus started again where the
+	// one a test stopped was, e.g. Server.Address); empty picks a free port.
+	Address string
 }
 
 // Server is a running Prometheus; the test's cleanup stops it.
@@ -66,7 +69,7 @@ func Binary(t testing.TB) string {
 	return bin
 }
 
-// Run starts Prometheus with c on 127.0.0.1 and a free port, storage in a temporary directory, and returns
+// Run starts Prometheus with c on 127.0.0.1 and a free port (or c.Address), storage in a temporary directory, and returns
 // once /-/ready answers 200; it fails t when Prometheus does not start or exits first. The process ends when
 // ctx ends, when Stop is called or when t ends; its log is printed when t failed.
 func Run(ctx context.Context, t testing.TB, c Config) *Server {
@@ -77,7 +80,10 @@ func Run(ctx context.Context, t testing.TB, c Config) *Server {
 	if err := os.WriteFile(config, []byte(configFile(c, dir, t)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddress(t)
+	addr := c.Address
+	if addr == "" {
+		addr = freeAddress(t)
+	}
 	logFile, err := os.Create(filepath.Join(dir, "prometheus.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +113,9 @@ func Run(ctx context.Context, t testing.TB, c Config) *Server {
 	}
 	return s
 }
+
+// Address is the host:port s listens on (Config.Address to start another there).
+func (s *Server) Address() string { return strings.TrimPrefix(s.URL, "http://") }
 
 // Stop ends the process and waits for it to exit, so that the next query finds nothing listening ("Prometheus
 // down"); it may be called more than once.
