@@ -52,10 +52,14 @@ func newWatchCommand(c *clusterFlags) *cobra.Command {
 		Long: `Follows the rollout of a Deployment: its ReplicaSets (desired, ready, available), its
 conditions, the latest events, and why it is stuck: the new ReplicaSet's pods that are not
 available, grouped by reason (ImagePullBackOff, CrashLoopBackOff, Unschedulable, not Ready
-after N s, ...) with their names and the first one's message.
+after N s, ...) with their names and the first one's message. At an analysis step, and
+with kubedeploy.io/rollout-analysis, it shows each metric's last value, phase and counts
+(with its conditions when it can read the analysis templates' ConfigMaps) and, when an
+analysis paused the rollout for a human, the commands that end the wait.
 
 On a terminal it is a live view with one progress bar per ReplicaSet (q or Ctrl-C stops
-watching). Piped, or with --plain, it prints a block of plain lines whenever something
+watching; at a pause step or an analysis paused for a human, p promotes, f promotes
+--full, a aborts). Piped, or with --plain, it prints a block of plain lines whenever something
 changes, each event in one block only.
 
 With --timeline it also records the rollout from the moment it starts watching and, when it
