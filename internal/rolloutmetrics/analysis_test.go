@@ -155,6 +155,26 @@ func TestAnalysisWaitsOnRolloutStep(t *testing.T) {
 // analysisSeries are the metric families of EX-6.
 var analysisSeries = []string{"kubedeploy_analysis_measurements_total", "kubedeploy_analysis_last_value", "kubedeploy_analysis_run_seconds"}
 
+// pausedAnalysisSeries are the analysis series TestAnalysisMetrics expects of its paused rollout at 100 s.
+const pausedAnalysisSeries = `
+# HELP kubedeploy_analysis_last_value [ALPHA] The value of the last measurement of a metric of a Deployment's analyses (EX-6), when it is a finite number (a Prometheus query's result); no series otherwise (the pods provider, an error, NaN).
+# TYPE kubedeploy_analysis_last_value gauge
+kubedeploy_analysis_last_value{deployment="web",metric="error-rate",namespace="ns"} 0.03
+# HELP kubedeploy_analysis_measurements_total [ALPHA] Measurements of a metric of a Deployment's analyses (EX-6) by phase (Successful, Failed, Inconclusive, Error), as recorded on the Deployment (kubedeploy.io/rollout-analysis-state) for its current revision, summed over its runs; it only grows within a revision and starts over with the next revision's analyses, which rate() and increase() take as a counter reset, as after a process restart.
+# TYPE kubedeploy_analysis_measurements_total counter
+kubedeploy_analysis_measurements_total{deployment="web",metric="error-rate",namespace="ns",phase="Error"} 0
+kubedeploy_analysis_measurements_total{deployment="web",metric="error-rate",namespace="ns",phase="Failed"} 0
+kubedeploy_analysis_measurements_total{deployment="web",metric="error-rate",namespace="ns",phase="Inconclusive"} 2
+kubedeploy_analysis_measurements_total{deployment="web",metric="error-rate",namespace="ns",phase="Successful"} 1
+kubedeploy_analysis_measurements_total{deployment="web",metric="restarts",namespace="ns",phase="Error"} 0
+kubedeploy_analysis_measurements_total{deployment="web",metric="restarts",namespace="ns",phase="Failed"} 0
+kubedeploy_analysis_measurements_total{deployment="web",metric="restarts",namespace="ns",phase="Inconclusive"} 0
+kubedeploy_analysis_measurements_total{deployment="web",metric="restarts",namespace="ns",phase="Successful"} 3
+# HELP kubedeploy_analysis_run_seconds [ALPHA] Seconds an analysis run (EX-6) has held the rollout in progress of a Deployment, by run (step-N, background) and phase: Running, since it started; Inconclusive or Error, waiting for a human (kubedeploy rollout promote or abort), since the measurement that decided it. No series for a run that does not hold the rollout.
+# TYPE kubedeploy_analysis_run_seconds gauge
+kubedeploy_analysis_run_seconds{deployment="web",namespace="ns",phase="Inconclusive",run="step-2"} 60
+`
+
 // EX-6: the registered analysis metrics follow the record of the tracked Deployment's current revision: every
 // phase's count per metric, the last value when a number, the run paused for a human with the time since the
 // measurement that decided it; a new revision's record starts the counts over (a counter reset), and a
@@ -178,25 +198,7 @@ func TestAnalysisMetrics(t *testing.T) {
 	}}, &rolloutstate.StepState{Revision: 2, Step: 1}, "").Annotations
 	tr.Observe(c.d, c.rss, c.pods, at(50))
 
-	want := `
-# HELP kubedeploy_analysis_last_value [ALPHA] The value of the last measurement of a metric of a Deployment's analyses (EX-6), when it is a finite number (a Prometheus query's result); no series otherwise (the pods provider, an error, NaN).
-# TYPE kubedeploy_analysis_last_value gauge
-kubedeploy_analysis_last_value{deployment="web",metric="error-rate",namespace="ns"} 0.03
-# HELP kubedeploy_analysis_measurements_total [ALPHA] Measurements of a metric of a Deployment's analyses (EX-6) by phase (Successful, Failed, Inconclusive, Error), as recorded on the Deployment (kubedeploy.io/rollout-analysis-state) for its current revision, summed over its runs; it only grows within a revision and starts over with the next revision's analyses, which rate() and increase() take as a counter reset, as after a process restart.
-# TYPE kubedeploy_analysis_measurements_total counter
-kubedeploy_analysis_measurements_total{deployment="web",metric="error-rate",namespace="ns",phase="Error"} 0
-kubedeploy_analysis_measurements_total{deployment="web",metric="error-rate",namespace="ns",phase="Failed"} 0
-kubedeploy_analysis_measurements_total{deployment="web",metric="error-rate",namespace="ns",phase="Inconclusive"} 2
-kubedeploy_analysis_measurements_total{deployment="web",metric="error-rate",namespace="ns",phase="Successful"} 1
-kubedeploy_analysis_measurements_total{deployment="web",metric="restarts",namespace="ns",phase="Error"} 0
-kubedeploy_analysis_measurements_total{deployment="web",metric="restarts",namespace="ns",phase="Failed"} 0
-kubedeploy_analysis_measurements_total{deployment="web",metric="restarts",namespace="ns",phase="Inconclusive"} 0
-kubedeploy_analysis_measurements_total{deployment="web",metric="restarts",namespace="ns",phase="Successful"} 3
-# HELP kubedeploy_analysis_run_seconds [ALPHA] Seconds an analysis run (EX-6) has held the rollout in progress of a Deployment, by run (step-N, background) and phase: Running, since it started; Inconclusive or Error, waiting for a human (kubedeploy rollout promote or abort), since the measurement that decided it. No series for a run that does not hold the rollout.
-# TYPE kubedeploy_analysis_run_seconds gauge
-kubedeploy_analysis_run_seconds{deployment="web",namespace="ns",phase="Inconclusive",run="step-2"} 60
-`
-	if err := testutil.GatherAndCompare(legacyregistry.DefaultGatherer, strings.NewReader(want), analysisSeries...); err != nil {
+	if err := testutil.GatherAndCompare(legacyregistry.DefaultGatherer, strings.NewReader(pausedAnalysisSeries), analysisSeries...); err != nil {
 		t.Error(err)
 	}
 

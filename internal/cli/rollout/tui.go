@@ -182,13 +182,7 @@ func (t tuiModel) View() string {
 		label := style.Render(fmt.Sprintf("%s %-*s rev %-3s", kind, nameWidth, rs.Name, rs.Revision))
 		fmt.Fprintf(&b, "%s %s  %d desired  %d ready  %d available\n", label, t.bar.ViewAs(rs.Fraction), rs.Desired, rs.Ready, rs.Available)
 	}
-	if m.Spread != nil {
-		style := dimStyle
-		if m.Spread.Err != nil || m.Spread.Skew > 1 {
-			style = warnStyle
-		}
-		b.WriteString("\n" + t.wrap(style, 0, m.Spread.Line()))
-	}
+	b.WriteString(t.spreadView(m))
 	b.WriteString(t.analysisView(m))
 	if len(m.Stuck) > 0 {
 		b.WriteString("\n" + headingStyle.Render("why the new ReplicaSet's pods are not available") + "\n")
@@ -226,6 +220,19 @@ func (t tuiModel) View() string {
 		b.WriteString("\n" + dimStyle.Render("q: stop watching") + "\n")
 	}
 	return b.String()
+}
+
+// spreadView draws m's spread across topology domains (EX-4), "" without one: dim, in warning colours when the
+// annotation cannot be used or the skew is over 1.
+func (t tuiModel) spreadView(m *viewmodel.Model) string {
+	if m.Spread == nil {
+		return ""
+	}
+	style := dimStyle
+	if m.Spread.Err != nil || m.Spread.Skew > 1 {
+		style = warnStyle
+	}
+	return "\n" + t.wrap(style, 0, m.Spread.Line())
 }
 
 // analysisView draws m's analyses (EX-6), "" without any: per run its header (warning colours while it waits

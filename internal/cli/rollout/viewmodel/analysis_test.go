@@ -80,10 +80,19 @@ func withBackground(annotations map[string]string, names string) map[string]stri
 	return out
 }
 
-// EX-6 in `rollout watch`: the analysis step's run and the background run, each metric's last value, phase and
-// counts, with the template's count and conditions when the watch can read it and without them when it cannot
-// (no error); a run paused for a human names the commands that end the wait.
-func TestAnalysisLines(t *testing.T) {
+// analysisLineCase is a case of TestAnalysisLines: the Deployment's Progressing reason, record and annotations,
+// the templates the watch could read, and the lines wanted.
+type analysisLineCase struct {
+	name      string
+	reason    string
+	rec       *rolloutstate.AnalysisRecord
+	ann       map[string]string
+	templates []*v1.ConfigMap
+	want      string
+}
+
+// analysisLineCases are TestAnalysisLines' cases.
+func analysisLineCases() []analysisLineCase {
 	stepRun := func(phase rolloutstate.AnalysisPhase, m ...rolloutstate.MetricRecord) rolloutstate.AnalysisRun {
 		return rolloutstate.AnalysisRun{Step: 1, Phase: phase, Metrics: m}
 	}
@@ -91,14 +100,7 @@ func TestAnalysisLines(t *testing.T) {
 		return rolloutstate.AnalysisRun{Step: rolloutstate.BackgroundRun, Phase: phase, Metrics: m}
 	}
 	ok2 := lastAt("error-rate", [4]int32{2, 0, 0, 0}, rolloutstate.MeasurementSuccessful, "0.004")
-	for _, tc := range []struct {
-		name      string
-		reason    string
-		rec       *rolloutstate.AnalysisRecord
-		ann       map[string]string
-		templates []*v1.ConfigMap
-		want      string
-	}{
+	return []analysisLineCase{
 		{name: "at an analysis step, measuring", reason: rolloutstate.RolloutAnalysisRunning, ann: atAnalysisStep,
 			rec: &rolloutstate.AnalysisRecord{Revision: 2, Runs: []rolloutstate.AnalysisRun{stepRun("", ok2)}}, templates: []*v1.ConfigMap{errorRateTemplate},
 			want: `
@@ -141,7 +143,14 @@ func TestAnalysisLines(t *testing.T) {
     restarts  ready=1 notReady=0 restarts=0 total=1  Successful  1 ok, 0 failed, 0 inconclusive, 0 errors`},
 		{name: "a step that is not an analysis, no background: nothing", reason: "ReplicaSetUpdated",
 			ann: map[string]string{rolloutstate.RolloutStepsAnnotation: "- setWeight: 25\n- pause: {}\n", rolloutstate.RolloutStepAnnotation: rolloutstate.StepState{Revision: 2, Step: 1}.Encode()}},
-	} {
+	}
+}
+
+// EX-6 in `rollout watch`: the analysis step's run and the background run, each metric's last value, phase and
+// counts, with the template's count and conditions when the watch can read it and without them when it cannot
+// (no error); a run paused for a human names the commands that end the wait.
+func TestAnalysisLines(t *testing.T) {
+	for _, tc := range analysisLineCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			d, newRS := analysisCase(tc.reason, tc.rec, tc.ann)
 			var b strings.Builder
