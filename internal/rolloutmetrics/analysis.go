@@ -62,12 +62,14 @@ func analysisOf(d *appsv1.Deployment, inProgress bool) Analysis {
 	return a
 }
 
-// metricsOf sums rec's metric records by name over its runs, keeping the latest last measurement.
+// metricsOf sums rec's metric records by name over its runs, keeping the latest last measurement. Only the
+// first rolloutstate.MaxAnalysisMetrics of a run count, the controller's bound, so the metric label stays
+// bounded even when someone else wrote the annotation.
 func metricsOf(rec rolloutstate.AnalysisRecord) []rolloutstate.MetricRecord {
 	var out []rolloutstate.MetricRecord
 	index := map[string]int{}
 	for _, run := range rec.Runs {
-		for _, m := range run.Metrics {
+		for _, m := range run.Metrics[:min(len(run.Metrics), rolloutstate.MaxAnalysisMetrics)] {
 			i, ok := index[m.Name]
 			if !ok {
 				index[m.Name], i = len(out), len(out)

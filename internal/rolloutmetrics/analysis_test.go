@@ -1,6 +1,7 @@
 package rolloutmetrics
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +94,9 @@ func TestAnalysisOf(t *testing.T) {
 				return d
 			}(), inProgress: true,
 			want: Analysis{Metrics: []rolloutstate.MetricRecord{bgErrRate}}},
+		{name: "a record over the controller's bound: its first 16 metrics",
+			d: analysisDeployment("2", rec(2, run(1, rolloutstate.AnalysisSuccessful, manyMetrics(20)...)), step(2, 2), "ReplicaSetUpdated"), inProgress: true,
+			want: Analysis{Metrics: manyMetrics(rolloutstate.MaxAnalysisMetrics)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.want.Namespace, tc.want.Deployment = "ns", "web"
@@ -101,6 +105,15 @@ func TestAnalysisOf(t *testing.T) {
 			}
 		})
 	}
+}
+
+// manyMetrics returns n metric records m0, m1, … of one successful measurement each.
+func manyMetrics(n int) []rolloutstate.MetricRecord {
+	out := make([]rolloutstate.MetricRecord, n)
+	for i := range out {
+		out[i] = measured(fmt.Sprintf("m%d", i), [4]int32{1, 0, 0, 0}, rolloutstate.MeasurementSuccessful, "1", 20)
+	}
+	return out
 }
 
 // EX-6: kubedeploy_analysis_last_value has a series only for a value that is a finite number.
