@@ -7,7 +7,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubedeploy/kubedeploy/internal/analysis"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
@@ -62,19 +61,10 @@ func UsesAnalysis(d *appsv1.Deployment) bool {
 	return false
 }
 
-// stepsOf decodes d's kubedeploy.io/rollout-steps without judging them (rolloutstate.StepsOf does, for the
-// controller and the verdict): the view only reads an analysis step's template names from them, and shows a
-// run only when the controller recorded one or the step state says the rollout is at that step. nil when the
-// value does not decode.
+// stepsOf returns d's valid rollout steps (rolloutstate.StepsOf, the controller's judgement), nil when it has
+// none or they are invalid (the controller then runs no analysis).
 func stepsOf(d *appsv1.Deployment) rolloutstate.Steps {
-	v, ok := d.Annotations[rolloutstate.RolloutStepsAnnotation]
-	if !ok {
-		return nil
-	}
-	var steps rolloutstate.Steps
-	if yaml.Unmarshal([]byte(v), &steps) != nil {
-		return nil
-	}
+	steps, _ := rolloutstate.StepsOf(d)
 	return steps
 }
 
