@@ -424,17 +424,28 @@ func kindOf(t *testing.T, o runtime.Object) string {
 	return gvks[0].Kind
 }
 
-// prometheusRule.awaitingPromotionSeconds sets KubedeployRolloutAwaitingPromotion's threshold (EX-5) and nothing
-// else of the rules.
-func TestAwaitingPromotionThreshold(t *testing.T) {
-	objs := decodeUnstructured(t, render(t, "--namespace", "monitoring-test", "--set", "prometheusRule.enabled=true,prometheusRule.awaitingPromotionSeconds=900"))
-	rule := findUnstructured(t, objs, "PrometheusRule", "kubedeploy-rollouts")
-	got, err := json.Marshal(rule.Object["spec"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(got), `kubedeploy_rollout_paused_seconds{waits_for=\"promotion\"}) \u003e 900`) ||
-		strings.Contains(string(got), "3600") {
-		t.Errorf("the PrometheusRule does not hold the 900 s threshold alone:\n%s", got)
+// prometheusRule's thresholds each set their alert's and nothing else of the rules:
+// awaitingPromotionSeconds KubedeployRolloutAwaitingPromotion's (EX-5), analysisPausedSeconds
+// KubedeployRolloutAnalysisPaused's (EX-6).
+func TestRuleThresholds(t *testing.T) {
+	for _, tc := range []struct {
+		name, set, want, gone string
+	}{
+		{name: "awaitingPromotionSeconds", set: "prometheusRule.awaitingPromotionSeconds=900",
+			want: `kubedeploy_rollout_paused_seconds{waits_for=\"promotion\"}) \u003e 900`, gone: "3600"},
+		{name: "analysisPausedSeconds", set: "prometheusRule.analysisPausedSeconds=120",
+			want: `{phase=~\"Inconclusive|Error\"}) \u003e= 120`, gone: `Error\"}) \u003e= 0`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := decodeUnstructured(t, render(t, "--namespace", "monitoring-test", "--set", "prometheusRule.enabled=true,"+tc.set))
+			rule := findUnstructured(t, objs, "PrometheusRule", "kubedeploy-rollouts")
+			got, err := json.Marshal(rule.Object["spec"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(got), tc.want) || strings.Contains(string(got), tc.gone) {
+				t.Errorf("the PrometheusRule does not hold %s alone:\n%s", tc.want, got)
+			}
+		})
 	}
 }

@@ -67,6 +67,7 @@ func TestDashboardReadsBackAndQueriesOurMetrics(t *testing.T) {
 		"kubedeploy_deployment_rollout_age_seconds", "kubedeploy_deployment_rollout_waited_seconds",
 		"kubedeploy_deployment_rollout_waiting_seconds", "kubedeploy_deployment_unavailable_pods",
 		"kubedeploy_shadow_divergences_total", "kubedeploy_shadow_bound_violations_total", "kubedeploy_shadow_checks_total",
+		"kubedeploy_analysis_measurements_total", "kubedeploy_analysis_last_value", "kubedeploy_analysis_run_seconds",
 	}
 	seen := map[string]bool{}
 	for _, m := range regexp.MustCompile(`kubedeploy_[a-z_]+`).FindAllString(string(data), -1) {

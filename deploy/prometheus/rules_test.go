@@ -19,7 +19,9 @@ func promtool(t *testing.T) string {
 }
 
 // Issue 25: the rules load (promtool check rules) and the stuck-rollout alert fires after 5 minutes with the
-// reason label, the failed and rolled-back alerts on their outcomes (promtool test rules).
+// reason label, the failed and rolled-back alerts on their outcomes, the awaiting-promotion alert past an hour
+// (EX-5) and the analysis-paused alert at once, never the stuck one on a rollout step (EX-6) (promtool test
+// rules).
 func TestRules(t *testing.T) {
 	p := promtool(t)
 	for _, args := range [][]string{

@@ -4,7 +4,11 @@
 // (issue 25): rollouts ended by outcome and their durations, and for each
 // rollout in progress how long it has run and how long it waited on what
 // (scheduling, image pulls, startup and readiness, minReadySeconds,
-// termination of old pods, a pause, a partition).
+// termination of old pods, a pause, a partition, a rollout step); and for
+// the analyses of rollout steps (EX-6), from the record the Deployment
+// controller keeps on the Deployment, each metric's measurements by phase,
+// its last value, and the analysis runs that hold a rollout (measuring, or
+// waiting for a human).
 //
 // A rollout starts when a ReplicaSet becomes a Deployment's new one
 // (rolloutstate.NewReplicaSet) and ends at its first of: complete (ST-9,

@@ -50,6 +50,24 @@ var (
 			"it (waits_for: pause, a timed pause; promotion, kubedeploy rollout promote); no series while no pause step holds it.",
 		[]string{"namespace", "deployment", "waits_for"}, nil, metrics.ALPHA, "")
 
+	// Collected at scrape time from the tracker's Analyses (EX-6): per metric of the current revision's analysis
+	// runs (at most rolloutstate.MaxAnalysisMetrics per run), and per run that holds a rollout.
+	measurementsDesc = metrics.NewDesc("kubedeploy_analysis_measurements_total",
+		"Measurements of a metric of a Deployment's analyses (EX-6) by phase (Successful, Failed, Inconclusive, Error), "+
+			"as recorded on the Deployment (kubedeploy.io/rollout-analysis-state) for its current revision, summed over its runs; "+
+			"it only grows within a revision and starts over with the next revision's analyses, which rate() and increase() "+
+			"take as a counter reset, as after a process restart.",
+		[]string{"namespace", "deployment", "metric", "phase"}, nil, metrics.ALPHA, "")
+	lastValueDesc = metrics.NewDesc("kubedeploy_analysis_last_value",
+		"The value of the last measurement of a metric of a Deployment's analyses (EX-6), when it is a finite number "+
+			"(a Prometheus query's result); no series otherwise (the pods provider, an error, NaN).",
+		[]string{"namespace", "deployment", "metric"}, nil, metrics.ALPHA, "")
+	runDesc = metrics.NewDesc("kubedeploy_analysis_run_seconds",
+		"Seconds an analysis run (EX-6) has held the rollout in progress of a Deployment, by run (step-N, background) "+
+			"and phase: Running, since it started; Inconclusive or Error, waiting for a human (kubedeploy rollout promote "+
+			"or abort), since the measurement that decided it. No series for a run that does not hold the rollout.",
+		[]string{"namespace", "deployment", "run", "phase"}, nil, metrics.ALPHA, "")
+
 	registerOnce sync.Once
 	// collector is the process's collector of the in-progress gauges; Use attaches trackers to it.
 	collector = &inProgressCollector{now: time.Now}
@@ -95,26 +113,37 @@ type inProgressCollector struct {
 	trackers Attached[Tracker]
 }
 
-// DescribeWithStability sends the five descriptors.
+// DescribeWithStability sends the eight descriptors.
 func (c *inProgressCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
-	ch <- ageDesc
-	ch <- waitedDesc
-	ch <- waitingDesc
-	ch <- stepDesc
-	ch <- pausedDesc
+	for _, d := range []*metrics.Desc{ageDesc, waitedDesc, waitingDesc, stepDesc, pausedDesc, measurementsDesc, lastValueDesc, runDesc} {
+		ch <- d
+	}
 }
 
-// CollectWithStability sends, per rollout in progress, its age, its waits so far and its current wait. Each
-// Deployment (namespace and name) is sent once, from the first tracker in use that has it in progress.
+// deployment is a Deployment's namespace and name.
+type deployment struct{ namespace, name string }
+
+// CollectWithStability sends, per rollout in progress, its age, its waits so far and its current wait, and per
+// Deployment with analyses (EX-6) their measurements and the runs that hold it. Each Deployment (namespace and
+// name) is sent once, from the first tracker in use that has it.
 func (c *inProgressCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	now := c.now()
-	type deployment struct{ namespace, name string }
+	trackers := c.trackers.All()
 	sent := map[deployment]bool{}
-	for _, t := range c.trackers.All() {
+	for _, t := range trackers {
 		for _, r := range t.InProgress(now) {
 			if d := (deployment{r.Namespace, r.Deployment}); !sent[d] {
 				sent[d] = true
 				sendInProgress(ch, r, now)
+			}
+		}
+	}
+	sent = map[deployment]bool{}
+	for _, t := range trackers {
+		for _, a := range t.Analyses() {
+			if d := (deployment{a.Namespace, a.Deployment}); !sent[d] {
+				sent[d] = true
+				sendAnalysis(ch, a, now)
 			}
 		}
 	}
@@ -135,5 +164,23 @@ func sendInProgress(ch chan<- metrics.Metric, r Rollout, now time.Time) {
 	if !r.PausedSince.IsZero() {
 		ch <- metrics.NewLazyConstMetric(pausedDesc, metrics.GaugeValue, max(0, now.Sub(r.PausedSince).Seconds()),
 			r.Namespace, r.Deployment, string(r.PauseWaitsFor))
+	}
+}
+
+// sendAnalysis sends a's measurement counts (every phase, 0 included), its metrics' last values that are numbers,
+// and the runs that hold its rollout, brought up to now.
+func sendAnalysis(ch chan<- metrics.Metric, a Analysis, now time.Time) {
+	for _, m := range a.Metrics {
+		for _, p := range measurementPhases {
+			ch <- metrics.NewLazyConstMetric(measurementsDesc, metrics.CounterValue, float64(countOf(m, p)),
+				a.Namespace, a.Deployment, m.Name, string(p))
+		}
+		if v, ok := lastValue(m); ok {
+			ch <- metrics.NewLazyConstMetric(lastValueDesc, metrics.GaugeValue, v, a.Namespace, a.Deployment, m.Name)
+		}
+	}
+	for _, r := range a.Runs {
+		ch <- metrics.NewLazyConstMetric(runDesc, metrics.GaugeValue, max(0, now.Sub(r.Since).Seconds()),
+			a.Namespace, a.Deployment, r.Run, string(r.Phase))
 	}
 }

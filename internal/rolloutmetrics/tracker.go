@@ -91,6 +91,8 @@ type tracked struct {
 	rollout *Rollout
 	// lastSeen is the time of the last observation.
 	lastSeen time.Time
+	// analysis is what the metrics report of its analyses (EX-6), as of the last observation.
+	analysis Analysis
 }
 
 // NewTracker returns a Tracker that follows no Deployment yet.
@@ -112,7 +114,8 @@ func NewTracker() *Tracker {
 //     ReplicaSet's creation;
 //   - a rollout ends complete when d is complete (ST-9), failed when d
 //     exceeded its progress deadline with no automatic rollback to come;
-//   - else the wait at now is noted (see Rollout.Waited).
+//   - else the wait at now is noted (see Rollout.Waited);
+//   - in every case d's analyses (EX-6) are noted for Analyses.
 //
 // No new ReplicaSet among rss (not created yet, or a cache behind) changes
 // nothing.
@@ -128,7 +131,7 @@ func (t *Tracker) Observe(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods [
 		st = &tracked{namespace: d.Namespace, name: d.Name}
 		t.deployments[d.UID] = st
 	}
-	defer func() { st.lastSeen = now }()
+	defer func() { st.lastSeen, st.analysis = now, analysisOf(d, st.rollout != nil) }()
 	if r := st.rollout; r != nil && !rolloutstate.TemplatesEqualIgnoringHash(r.template, &d.Spec.Template) {
 		outcome := Superseded
 		if newRS != nil && (r.older[newRS.UID] || newRS.CreationTimestamp.Time.Before(r.rsCreate)) {
@@ -270,6 +273,21 @@ func (t *Tracker) InProgress(now time.Time) []Rollout {
 			r.Waited[r.Wait.On] += now.Sub(r.observed)
 		}
 		out = append(out, r)
+	}
+	return out
+}
+
+// Analyses returns what the metrics report of the analyses (EX-6) of every Deployment it follows that has some,
+// as of its last observation (analysisOf): the measurements of its current revision's analysis runs, and the
+// runs that hold its rollout in progress.
+func (t *Tracker) Analyses() []Analysis {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []Analysis
+	for _, st := range t.deployments {
+		if !st.analysis.empty() {
+			out = append(out, st.analysis)
+		}
 	}
 	return out
 }

@@ -32,8 +32,10 @@ const (
 	Paused WaitingOn = "paused"
 	// Partition: the rollout is held at its partition (EX-1).
 	Partition WaitingOn = "partition"
-	// RolloutStep: a pause step of kubedeploy.io/rollout-steps holds the rollout (EX-5): its duration to pass, or
-	// `kubedeploy rollout promote`.
+	// RolloutStep: a step of kubedeploy.io/rollout-steps holds the rollout on purpose: a pause step (EX-5), its
+	// duration to pass or `kubedeploy rollout promote`, or an analysis (EX-6), its measurements to be taken or,
+	// paused for a human, `kubedeploy rollout promote` or `abort` (Progressing reasons RolloutStepPaused,
+	// RolloutAnalysisRunning, RolloutAnalysisPaused).
 	RolloutStep WaitingOn = "rollout_step"
 	// InvalidPolicy: an invalid kubedeploy.io/rollout-partition or kubedeploy.io/rollout-steps value holds the
 	// rollout where it is (EX-1, EX-5, rolloutstate.PhaseInvalid) until someone fixes it.
@@ -62,15 +64,15 @@ func waitingOnOf(reason string) WaitingOn {
 // Wait is what a rollout waits on at one moment, and the reason behind it:
 // the reason unavailable.Of gives for the largest group of the new
 // ReplicaSet's unavailable pods (ImagePullBackOff, NotReady, ...), or
-// Paused, RolloutPartitioned, RolloutStepPaused, InvalidRolloutPartition, InvalidRolloutSteps, Terminating, or ""
-// for Controller.
+// Paused, RolloutPartitioned, RolloutStepPaused, RolloutAnalysisRunning, RolloutAnalysisPaused,
+// InvalidRolloutPartition, InvalidRolloutSteps, Terminating, or "" for Controller.
 type Wait struct {
 	On     WaitingOn
 	Reason string
 }
 
-// waitOf says what d's rollout waits on at now: a pause, then a pause step (EX-5: the Progressing reason
-// RolloutStepPaused), then a partition (phase Held), then an invalid partition or invalid steps (phase Invalid),
+// waitOf says what d's rollout waits on at now: a pause, then a rollout step (stepReason: a pause step of EX-5 or
+// an analysis of EX-6), then a partition (phase Held), then an invalid partition or invalid steps (phase Invalid),
 // then the largest group of newPods' unavailable reasons (unavailable.Groups), then old pods terminating, else
 // the controllers.
 func waitOf(d *appsv1.Deployment, phase rolloutstate.Phase, newPods, oldPods []*v1.Pod, now time.Time) Wait {
@@ -78,8 +80,8 @@ func waitOf(d *appsv1.Deployment, phase rolloutstate.Phase, newPods, oldPods []*
 	switch {
 	case d.Spec.Paused:
 		return Wait{Paused, "Paused"}
-	case progressing != nil && progressing.Reason == rolloutstate.RolloutStepPaused && phase != rolloutstate.PhaseComplete:
-		return Wait{RolloutStep, rolloutstate.RolloutStepPaused}
+	case progressing != nil && stepReason(progressing.Reason) && phase != rolloutstate.PhaseComplete:
+		return Wait{RolloutStep, progressing.Reason}
 	case phase == rolloutstate.PhaseHeld:
 		return Wait{Partition, rolloutstate.RolloutPartitioned}
 	case phase == rolloutstate.PhaseInvalid && rolloutstate.HasRolloutSteps(d):
@@ -96,4 +98,15 @@ func waitOf(d *appsv1.Deployment, phase rolloutstate.Phase, newPods, oldPods []*
 		}
 	}
 	return Wait{Controller, ""}
+}
+
+// stepReason reports whether a Progressing reason says a rollout step holds the rollout on purpose: a pause step
+// (EX-5, RolloutStepPaused), an analysis measuring (EX-6, RolloutAnalysisRunning) or one paused for a human
+// (RolloutAnalysisPaused). None of them is a stuck rollout: KubedeployRolloutStuck leaves rollout_step out.
+func stepReason(reason string) bool {
+	switch reason {
+	case rolloutstate.RolloutStepPaused, rolloutstate.RolloutAnalysisRunning, rolloutstate.RolloutAnalysisPaused:
+		return true
+	}
+	return false
 }

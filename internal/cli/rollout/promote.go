@@ -18,7 +18,9 @@ import (
 )
 
 const promoteLong = `Ends the pause step a Deployment's rollout is held at (kubedeploy.io/rollout-steps,
-spec EX-5), or with --full skips every step left, so that the rollout goes on to 100%.
+spec EX-5), or the analysis it is at or that paused it for a human (an Inconclusive or
+Error analysis, EX-6), or with --full skips every step left, so that the rollout goes on
+to 100%.
 
 It writes one annotation, kubedeploy.io/rollout-promote, naming the revision and the
 step it promotes; the Deployment controller reads it. A promote never reaches a later
@@ -41,7 +43,7 @@ func newPromoteCommand(c *clusterFlags) *cobra.Command {
 	var full bool
 	cmd := &cobra.Command{
 		Use:   "promote deploy/NAME [--full]",
-		Short: "End the pause step a rollout with steps is held at (or skip every step left)",
+		Short: "End the pause or analysis step a rollout with steps is held at (or skip every step left)",
 		Long:  promoteLong,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -135,9 +137,10 @@ func patchAnnotation(ctx context.Context, client kubernetes.Interface, d *appsv1
 	return err
 }
 
-// promote decides `rollout promote`: with full, every step left of revision rev; else the pause step the
-// rollout is at. It refuses a Deployment without valid steps, a revision whose steps have not started or are
-// done, and, without full, a step that is not a pause.
+// promote decides `rollout promote`: with full, every step left of revision rev; else the step the rollout is at
+// when it is a pause (EX-5) or an analysis (EX-6: its run goes on, or, paused for a human, the rollout goes on),
+// or whatever step it is at while an analysis paused it (the background run). It refuses a Deployment without
+// valid steps, a revision whose steps have not started or are done, and, without full, any other step.
 func promote(d *appsv1.Deployment, rev int64, full bool) (string, string, error) {
 	steps, st, err := currentStep(d, rev)
 	if err != nil {
@@ -147,13 +150,22 @@ func promote(d *appsv1.Deployment, rev int64, full bool) (string, string, error)
 		return rolloutstate.PromoteValue(rev, st.Step, true),
 			fmt.Sprintf("promoted: revision %d skips steps %d–%d and rolls out to 100%%", rev, st.Step+1, len(steps)), nil
 	}
-	s := steps[st.Step]
-	if s.Pause == nil {
-		return "", "", fmt.Errorf("step %d of %d (%s) of revision %d is not a pause: it goes on once its pods are available (--full skips every step left)",
-			st.Step+1, len(steps), s, rev)
+	s, value := steps[st.Step], rolloutstate.PromoteValue(rev, st.Step, false)
+	switch {
+	case s.Pause != nil || s.Analysis != nil:
+		return value, fmt.Sprintf("promoted: step %d of %d (%s) of revision %d ends", st.Step+1, len(steps), s, rev), nil
+	case analysisPaused(d):
+		return value, fmt.Sprintf("promoted: revision %d goes on past the analysis that paused it (at step %d of %d, %s)", rev, st.Step+1, len(steps), s), nil
 	}
-	return rolloutstate.PromoteValue(rev, st.Step, false),
-		fmt.Sprintf("promoted: step %d of %d (%s) of revision %d ends", st.Step+1, len(steps), s, rev), nil
+	return "", "", fmt.Errorf("step %d of %d (%s) of revision %d is not a pause or an analysis: it goes on once its pods are available (--full skips every step left)",
+		st.Step+1, len(steps), s, rev)
+}
+
+// analysisPaused reports whether an analysis holds d's rollout for a human (EX-6: Progressing reason
+// RolloutAnalysisPaused), whatever step the rollout is at: a background analysis may pause it at any step.
+func analysisPaused(d *appsv1.Deployment) bool {
+	c := rolloutstate.Condition(&d.Status, appsv1.DeploymentProgressing)
+	return c != nil && c.Reason == rolloutstate.RolloutAnalysisPaused
 }
 
 // currentStep returns d's valid steps and the step state of revision rev, or why there is no step to act on.

@@ -85,10 +85,13 @@ func (k *stepKeys) run(key string, decide stepDecision) tea.Cmd {
 	}
 }
 
-// heldAtStep reports whether m's Deployment is held by a pause step (EX-5: Progressing reason RolloutStepPaused).
+// heldAtStep reports whether m's Deployment is held for a human: by a pause step (EX-5: Progressing reason
+// RolloutStepPaused) or by an analysis that paused it (EX-6: RolloutAnalysisPaused). promote goes on, abort rolls
+// back, either way.
 func heldAtStep(m *viewmodel.Model) bool {
 	c := rolloutstate.Condition(&m.Deployment.Status, appsv1.DeploymentProgressing)
-	return c != nil && c.Reason == rolloutstate.RolloutStepPaused && m.Phase != rolloutstate.PhaseComplete
+	return c != nil && (c.Reason == rolloutstate.RolloutStepPaused || c.Reason == rolloutstate.RolloutAnalysisPaused) &&
+		m.Phase != rolloutstate.PhaseComplete
 }
 
 // offersKeys reports whether the view offers the step keys now.
@@ -160,8 +163,9 @@ func headerView(m *viewmodel.Model) string {
 	return b.String()
 }
 
-// View draws the summary, the conditions, the verdict (rolloutstate.Verdict), a bar per ReplicaSet, the
-// why-groups and the events, and offers q while the rollout goes on.
+// View draws the summary, the conditions, the verdict (rolloutstate.Verdict), a bar per ReplicaSet, the spread,
+// the analyses, the why-groups and the events, and offers q while the rollout goes on (and p, f and a while it
+// is held for a human).
 func (t tuiModel) View() string {
 	m := t.m
 	var b strings.Builder
@@ -178,13 +182,8 @@ func (t tuiModel) View() string {
 		label := style.Render(fmt.Sprintf("%s %-*s rev %-3s", kind, nameWidth, rs.Name, rs.Revision))
 		fmt.Fprintf(&b, "%s %s  %d desired  %d ready  %d available\n", label, t.bar.ViewAs(rs.Fraction), rs.Desired, rs.Ready, rs.Available)
 	}
-	if m.Spread != nil {
-		style := dimStyle
-		if m.Spread.Err != nil || m.Spread.Skew > 1 {
-			style = warnStyle
-		}
-		b.WriteString("\n" + t.wrap(style, 0, m.Spread.Line()))
-	}
+	b.WriteString(t.spreadView(m))
+	b.WriteString(t.analysisView(m))
 	if len(m.Stuck) > 0 {
 		b.WriteString("\n" + headingStyle.Render("why the new ReplicaSet's pods are not available") + "\n")
 		for _, g := range m.Stuck {
@@ -221,6 +220,55 @@ func (t tuiModel) View() string {
 		b.WriteString("\n" + dimStyle.Render("q: stop watching") + "\n")
 	}
 	return b.String()
+}
+
+// spreadView draws m's spread across topology domains (EX-4), "" without one: dim, in warning colours when the
+// annotation cannot be used or the skew is over 1.
+func (t tuiModel) spreadView(m *viewmodel.Model) string {
+	if m.Spread == nil {
+		return ""
+	}
+	style := dimStyle
+	if m.Spread.Err != nil || m.Spread.Skew > 1 {
+		style = warnStyle
+	}
+	return "\n" + t.wrap(style, 0, m.Spread.Line())
+}
+
+// analysisView draws m's analyses (EX-6), "" without any: per run its header (warning colours while it waits
+// for a human, red once failed), then its metrics, each coloured by its last measurement's phase.
+func (t tuiModel) analysisView(m *viewmodel.Model) string {
+	if m.Analysis == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, r := range m.Analysis.Runs {
+		style := titleStyle
+		switch {
+		case r.Phase == rolloutstate.AnalysisFailed:
+			style = badStyle
+		case r.WaitsForHuman(m.Analysis.Paused):
+			style = warnStyle
+		}
+		b.WriteString("\n" + t.wrap(style, 0, r.Header(m.Deployment.Name, m.Analysis.Paused)))
+		for i, line := range r.MetricLines() {
+			b.WriteString(t.wrap(measurementStyle(r.Metrics[i].Last), 2, line))
+		}
+	}
+	return b.String()
+}
+
+// measurementStyle is the style of a metric whose last measurement is last (nil: none yet).
+func measurementStyle(last *rolloutstate.Measurement) lipgloss.Style {
+	switch {
+	case last == nil:
+		return dimStyle
+	case last.Phase == rolloutstate.MeasurementSuccessful:
+		return goodStyle
+	case last.Phase == rolloutstate.MeasurementFailed:
+		return badStyle
+	}
+	return warnStyle
 }
 
 // wrap renders text in style, indented by indent cells and wrapped at the

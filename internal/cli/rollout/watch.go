@@ -52,10 +52,14 @@ func newWatchCommand(c *clusterFlags) *cobra.Command {
 		Long: `Follows the rollout of a Deployment: its ReplicaSets (desired, ready, available), its
 conditions, the latest events, and why it is stuck: the new ReplicaSet's pods that are not
 available, grouped by reason (ImagePullBackOff, CrashLoopBackOff, Unschedulable, not Ready
-after N s, ...) with their names and the first one's message.
+after N s, ...) with their names and the first one's message. At an analysis step, and
+with kubedeploy.io/rollout-analysis, it shows each metric's last value, phase and counts
+(with its conditions when it can read the analysis templates' ConfigMaps) and, when an
+analysis paused the rollout for a human, the commands that end the wait.
 
 On a terminal it is a live view with one progress bar per ReplicaSet (q or Ctrl-C stops
-watching). Piped, or with --plain, it prints a block of plain lines whenever something
+watching; at a pause step or an analysis paused for a human, p promotes, f promotes
+--full, a aborts). Piped, or with --plain, it prints a block of plain lines whenever something
 changes, each event in one block only.
 
 With --timeline it also records the rollout from the moment it starts watching and, when it
@@ -133,6 +137,21 @@ func spreadShown(ctx context.Context, client kubernetes.Interface, d *appsv1.Dep
 	return true
 }
 
+// analysisTemplatesShown reports whether the view reads the analysis templates of d's namespace, for the counts
+// and conditions of its analyses' metrics (EX-6): d's rollouts may run analyses (viewmodel.UsesAnalysis) and
+// the templates can be listed. When they cannot (a user without list on configmaps), it says so on errOut and
+// the watch goes on with the recorded measurements alone.
+func analysisTemplatesShown(ctx context.Context, client kubernetes.Interface, d *appsv1.Deployment, errOut io.Writer) bool {
+	if !viewmodel.UsesAnalysis(d) {
+		return false
+	}
+	if _, err := client.CoreV1().ConfigMaps(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: watcher.AnalysisTemplateSelector, Limit: 1}); err != nil {
+		fmt.Fprintf(errOut, "Not showing the analysis metrics' counts and conditions: listing analysis templates: %v\n", err)
+		return false
+	}
+	return true
+}
+
 // errStopped is returned when the user stops the watch before the rollout ended: q or Ctrl-C in the terminal
 // view, Ctrl-C (SIGINT, or SIGTERM: main cancels the command's context) in either view.
 var errStopped = errors.New("stopped watching before the rollout ended")
@@ -156,7 +175,8 @@ func watchRollout(ctx context.Context, client kubernetes.Interface, ns, name str
 	case err != nil:
 		return err
 	}
-	cfg := watcher.Config{Events: o.events > 0, Nodes: spreadShown(ctx, client, d, errOut), Clock: o.clockOrReal()}
+	cfg := watcher.Config{Events: o.events > 0, Nodes: spreadShown(ctx, client, d, errOut),
+		AnalysisTemplates: analysisTemplatesShown(ctx, client, d, errOut), Clock: o.clockOrReal()}
 	var rec *timeline.Recorder
 	if o.timeline != "" {
 		rec = timeline.NewRecorder(d)

@@ -57,8 +57,9 @@ func EventLine(e v1.Event) string {
 }
 
 // Lines is the model as plain lines, without a time stamp: the summary with
-// the conditions, the verdict (rolloutstate.Verdict's Summary), a line per ReplicaSet, the spread (EX-4), a why-line per group (with the
-// first pod's message when messages is set) and a line per event.
+// the conditions, the verdict (rolloutstate.Verdict's Summary), a line per ReplicaSet, the spread (EX-4), the
+// analyses (EX-6: a line per run and per metric), a why-line per group (with the first pod's message when
+// messages is set) and a line per event.
 func (m *Model) Lines(messages bool) string {
 	if !messages {
 		return m.lines(nil)
@@ -94,6 +95,7 @@ func (m *Model) lines(message func(string) string) string {
 	if m.Spread != nil {
 		fmt.Fprintf(&b, "\n  %s", m.Spread.Line())
 	}
+	m.Analysis.lines(&b, m.Deployment.Name)
 	for _, g := range m.Stuck {
 		fmt.Fprintf(&b, "\n  why: %s", WhyLine(g))
 		if message != nil && g.Message != "" {

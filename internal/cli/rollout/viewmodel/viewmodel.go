@@ -75,6 +75,10 @@ type Input struct {
 	// Nodes are the cluster's nodes (names and labels are read), for the Spread of a Deployment annotated
 	// kubedeploy.io/scale-down-spread (EX-4); nil shows none.
 	Nodes []*v1.Node
+	// AnalysisTemplates are the analysis templates of the Deployment's namespace the watch can read (ConfigMaps
+	// labelled kubedeploy.io/analysis-template), for the counts and conditions of the analyses' metrics (EX-6);
+	// nil shows the recorded measurements without them.
+	AnalysisTemplates []*v1.ConfigMap
 }
 
 // Model is one look at a rollout.
@@ -102,6 +106,9 @@ type Model struct {
 	// Spread is how the Deployment's pods stand across the topology domains of its
 	// kubedeploy.io/scale-down-spread (EX-4); nil without the annotation or Input.Nodes.
 	Spread *Spread
+	// Analysis is the analyses of the rollout in progress (EX-6): its analysis step's run and its background
+	// run; nil when it has none, or once it ended.
+	Analysis *Analysis
 }
 
 // ReplicaSet is one row of the view.
@@ -148,6 +155,7 @@ func Build(in Input, now time.Time) *Model {
 	}
 	m.Events = latestEvents(d, in.Events, in.MaxEvents, m.RolloutStart)
 	m.Spread = spreadOf(d, owned, newRS, in.Pods, in.Nodes)
+	m.Analysis = analysisOf(d, newRS, m.Phase, in.AnalysisTemplates)
 	return m
 }
 

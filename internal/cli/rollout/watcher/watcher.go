@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/kubedeploy/kubedeploy/internal/analysis"
 	"github.com/kubedeploy/kubedeploy/internal/cli/rollout/viewmodel"
 )
 
@@ -51,6 +52,10 @@ type Config struct {
 	// Nodes: also watch the cluster's nodes (their names and labels are kept), for the spread of a
 	// Deployment annotated kubedeploy.io/scale-down-spread (EX-4). It needs list and watch on nodes.
 	Nodes bool
+	// AnalysisTemplates: also watch the namespace's analysis templates (ConfigMaps labelled
+	// kubedeploy.io/analysis-template: "true"), for the counts and conditions of the analyses' metrics (EX-6).
+	// It needs list and watch on configmaps.
+	AnalysisTemplates bool
 	// Observer, when not nil, is told of every change.
 	Observer Observer
 	// Clock stamps the changes the Observer is told of; nil is the real one.
@@ -67,8 +72,9 @@ type Watcher struct {
 	dLister    appslisters.DeploymentNamespaceLister
 	rsLister   appslisters.ReplicaSetNamespaceLister
 	podLister  corelisters.PodNamespaceLister
-	evLister   corelisters.EventNamespaceLister // nil without cfg.Events
-	nodeLister corelisters.NodeLister           // nil without cfg.Nodes
+	evLister   corelisters.EventNamespaceLister     // nil without cfg.Events
+	nodeLister corelisters.NodeLister               // nil without cfg.Nodes
+	cmLister   corelisters.ConfigMapNamespaceLister // nil without cfg.AnalysisTemplates
 
 	// changed receives (without blocking the informers) after any change.
 	changed chan struct{}
@@ -155,8 +161,17 @@ func (w *Watcher) informers(client kubernetes.Interface, d *appsv1.Deployment, s
 		w.nodeLister = nodeInf.Lister()
 		out[nodeInf.Informer()] = nil
 	}
+	if w.cfg.AnalysisTemplates {
+		templates := factory(func(o *metav1.ListOptions) { o.LabelSelector = AnalysisTemplateSelector })
+		cmInf := templates.Core().V1().ConfigMaps()
+		w.cmLister = cmInf.Lister().ConfigMaps(d.Namespace)
+		out[cmInf.Informer()] = nil
+	}
 	return out
 }
+
+// AnalysisTemplateSelector selects the analysis templates among a namespace's ConfigMaps (EX-6).
+const AnalysisTemplateSelector = analysis.TemplateLabel + "=true"
 
 // nodeLabelsOnly is the node informer's transform: a node's name and labels are all the view reads of it.
 func nodeLabelsOnly(obj any) (any, error) {
@@ -233,8 +248,9 @@ func (w *Watcher) Deployment() (*appsv1.Deployment, error) {
 }
 
 // Input returns what the caches hold now, for the view model, with the
-// latest maxEvents events (none without Config.Events) and the nodes (none
-// without Config.Nodes). The objects are the
+// latest maxEvents events (none without Config.Events), the nodes (none
+// without Config.Nodes) and the analysis templates (none without
+// Config.AnalysisTemplates). The objects are the
 // caches' own: read-only.
 func (w *Watcher) Input(maxEvents int) (viewmodel.Input, error) {
 	d, err := w.Deployment()
@@ -255,6 +271,11 @@ func (w *Watcher) Input(maxEvents int) (viewmodel.Input, error) {
 	}
 	if w.nodeLister != nil {
 		if in.Nodes, err = w.nodeLister.List(labels.Everything()); err != nil {
+			return viewmodel.Input{}, err
+		}
+	}
+	if w.cmLister != nil {
+		if in.AnalysisTemplates, err = w.cmLister.List(labels.Everything()); err != nil {
 			return viewmodel.Input{}, err
 		}
 	}

@@ -89,7 +89,8 @@ func start(t *testing.T, cfg Config) (*Watcher, *fake.Clientset, *appsv1.Deploym
 	d, rs, pod, ev := objects()
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"topology.kubernetes.io/zone": "zone-a"}},
 		Status: v1.NodeStatus{Images: []v1.ContainerImage{{Names: []string{"nginx"}}}}}
-	client := fake.NewClientset(d, rs, pod, ev, node)
+	client := fake.NewClientset(d, rs, pod, ev, node, analysisTemplate("ns", "error-rate", "true"),
+		analysisTemplate("ns", "settings", ""), analysisTemplate("other", "latency", "true"))
 	watches := controllertest.RecordWatches(client)
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := Start(ctx, client, d, cfg)
@@ -107,6 +108,9 @@ func start(t *testing.T, cfg Config) (*Watcher, *fake.Clientset, *appsv1.Deploym
 	}
 	if cfg.Nodes {
 		resources = append(resources, "nodes")
+	}
+	if cfg.AnalysisTemplates {
+		resources = append(resources, "configmaps")
 	}
 	watches.Wait(t, resources...)
 	return w, client, d
@@ -170,6 +174,32 @@ func TestNodes(t *testing.T) {
 	w, _, _ = start(t, Config{})
 	if in, err = w.Input(0); err != nil || in.Nodes != nil {
 		t.Errorf("without Nodes: nodes %v, %v; want none", in.Nodes, err)
+	}
+}
+
+// analysisTemplate is ConfigMap ns/name, labelled kubedeploy.io/analysis-template=label unless label is "".
+func analysisTemplate(ns, name, label string) *v1.ConfigMap {
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	if label != "" {
+		cm.Labels = map[string]string{"kubedeploy.io/analysis-template": label}
+	}
+	return cm
+}
+
+// With AnalysisTemplates (EX-6), the Input holds the analysis templates of the Deployment's namespace only (not
+// its other ConfigMaps, nor another namespace's templates); without, none.
+func TestAnalysisTemplates(t *testing.T) {
+	w, _, _ := start(t, Config{AnalysisTemplates: true})
+	in, err := w.Input(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.AnalysisTemplates) != 1 || in.AnalysisTemplates[0].Name != "error-rate" {
+		t.Errorf("analysis templates %+v, want ns/error-rate only", in.AnalysisTemplates)
+	}
+	w, _, _ = start(t, Config{})
+	if in, err = w.Input(0); err != nil || in.AnalysisTemplates != nil {
+		t.Errorf("without AnalysisTemplates: %v, %v; want none", in.AnalysisTemplates, err)
 	}
 }
 
