@@ -69,7 +69,7 @@ func VerdictOf(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) Verdict {
 	}
 	if Complete(d, st) {
 		if failed, ok := AutoRolledBackFrom(d); ok {
-			return v.with(PhaseRolledBack, fmt.Sprintf("rolled back automatically from revision %d, which exceeded its progress deadline", failed))
+			return v.with(PhaseRolledBack, RolledBackMessage(d, failed))
 		}
 		return v.with(PhaseComplete, fmt.Sprintf("complete: %d of %d pods updated and available", v.Updated, v.Replicas))
 	}
@@ -217,4 +217,27 @@ func progressDeadline(d *appsv1.Deployment) string {
 		return ""
 	}
 	return fmt.Sprintf(" of %ds", *d.Spec.ProgressDeadlineSeconds)
+}
+
+// RolledBackMessage says why d was rolled back from revision failed (FailedRevisionAnnotation), from the
+// objects alone: aborted by `kubedeploy rollout abort` (RolloutAbortAnnotation names that revision), aborted
+// by a failed analysis (EX-6: its record has a Failed run; the message names the metric that failed first), or
+// else by EX-2 on its progress deadline.
+func RolledBackMessage(d *appsv1.Deployment, failed int64) string {
+	if AbortRequested(d, failed) {
+		return fmt.Sprintf("rolled back from revision %d, aborted by `kubedeploy rollout abort`", failed)
+	}
+	rec := AnalysisRecordOf(d, failed)
+	for _, run := range rec.Runs {
+		if run.Phase != AnalysisFailed {
+			continue
+		}
+		for _, m := range run.Metrics {
+			if m.Failed > 0 {
+				return fmt.Sprintf("rolled back from revision %d, whose analysis failed on metric %q", failed, m.Name)
+			}
+		}
+		return fmt.Sprintf("rolled back from revision %d, whose analysis failed", failed)
+	}
+	return fmt.Sprintf("rolled back automatically from revision %d, which exceeded its progress deadline", failed)
 }

@@ -1,6 +1,8 @@
 package rolloutstate
 
 import (
+	"time"
+
 	"math"
 	"strings"
 	"testing"
@@ -109,6 +111,11 @@ func TestVerdictOf(t *testing.T) {
 		}(), PhaseProgressing, ""},
 		{"automatic rollback complete", newVerdictFixture(4, 4, 0, 0).annotate(FailedRevisionAnnotation, "1"), PhaseRolledBack,
 			"rolled back automatically from revision 1, which exceeded its progress deadline"},
+		{"abort by hand complete (EX-5)", newVerdictFixture(4, 4, 0, 0).annotate(FailedRevisionAnnotation, "1").annotate(RolloutAbortAnnotation, "1"), PhaseRolledBack,
+			"rolled back from revision 1, aborted by `kubedeploy rollout abort`"},
+		{"abort by a failed analysis complete (EX-6)", newVerdictFixture(4, 4, 0, 0).annotate(FailedRevisionAnnotation, "1").
+			annotate(RolloutAnalysisStateAnnotation, failedAnalysisRecord(1)), PhaseRolledBack,
+			`rolled back from revision 1, whose analysis failed on metric "error-rate"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := VerdictOf(tc.f.d, tc.f.rss())
@@ -198,4 +205,14 @@ func TestSetPolicyAnnotationsKeepsTheReplicaSetsRecord(t *testing.T) {
 	if got, _ := SetPolicyAnnotations(out, got); len(got) != 0 {
 		t.Errorf("SetPolicyAnnotations out of EX-2 = %v, want nothing of kubedeploy's", got)
 	}
+}
+
+// failedAnalysisRecord is the record of revision rev whose analysis at step 1 failed on metric error-rate.
+func failedAnalysisRecord(rev int64) string {
+	rec := AnalysisRecord{Revision: rev}
+	run := rec.Start(1, time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC))
+	run.Phase = AnalysisFailed
+	run.Metric("latency").Record(Measurement{Phase: MeasurementSuccessful, Value: "0.1"})
+	run.Metric("error-rate").Record(Measurement{Phase: MeasurementFailed, Value: "0.4"})
+	return rec.Encode()
 }
