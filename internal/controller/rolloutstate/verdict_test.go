@@ -111,11 +111,6 @@ func TestVerdictOf(t *testing.T) {
 		}(), PhaseProgressing, ""},
 		{"automatic rollback complete", newVerdictFixture(4, 4, 0, 0).annotate(FailedRevisionAnnotation, "1"), PhaseRolledBack,
 			"rolled back automatically from revision 1, which exceeded its progress deadline"},
-		{"abort by hand complete (EX-5)", newVerdictFixture(4, 4, 0, 0).annotate(FailedRevisionAnnotation, "1").annotate(RolloutAbortAnnotation, "1"), PhaseRolledBack,
-			"rolled back from revision 1, aborted by `kubedeploy rollout abort`"},
-		{"abort by a failed analysis complete (EX-6)", newVerdictFixture(4, 4, 0, 0).annotate(FailedRevisionAnnotation, "1").
-			annotate(RolloutAnalysisStateAnnotation, failedAnalysisRecord(1)), PhaseRolledBack,
-			`rolled back from revision 1, whose analysis failed on metric "error-rate"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := VerdictOf(tc.f.d, tc.f.rss())
@@ -204,6 +199,27 @@ func TestSetPolicyAnnotationsKeepsTheReplicaSetsRecord(t *testing.T) {
 	}
 	if got, _ := SetPolicyAnnotations(out, got); len(got) != 0 {
 		t.Errorf("SetPolicyAnnotations out of EX-2 = %v, want nothing of kubedeploy's", got)
+	}
+}
+
+// EX-5, EX-6: a completed rollback from failed-revision names its cause: an abort by hand, a failed analysis
+// (its metric), else EX-2's progress deadline.
+func TestVerdictNamesTheRollbackCause(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    verdictFixture
+		want string
+	}{
+		{"abort by hand (EX-5)", newVerdictFixture(4, 4, 0, 0).annotate(FailedRevisionAnnotation, "1").annotate(RolloutAbortAnnotation, "1"),
+			"rolled back from revision 1, aborted by `kubedeploy rollout abort`"},
+		{"a failed analysis (EX-6)", newVerdictFixture(4, 4, 0, 0).annotate(FailedRevisionAnnotation, "1").annotate(RolloutAnalysisStateAnnotation, failedAnalysisRecord(1)),
+			`rolled back from revision 1, whose analysis failed on metric "error-rate"`},
+		{"another revision's analysis (EX-2)", newVerdictFixture(4, 4, 0, 0).annotate(FailedRevisionAnnotation, "1").annotate(RolloutAnalysisStateAnnotation, failedAnalysisRecord(7)),
+			"rolled back automatically from revision 1, which exceeded its progress deadline"},
+	} {
+		if got := VerdictOf(tc.f.d, tc.f.rss()); got.Phase != PhaseRolledBack || got.Summary != tc.want {
+			t.Errorf("%s: %s %q, want RolledBack %q", tc.name, got.Phase, got.Summary, tc.want)
+		}
 	}
 }
 
