@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"syscall"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubedeploy/kubedeploy/internal/analysis"
@@ -165,4 +167,97 @@ func checkAnalysisLog(t *testing.T, l *analysisLog, before, end runCounts) {
 		t.Errorf("end %+v, want Failed on the second failure (the first recorded before the kill)", end)
 	}
 	t.Logf("records across the kill: %+v", l.records)
+}
+
+// movingTemplate is one pods metric that succeeds 8 times, 4 s apart: an analysis of 28 s.
+const movingTemplate = `
+- name: ready
+  interval: 4s
+  count: 8
+  successCondition: result.notReady == 0
+  provider: {pods: {}}
+`
+
+// TestShardedMoveContinuesAnalysis (issue 47, EX-6, SH-9): 3 sharded replicas, 12 namespaces whose rollouts
+// (30% → analysis of movingTemplate) are measuring when a 4th replica joins and buckets move to it. In every
+// namespace, moved or not, the run keeps its start, its count never goes down, and it ends Successful with
+// exactly its 8 measurements; at least one namespace moved while its analysis ran.
+func TestShardedMoveContinuesAnalysis(t *testing.T) {
+	skipShort(t)
+	r := startShardRun(t, shardOptions{namespaces: 12}, nil)
+	for range 3 {
+		r.startReplica()
+	}
+	r.waitSettled("with 3 replicas")
+	r.waitRolloutsComplete()
+	logs := map[string]*analysisLog{}
+	for _, ns := range r.namespaces {
+		logs[ns] = startMovingAnalysis(r, ns)
+	}
+	latest := time.Time{}
+	for _, ns := range r.namespaces {
+		if since := logs[ns].wait(t, ns+": the analysis started", func(rc runCounts) bool { return true }).since; since.After(latest) {
+			latest = since
+		}
+	}
+	before, err := r.ring(r.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(latest.Add(5 * time.Second)))
+	r.startReplica()
+	r.waitSettled("after a 4th replica joined")
+	after, err := r.ring(r.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moved []string
+	for _, ns := range r.namespaces {
+		end := logs[ns].wait(t, ns+": the analysis decided", func(rc runCounts) bool { return rc.phase != "" })
+		checkMovedRun(t, ns, logs[ns], end)
+		if ownerOf(before, ns) != ownerOf(after, ns) {
+			moved = append(moved, ns)
+		}
+	}
+	t.Logf("namespaces that moved during their analysis: %v", moved)
+	if len(moved) == 0 {
+		t.Error("no namespace moved to the 4th replica during its analysis")
+	}
+	r.waitRolloutsComplete()
+}
+
+// startMovingAnalysis creates movingTemplate in ns and starts web's rollout with its analysis step, returning
+// the watch of the run.
+func startMovingAnalysis(r *shardRun, ns string) *analysisLog {
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "pods-check", Labels: map[string]string{analysis.TemplateLabel: "true"}},
+		Data: map[string]string{analysis.MetricsKey: movingTemplate}}
+	if _, err := r.client.CoreV1().ConfigMaps(ns).Create(r.ctx, cm, metav1.CreateOptions{}); err != nil {
+		r.t.Fatal(err)
+	}
+	l := watchAnalysis(r.ctx, r.t, r.client, ns, "web")
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"- setWeight: 30\n- analysis: {templates: [pods-check]}\n"}},"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:1.9.3"}]}}}}`,
+		rolloutstate.RolloutStepsAnnotation)
+	if _, err := r.client.AppsV1().Deployments(ns).Patch(r.ctx, "web", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		r.t.Fatal(err)
+	}
+	return l
+}
+
+// checkMovedRun checks one namespace's run across the move: one start, a count that never goes down, and the
+// end Successful with exactly 8 measurements.
+func checkMovedRun(t *testing.T, ns string, l *analysisLog, end runCounts) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	first := l.records[0]
+	prev := first
+	for _, rc := range l.records {
+		if !rc.since.Equal(first.since) || rc.ok < prev.ok || rc.measuredAll < prev.measuredAll {
+			t.Errorf("%s: record %+v after %+v: the run restarted or lost a count", ns, rc, prev)
+		}
+		prev = rc
+	}
+	if end.phase != rolloutstate.AnalysisSuccessful || end.ok != 8 || end.measuredAll != 8 {
+		t.Errorf("%s: end %+v, want Successful with exactly 8 measurements", ns, end)
+	}
 }
