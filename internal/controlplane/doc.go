@@ -25,5 +25,8 @@
 // with a deletionTimestamp is removed after Config.PodTerminationDelay; a pod any of whose container images has a
 // tag starting with "broken" (for example "nginx:broken" or "nginx:broken-2") or the tag "404" (upstream e2e's
 // "webserver:404") never becomes Ready and reports ImagePullBackOff, so failed rollouts can be shown without a
-// registry.
+// registry; a pod any of whose container images has a tag starting with "crashloop" (for example "nginx:crashloop")
+// becomes Ready, then crashes CrashLoopRunTime (5 s) after each start (restartCount up by one, CrashLoopBackOff,
+// last state exit code 1, not Ready) and is Ready again one Config.PodStartupDelay later, forever, so a rollout of
+// restarting pods can be shown.
 package controlplane

@@ -25,6 +25,13 @@ const (
 	StagePodImagePullBackOff = "pod-image-pull-backoff"
 	// StagePodComplete is the stage that makes a Ready pod owned by a Job succeed (phase Succeeded).
 	StagePodComplete = "pod-complete"
+	// StagePodCrashLoopCrash is the stage that crashes a Running and Ready pod's containers whose image tag
+	// starts with "crashloop" CrashLoopRunTime after it became Ready: each one's restartCount goes up by one and it
+	// waits in CrashLoopBackOff (last state: terminated, exit code 1, reason Error), so the pod is not Ready.
+	StagePodCrashLoopCrash = "pod-crashloop-crash"
+	// StagePodCrashLoopRestart is the stage that starts a pod's containers waiting in CrashLoopBackOff again,
+	// Config.PodStartupDelay after they crashed, making the pod Ready again with their restartCount kept.
+	StagePodCrashLoopRestart = "pod-crashloop-restart"
 	// StagePodDelete is the stage that removes a pod with a deletionTimestamp.
 	StagePodDelete = "pod-delete"
 	// StageNodeInitialize makes a fake node Ready.
@@ -33,14 +40,20 @@ const (
 	StageNodeHeartbeat = "node-heartbeat-with-lease"
 )
 
+// CrashLoopRunTime is how long a container whose image tag starts with "crashloop" runs, Ready, before it crashes
+// (StagePodCrashLoopCrash); it is not Ready again until Config.PodStartupDelay later (StagePodCrashLoopRestart),
+// so its restartCount goes up by one every CrashLoopRunTime + PodStartupDelay (6 s with `up`'s default 1 s).
+const CrashLoopRunTime = 5 * time.Second
+
 var (
 	nodeStageRef = internalversion.StageResourceRef{APIGroup: "v1", Kind: "Node"}
 	podStageRef  = internalversion.StageResourceRef{APIGroup: "v1", Kind: "Pod"}
 )
 
 // stages decodes the embedded stage files and sets the pod stages' delays: PodStartupDelay for pod-ready,
-// pod-image-pull-backoff and pod-complete, PodTerminationDelay for pod-delete (milliseconds, no jitter). It returns them grouped
-// by resource, as KWOK's controller expects, each group sorted by name.
+// pod-image-pull-backoff, pod-complete and pod-crashloop-restart, CrashLoopRunTime for pod-crashloop-crash,
+// PodTerminationDelay for pod-delete (milliseconds, no jitter). It returns them grouped by resource, as KWOK's
+// controller expects, each group sorted by name.
 func stages(podStartupDelay, podTerminationDelay time.Duration) (map[internalversion.StageResourceRef][]*internalversion.Stage, error) {
 	entries, err := stageFiles.ReadDir("stages")
 	if err != nil {
@@ -50,6 +63,8 @@ func stages(podStartupDelay, podTerminationDelay time.Duration) (map[internalver
 		StagePodReady:            podStartupDelay,
 		StagePodImagePullBackOff: podStartupDelay,
 		StagePodComplete:         podStartupDelay,
+		StagePodCrashLoopRestart: podStartupDelay,
+		StagePodCrashLoopCrash:   CrashLoopRunTime,
 		StagePodDelete:           podTerminationDelay,
 	}
 	out := map[internalversion.StageResourceRef][]*internalversion.Stage{}

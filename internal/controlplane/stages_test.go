@@ -33,17 +33,24 @@ func TestStagesGolden(t *testing.T) {
 	if names := stageNames(got[nodeStageRef]); !slices.Equal(names, []string{StageNodeHeartbeat, StageNodeInitialize}) {
 		t.Errorf("node stages = %v", names)
 	}
-	if names := stageNames(got[podStageRef]); !slices.Equal(names, []string{StagePodComplete, StagePodDelete, StagePodImagePullBackOff, StagePodReady}) {
-		t.Errorf("pod stages = %v", names)
+	wantNames := []string{StagePodComplete, StagePodCrashLoopCrash, StagePodCrashLoopRestart, StagePodDelete, StagePodImagePullBackOff, StagePodReady}
+	if names := stageNames(got[podStageRef]); !slices.Equal(names, wantNames) {
+		t.Errorf("pod stages = %v, want %v", names, wantNames)
 	}
-	wantDelay := map[string]int64{StagePodReady: 3000, StagePodImagePullBackOff: 3000, StagePodComplete: 3000, StagePodDelete: 2500}
+	wantDelay := map[string]int64{StagePodReady: 3000, StagePodImagePullBackOff: 3000, StagePodComplete: 3000, StagePodDelete: 2500,
+		StagePodCrashLoopCrash: CrashLoopRunTime.Milliseconds(), StagePodCrashLoopRestart: 3000}
+	if CrashLoopRunTime != 5*time.Second {
+		t.Errorf("CrashLoopRunTime = %s; docs/local-cluster.md says 5 s", CrashLoopRunTime)
+	}
 	wantKeys := map[string][]string{
 		StagePodReady: {".metadata.deletionTimestamp", ".spec.nodeName", brokenImageQuery, ".status.phase",
-			`.status.conditions[] | select(.type == "Ready") | .status`},
+			readyQuery, crashLoopBackOffQuery},
 		StagePodImagePullBackOff: {".metadata.deletionTimestamp", ".spec.nodeName", brokenImageQuery, ".status.podIP"},
 		StagePodDelete:           {".metadata.deletionTimestamp"},
 		StagePodComplete: {".metadata.deletionTimestamp", `.metadata.ownerReferences[]? | select(.controller == true) | .kind`,
-			".status.phase", `.status.conditions[] | select(.type == "Ready") | .status`},
+			crashLoopImageQuery, ".status.phase", readyQuery},
+		StagePodCrashLoopCrash:   {".metadata.deletionTimestamp", crashLoopImageQuery, ".status.phase", readyQuery, crashLoopBackOffQuery},
+		StagePodCrashLoopRestart: {".metadata.deletionTimestamp", crashLoopBackOffQuery},
 	}
 	for _, s := range got[podStageRef] {
 		if s.Spec.Delay == nil || s.Spec.Delay.DurationMilliseconds == nil || *s.Spec.Delay.DurationMilliseconds != wantDelay[s.Name] {
@@ -62,14 +69,24 @@ func TestStagesGolden(t *testing.T) {
 			t.Errorf("stage %s selector keys = %q, want %q", s.Name, keys, wantKeys[s.Name])
 		}
 	}
-	del := got[podStageRef][1]
+	del := got[podStageRef][slices.Index(wantNames, StagePodDelete)]
 	if len(del.Spec.Steps) == 0 || !del.Spec.Steps[len(del.Spec.Steps)-1].Delete {
 		t.Errorf("pod-delete must end with a delete step: %+v", del.Spec.Steps)
 	}
 }
 
-// brokenImageQuery is the jq selector both pod-ready (DoesNotExist) and pod-image-pull-backoff (Exists) use.
-const brokenImageQuery = `.spec.containers[].image | select(test(":(broken[^:/@]*|404)(@.*)?$"))`
+// The jq selectors several pod stages share; a stage that must never match alongside another holds the same key
+// with the opposite operator.
+const (
+	// brokenImageQuery: pod-ready (DoesNotExist) and pod-image-pull-backoff (Exists).
+	brokenImageQuery = `.spec.containers[].image | select(test(":(broken[^:/@]*|404)(@.*)?$"))`
+	// crashLoopImageQuery: pod-complete (DoesNotExist) and pod-crashloop-crash (Exists).
+	crashLoopImageQuery = `.spec.containers[].image | select(test(":crashloop[^:/@]*(@.*)?$"))`
+	// crashLoopBackOffQuery: pod-ready and pod-crashloop-crash (DoesNotExist), pod-crashloop-restart (Exists).
+	crashLoopBackOffQuery = `.status.containerStatuses[]?.state.waiting.reason | select(. == "CrashLoopBackOff")`
+	// readyQuery: pod-ready (NotIn True), pod-complete and pod-crashloop-crash (In True).
+	readyQuery = `.status.conditions[] | select(.type == "Ready") | .status`
+)
 
 func testPod(images ...string) *corev1.Pod {
 	pod := &corev1.Pod{
@@ -172,7 +189,7 @@ func TestPodStagesMatch(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewLifecycle() = %v", err)
 	}
-	for _, tc := range append(imageStageCases(), lifecycleStageCases()...) {
+	for _, tc := range slices.Concat(imageStageCases(), lifecycleStageCases(), crashLoopStageCases()) {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := tc.pod()
 			matched, err := lc.ListAllPossible(context.Background(), &lifecycle.Event{Labels: pod.Labels, Annotations: pod.Annotations, Data: pod})

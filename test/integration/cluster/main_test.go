@@ -4,7 +4,8 @@
 // controllers: a Service in front of a Deployment gets an EndpointSlice of its ready pods' IPs, which never lists
 // fewer ready endpoints than replicas − maxUnavailable during a rolling update (watched at every change); a Job
 // completes; a CronJob creates Jobs; a ResourceQuota counts pods and its admission refuses one over the quota; a
-// PodDisruptionBudget reports its allowed disruptions; a DaemonSet runs a pod on every node.
+// PodDisruptionBudget reports its allowed disruptions; a DaemonSet runs a pod on every node. And issue 47's simulated
+// crash loop: pods of an image tagged "crashloop*" restart again and again while others never do.
 package cluster
 
 import (
