@@ -52,32 +52,21 @@ type analysisLog struct {
 
 func watchAnalysis(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, name string) *analysisLog {
 	t.Helper()
-	w, err := client.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
 	l := &analysisLog{}
-	go func() {
-		for ev := range w.ResultChan() {
-			d, ok := ev.Object.(*appsv1.Deployment)
-			if !ok {
-				continue
-			}
-			rec := rolloutstate.AnalysisRecordOf(d, 2)
-			run := rec.Run(1)
-			if run == nil {
-				continue
-			}
-			r := runCounts{since: run.Since.Time, phase: run.Phase, ok: run.Metric("ready").Successful, failed: run.Metric("too-few").Failed}
-			r.measuredAll = run.Metric("ready").Measured() + run.Metric("too-few").Measured()
-			l.mu.Lock()
-			if n := len(l.records); n == 0 || l.records[n-1] != r {
-				l.records = append(l.records, r)
-			}
-			l.mu.Unlock()
+	watchDeployment(ctx, t, client, ns, name, func(d *appsv1.Deployment) {
+		rec := rolloutstate.AnalysisRecordOf(d, 2)
+		run := rec.Run(1)
+		if run == nil {
+			return
 		}
-	}()
+		r := runCounts{since: run.Since.Time, phase: run.Phase, ok: run.Metric("ready").Successful, failed: run.Metric("too-few").Failed}
+		r.measuredAll = run.Metric("ready").Measured() + run.Metric("too-few").Measured()
+		l.mu.Lock()
+		if n := len(l.records); n == 0 || l.records[n-1] != r {
+			l.records = append(l.records, r)
+		}
+		l.mu.Unlock()
+	})
 	return l
 }
 

@@ -41,30 +41,37 @@ type stepLog struct {
 
 func watchSteps(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, name string) *stepLog {
 	t.Helper()
+	l := &stepLog{}
+	watchDeployment(ctx, t, client, ns, name, func(d *appsv1.Deployment) {
+		st, ok := rolloutstate.StepStateOf(d)
+		if !ok {
+			return
+		}
+		l.mu.Lock()
+		if n := len(l.records); n == 0 || l.records[n-1].state != st {
+			l.records = append(l.records, stepRecord{at: time.Now(), state: st})
+		}
+		l.mu.Unlock()
+	})
+	return l
+}
+
+// watchDeployment calls seen, from one goroutine, with every version of Deployment ns/name a watch delivers
+// until ctx ends or t's cleanup stops it.
+func watchDeployment(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, name string, seen func(*appsv1.Deployment)) {
+	t.Helper()
 	w, err := client.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	l := &stepLog{}
 	go func() {
 		for ev := range w.ResultChan() {
-			d, ok := ev.Object.(*appsv1.Deployment)
-			if !ok {
-				continue
+			if d, ok := ev.Object.(*appsv1.Deployment); ok {
+				seen(d)
 			}
-			st, ok := rolloutstate.StepStateOf(d)
-			if !ok {
-				continue
-			}
-			l.mu.Lock()
-			if n := len(l.records); n == 0 || l.records[n-1].state != st {
-				l.records = append(l.records, stepRecord{at: time.Now(), state: st})
-			}
-			l.mu.Unlock()
 		}
 	}()
-	return l
 }
 
 // first waits up to two minutes for the first record of step (0-based) of revision and returns it.
