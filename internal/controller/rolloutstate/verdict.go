@@ -224,6 +224,9 @@ func progressDeadline(d *appsv1.Deployment) string {
 // by a failed analysis (EX-6: its record has a Failed run; the message names the metric that failed first), or
 // else by EX-2 on its progress deadline.
 func RolledBackMessage(d *appsv1.Deployment, failed int64) string {
+	if RolledBackOnDeadline(d, failed) {
+		return fmt.Sprintf("rolled back automatically from revision %d, which exceeded its progress deadline", failed)
+	}
 	if AbortRequested(d, failed) {
 		return fmt.Sprintf("rolled back from revision %d, aborted by `kubedeploy rollout abort`", failed)
 	}
@@ -239,5 +242,21 @@ func RolledBackMessage(d *appsv1.Deployment, failed int64) string {
 		}
 		return fmt.Sprintf("rolled back from revision %d, whose analysis failed", failed)
 	}
-	return fmt.Sprintf("rolled back automatically from revision %d, which exceeded its progress deadline", failed)
+	return fmt.Sprintf("rolled back from revision %d", failed)
+}
+
+// RolledBackOnDeadline reports whether d's rollback from revision failed was EX-2's, on its progress deadline:
+// neither an abort by hand (RolloutAbortAnnotation names failed) nor one by a failed analysis (a Failed run in
+// failed's record, EX-6).
+func RolledBackOnDeadline(d *appsv1.Deployment, failed int64) bool {
+	if AbortRequested(d, failed) {
+		return false
+	}
+	rec := AnalysisRecordOf(d, failed)
+	for _, run := range rec.Runs {
+		if run.Phase == AnalysisFailed {
+			return false
+		}
+	}
+	return true
 }

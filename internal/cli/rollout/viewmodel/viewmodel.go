@@ -210,8 +210,8 @@ func EventTime(e v1.Event) time.Time {
 
 // Outcome is how a watch of this rollout ends: done with nil when it is
 // complete or held at its partition (EX-1); done with an error wrapping
-// ErrDeadline when it failed (ST-13) or was rolled back automatically
-// (EX-2, naming the failed revision); done with an error wrapping
+// ErrDeadline when it failed (ST-13), was rolled back automatically
+// (EX-2, naming the failed revision) or was aborted and rolled back (EX-5, EX-6: the message names the cause); done with an error wrapping
 // ErrInvalidPolicy, naming the annotation, its value and what it wants,
 // while an invalid partition holds it (EX-1); not done while it progresses.
 func (m *Model) Outcome() (done bool, err error) {
@@ -225,11 +225,22 @@ func (m *Model) Outcome() (done bool, err error) {
 		return true, fmt.Errorf("deployment %s/%s %w", d.Namespace, d.Name, ErrDeadline)
 	case rolloutstate.PhaseRolledBack:
 		failed, _ := rolloutstate.AutoRolledBackFrom(d)
+		if !rolloutstate.RolledBackOnDeadline(d, failed) {
+			return true, &abortedError{fmt.Sprintf("deployment %s/%s: %s", d.Namespace, d.Name, rolloutstate.RolledBackMessage(d, failed))}
+		}
 		return true, fmt.Errorf("deployment %s/%s: revision %d %w and was rolled back automatically (%s)",
 			d.Namespace, d.Name, failed, ErrDeadline, rolloutstate.RollbackOnProgressDeadlineAnnotation)
 	}
 	return false, nil
 }
+
+// abortedError is Outcome's error for a rollout that was aborted, by `kubedeploy rollout abort` (EX-5) or a failed
+// analysis (EX-6), and rolled back: its message says which (rolloutstate.RolledBackMessage); it wraps ErrDeadline
+// so that the watch exits 1 as for any rollout that did not go through.
+type abortedError struct{ msg string }
+
+func (e *abortedError) Error() string { return e.msg }
+func (e *abortedError) Unwrap() error { return ErrDeadline }
 
 // Ended is the last line of a watch that ended well: kubectl's "successfully
 // rolled out", or "rollout held" with the Progressing message at a

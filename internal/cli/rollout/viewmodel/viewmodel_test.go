@@ -1,6 +1,7 @@
 package viewmodel
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -335,5 +336,28 @@ func TestLatestEvents(t *testing.T) {
 	}
 	if latestEvents(d, evs, 0, time.Time{}) != nil {
 		t.Errorf("0 events asked, some returned")
+	}
+}
+
+// EX-5, EX-6: a watch of a rollout that was aborted and rolled back ends with exit code 1 (ErrDeadline) and a
+// message naming the cause, not a progress deadline it never reached.
+func TestOutcomeNamesTheAbort(t *testing.T) {
+	for _, tc := range []struct {
+		name, key, value, want string
+	}{
+		{"progress deadline (EX-2)", "", "", "deployment ns/web: revision 2 exceeded its progress deadline and was rolled back automatically (kubedeploy.io/rollback-on-progress-deadline)"},
+		{"rollout abort (EX-5)", rolloutstate.RolloutAbortAnnotation, "2", "deployment ns/web: rolled back from revision 2, aborted by `kubedeploy rollout abort`"},
+		{"failed analysis (EX-6)", rolloutstate.RolloutAnalysisStateAnnotation,
+			`{"revision":2,"runs":[{"step":1,"since":"2026-11-28T09:00:00Z","phase":"Failed","metrics":[{"name":"error-rate","failed":1}]}]}`,
+			`deployment ns/web: rolled back from revision 2, whose analysis failed on metric "error-rate"`},
+	} {
+		in := rolledBackCase()
+		if tc.key != "" {
+			in.Deployment.Annotations[tc.key] = tc.value
+		}
+		done, err := Build(in, now).Outcome()
+		if !done || !errors.Is(err, ErrDeadline) || err.Error() != tc.want {
+			t.Errorf("%s: Outcome = %v, %v; want done with %q wrapping ErrDeadline", tc.name, done, err, tc.want)
+		}
 	}
 }
