@@ -124,8 +124,8 @@ func TestShardedRBACIsSufficient(t *testing.T) {
 	checkShardedForbidden(ctx, t, kubernetes.NewForConfigOrDie(rc))
 }
 
-// checkShardedForbidden: deploy/sharded grants no ConfigMap but the ring, no Lease outside its namespace, and no
-// read of a namespace object.
+// checkShardedForbidden: deploy/sharded grants no write or list of a ConfigMap but the ring, no Lease outside its
+// namespace, and no read of a namespace object.
 func checkShardedForbidden(ctx context.Context, t *testing.T, client kubernetes.Interface) {
 	t.Helper()
 	other := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "not-the-ring", Namespace: deploy.Namespace}}
@@ -133,8 +133,10 @@ func checkShardedForbidden(ctx context.Context, t *testing.T, client kubernetes.
 		t.Fatal(err)
 	}
 	for what, do := range map[string]func() error{
-		"read another ConfigMap of " + deploy.Namespace: func() error {
-			_, err := client.CoreV1().ConfigMaps(deploy.Namespace).Get(ctx, other.Name, metav1.GetOptions{})
+		// Reading one by name is the Deployment controller's (deploy/'s configmaps get, for EX-6's analysis
+		// templates in any Deployment's namespace); writing is not.
+		"update another ConfigMap of " + deploy.Namespace: func() error {
+			_, err := client.CoreV1().ConfigMaps(deploy.Namespace).Update(ctx, other, metav1.UpdateOptions{})
 			return err
 		},
 		"list the ConfigMaps of " + deploy.Namespace: func() error {
