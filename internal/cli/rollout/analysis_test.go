@@ -89,20 +89,9 @@ func TestTerminalViewAtAPausedAnalysis(t *testing.T) {
 		"p: promote  f: promote --full  a: abort  q: stop watching",
 	}
 	var screen string
-	teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
-		screen += string(b)
-		for _, want := range wants {
-			if !strings.Contains(screen, want) {
-				return false
-			}
-		}
-		return true
-	}, teatest.WithDuration(10*time.Second))
+	waitScreen(t, tm, &screen, wants...)
 	tm.Type("a")
-	teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
-		screen += string(b)
-		return strings.Contains(screen, "abort of revision 2 requested")
-	}, teatest.WithDuration(10*time.Second))
+	waitScreen(t, tm, &screen, "abort of revision 2 requested")
 	got, err := client.AppsV1().Deployments("ns").Get(context.Background(), "web", metav1.GetOptions{})
 	if err != nil || got.Annotations[rolloutstate.RolloutAbortAnnotation] != "2" {
 		t.Errorf("after a: %v, annotations %v", err, got.Annotations)

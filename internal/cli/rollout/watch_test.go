@@ -338,15 +338,7 @@ func TestTerminalView(t *testing.T) {
 		"q: stop watching",
 	}
 	var screen string
-	teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
-		screen += string(b)
-		for _, want := range wants {
-			if !strings.Contains(screen, want) {
-				return false
-			}
-		}
-		return true
-	}, teatest.WithDuration(10*time.Second))
+	waitScreen(t, tm, &screen, wants...)
 	tm.Type("q")
 	final := tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second)).(tuiModel)
 	if !final.stopped {
@@ -538,15 +530,9 @@ func TestTerminalViewPromotesAStep(t *testing.T) {
 	tm := teatest.NewTestModel(t, newTUIModel(m, &stepKeys{ctx: context.Background(), client: client, ns: "ns", name: "web"}), teatest.WithInitialTermSize(120, 40))
 	tm.Send(modelMsg{m: m})
 	var screen string
-	teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
-		screen += string(b)
-		return strings.Contains(screen, "p: promote  f: promote --full  a: abort  q: stop watching")
-	}, teatest.WithDuration(10*time.Second))
+	waitScreen(t, tm, &screen, "p: promote  f: promote --full  a: abort  q: stop watching")
 	tm.Type("p")
-	teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
-		screen += string(b)
-		return strings.Contains(screen, "promoted: step 2 of 2 (pause until promoted) of revision 2 ends")
-	}, teatest.WithDuration(10*time.Second))
+	waitScreen(t, tm, &screen, "promoted: step 2 of 2 (pause until promoted) of revision 2 ends")
 	got, err := client.AppsV1().Deployments("ns").Get(context.Background(), "web", metav1.GetOptions{})
 	if err != nil || got.Annotations[rolloutstate.RolloutPromoteAnnotation] != "2/1" {
 		t.Errorf("after p: %v, annotations %v", err, got.Annotations)
@@ -555,4 +541,18 @@ func TestTerminalViewPromotesAStep(t *testing.T) {
 	if final := tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second)).(tuiModel); !final.stopped {
 		t.Errorf("q does not stop the view")
 	}
+}
+
+// waitScreen waits, up to 10 s, until the terminal output of tm, appended to *screen, holds every one of wants.
+func waitScreen(t *testing.T, tm *teatest.TestModel, screen *string, wants ...string) {
+	t.Helper()
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
+		*screen += string(b)
+		for _, want := range wants {
+			if !strings.Contains(*screen, want) {
+				return false
+			}
+		}
+		return true
+	}, teatest.WithDuration(10*time.Second))
 }
