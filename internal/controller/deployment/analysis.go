@@ -68,10 +68,31 @@ func (sc *syncContext) syncAnalysis(ctx context.Context, steps rolloutstate.Step
 		return nil
 	}
 	sc.d.Annotations[rolloutstate.RolloutAnalysisStateAnnotation] = rec.Encode()
+	sc.pausedCondition()
 	if err := sc.writeStatus(ctx); err != nil {
 		return fmt.Errorf("recording the analysis of step %d of revision %d: %w", p.State.Step+1, p.State.Revision, err)
 	}
 	return nil
+}
+
+// pausedCondition puts the Progressing condition a paused run (Inconclusive or Error) holds the rollout with
+// on sc.d's status, so that the write recording the verdict carries it: no reader sees a run paused on a
+// Deployment that still says RolloutAnalysisRunning. The rest of the sync computes the same condition and
+// writes again only if the counts moved. Nothing changes for a run measuring or decided otherwise, or
+// without a progress deadline (no Progressing condition).
+func (sc *syncContext) pausedCondition() {
+	if !rolloutstate.HasProgressDeadline(sc.d) || sc.partition.steps == nil {
+		return
+	}
+	hold := sc.partition.hold(sc.d, &sc.d.Status, sc.newRS, sc.allRSs())
+	if hold == nil || hold.Reason != rolloutstate.RolloutAnalysisPaused {
+		return
+	}
+	var cur *appsv1.DeploymentCondition // a copy: the condition is replaced in the same slice
+	if c := rolloutstate.Condition(&sc.d.Status, appsv1.DeploymentProgressing); c != nil {
+		cur = c.DeepCopy()
+	}
+	setProgressingCondition(sc.d, &sc.d.Status, sc.newRS, hold, cur, sc.now)
 }
 
 // measureStep does syncAnalysis's work on a run still measuring: records, decides, starts what is due.

@@ -10,7 +10,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubedeploy/kubedeploy/internal/analysis"
@@ -85,7 +87,33 @@ func newAnalysisWorld(t *testing.T, steps string) *analysisWorld {
 	w.f.c.analyses = newMeasurements(w.a, func(cache.ObjectName) {})
 	w.f.c.analyses.setContext(w.f.Ctx)
 	w.setFencepostPods()
+	w.checkVerdictWrites()
 	return w
+}
+
+// checkVerdictWrites fails the test at any Deployment write whose analysis record has a run paused
+// (Inconclusive or Error) at the step the rollout is at, while its Progressing condition says otherwise:
+// the verdict and the condition it holds the rollout with go in one write.
+func (w *analysisWorld) checkVerdictWrites() {
+	w.f.Client.PrependReactor("update", "deployments", func(action core.Action) (bool, runtime.Object, error) {
+		d, ok := action.(core.UpdateAction).GetObject().(*appsv1.Deployment)
+		if !ok {
+			return false, nil, nil
+		}
+		st, ok := rolloutstate.StepStateOf(d)
+		if !ok {
+			return false, nil, nil
+		}
+		rec := rolloutstate.AnalysisRecordOf(d, st.Revision)
+		run := rec.Run(st.Step)
+		if run == nil || (run.Phase != rolloutstate.AnalysisInconclusive && run.Phase != rolloutstate.AnalysisError) {
+			return false, nil, nil
+		}
+		if c := rolloutstate.Condition(&d.Status, appsv1.DeploymentProgressing); c == nil || c.Reason != rolloutstate.RolloutAnalysisPaused {
+			w.f.T.Errorf("a write records the run %s with Progressing %+v, want %s in the same write", run.Phase, c, rolloutstate.RolloutAnalysisPaused)
+		}
+		return false, nil, nil
+	})
 }
 
 // idle waits until no measurement is in flight.
