@@ -103,12 +103,12 @@ func (w *sliceWatch) now() (ready []string, minReady, changes int) {
 	return slices.Clone(w.ready), w.minReady, w.changes
 }
 
-// readyPodIPs returns, sorted, the IPs of the pods in ns matching selector that are Ready and not terminating.
-func readyPodIPs(ctx context.Context, t *testing.T, ns string, selector labels.Selector) []string {
-	t.Helper()
+// readyPodIPs returns, sorted, the IPs of the pods in ns matching selector that are Ready and not terminating,
+// or the API error.
+func readyPodIPs(ctx context.Context, ns string, selector labels.Selector) ([]string, error) {
 	pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
 	if err != nil {
-		t.Fatalf("listing pods: %v", err)
+		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	var ips []string
 	for _, p := range pods.Items {
@@ -117,7 +117,7 @@ func readyPodIPs(ctx context.Context, t *testing.T, ns string, selector labels.S
 		}
 	}
 	slices.Sort(ips)
-	return ips
+	return ips, nil
 }
 
 func podReady(p *v1.Pod) bool {
@@ -129,19 +129,40 @@ func podReady(p *v1.Pod) bool {
 	return false
 }
 
-// waitSliceMatchesPods waits until w's ready addresses are exactly the IPs of the n ready pods of selector.
+// sliceMatchTimeout is how long waitSliceMatchesPods waits.
+const sliceMatchTimeout = time.Minute
+
+// waitSliceMatchesPods waits until w's ready addresses are exactly the IPs of the n ready pods of selector. On
+// a timeout the failure says what it saw last: the slice's addresses, the pods' IPs, any IP two ready pods
+// share (the slice lists it once, so they can never match) and the last API error.
 func waitSliceMatchesPods(t *testing.T, w *sliceWatch, ns string, selector labels.Selector, n int) []string {
 	t.Helper()
 	var last string
-	var ips []string
-	harness.Eventually(t, time.Minute, fmt.Sprintf("EndpointSlice to list the %d ready pods' IPs", n), func(ctx context.Context) (bool, error) {
-		ips = readyPodIPs(ctx, t, ns, selector)
+	for deadline := time.Now().Add(sliceMatchTimeout); ; time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ips, err := readyPodIPs(ctx, ns, selector)
+		cancel()
 		ready, _, _ := w.now()
-		last = fmt.Sprintf("slice %v, pods %v", ready, ips)
-		return len(ips) == n && slices.Equal(ready, ips), nil
-	})
-	t.Logf("EndpointSlice ready endpoints = ready pods' IPs: %d (%s)", len(ips), last)
-	return ips
+		last = fmt.Sprintf("slice %v, pods %v, shared IPs %v, error %v", ready, ips, shared(ips), err)
+		if err == nil && len(ips) == n && slices.Equal(ready, ips) {
+			t.Logf("EndpointSlice ready endpoints = ready pods' IPs: %d (%s)", len(ips), last)
+			return ips
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the EndpointSlice did not list the %d ready pods' IPs within %s; last seen: %s", n, sliceMatchTimeout, last)
+		}
+	}
+}
+
+// shared returns the IPs that occur more than once in sorted.
+func shared(sorted []string) []string {
+	var out []string
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i] == sorted[i-1] && (len(out) == 0 || out[len(out)-1] != sorted[i]) {
+			out = append(out, sorted[i])
+		}
+	}
+	return out
 }
 
 // TestServiceEndpointsFollowRollingUpdate: a Deployment exposed by a Service (`kubectl expose deployment … --port
