@@ -119,6 +119,12 @@ func TestStartStop(t *testing.T) {
 	if pod.UID != good.UID {
 		t.Errorf("pod good UID changed across restart")
 	}
+	// A pod created after the restart gets an address of its own, not the running pod's (podIPs).
+	createPod(t, ctx, client2, bareP("after", "nginx:1.25"))
+	after := waitForPod(t, ctx, client2, "after", func(p *corev1.Pod) bool { return p.Status.PodIP != "" && podReady(p) })
+	if after.Status.PodIP == good.Status.PodIP {
+		t.Errorf("pod after the restart got %s, pod good's address", after.Status.PodIP)
+	}
 	if err := cp2.Stop(); err != nil {
 		t.Fatalf("second Stop: %v", err)
 	}

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/kwok/pkg/kwok/controllers"
 	kwoklog "sigs.k8s.io/kwok/pkg/log"
 	kwokclient "sigs.k8s.io/kwok/pkg/utils/client"
+	"sigs.k8s.io/kwok/pkg/utils/gotpl"
 	"sigs.k8s.io/kwok/pkg/utils/lifecycle"
 )
 
@@ -40,6 +41,8 @@ const (
 	nodeIP  = "10.1.0.1"
 	// nodeLeaseDurationSeconds is the fake nodes' lease duration (seconds); KWOK renews it.
 	nodeLeaseDurationSeconds = 40
+	// podIPWatchTimeout bounds how long KWOK's start waits for the pod IP watch's first list (podIPs.watch).
+	podIPWatchTimeout = time.Minute
 	// nodesReadyTimeout bounds how long Start waits for every fake node to be Ready.
 	nodesReadyTimeout = time.Minute
 )
@@ -186,13 +189,19 @@ func kwokConfig(id string, stages map[internalversion.StageResourceRef][]*intern
 	}
 }
 
-// newKWOK builds the KWOK controller talking to the API server through kubeconfig, logging to logOut. The
-// returned function starts it and blocks until ctx is cancelled.
+// newKWOK builds the KWOK controller talking to the API server through kubeconfig, logging to logOut, with
+// podIPs in place of KWOK's pod IP pool. The returned function starts it (once the pod IP watch has listed
+// every pod) and blocks until ctx is cancelled.
 func newKWOK(kubeconfig string, logOut io.Writer, stages map[internalversion.StageResourceRef][]*internalversion.Stage) (func(context.Context) error, error) {
 	conf := kwokConfig(kwokIdentity, stages)
 	if err := kwokClients(&conf, kubeconfig); err != nil {
 		return nil, err
 	}
+	ips, err := newPodIPs(podCIDR)
+	if err != nil {
+		return nil, err
+	}
+	conf.FuncMap = gotpl.FuncMap{"PodIPWith": ips.podIPWith}
 	ctr, err := controllers.NewController(conf)
 	if err != nil {
 		return nil, fmt.Errorf("kwok controller: %w", err)
@@ -201,6 +210,12 @@ func newKWOK(kubeconfig string, logOut io.Writer, stages map[internalversion.Sta
 	return func(ctx context.Context) error {
 		ctx = kwoklog.NewContext(ctx, logger)
 		if err := warmStages(ctx, stages); err != nil {
+			return err
+		}
+		if err := ips.watch(ctx, conf.TypedClient, podIPWatchTimeout); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped before the first list
+			}
 			return err
 		}
 		if err := ctr.Start(ctx); err != nil {
