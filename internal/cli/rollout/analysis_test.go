@@ -42,6 +42,8 @@ func TestPromoteAnalysis(t *testing.T) {
 			said: "promoted: revision 3 goes on past the analysis that paused it (at step 3 of 4, setWeight 50)"},
 		{name: "background analysis paused at a pause step", d: analysisPausedBy(stepsDeployment(3)), value: "3/3",
 			said: "promoted: step 4 of 4 (pause until promoted) of revision 3 ends"},
+		{name: "background analysis paused after every step", d: analysisPausedBy(stepsDeployment(4)), value: "3/4",
+			said: "promoted: revision 3 goes on past the analysis that paused it (every step done)"},
 		{name: "setWeight step, no analysis paused", d: stepsDeployment(2)},
 		{name: "analysis step measuring", d: analysisStep, value: "3/1",
 			said: "promoted: step 2 of 3 (analysis error-rate) of revision 3 ends"},

@@ -140,7 +140,8 @@ func patchAnnotation(ctx context.Context, client kubernetes.Interface, d *appsv1
 // promote decides `rollout promote`: with full, every step left of revision rev; else the step the rollout is at
 // when it is a pause (EX-5) or an analysis (EX-6: its run goes on, or, paused for a human, the rollout goes on),
 // or whatever step it is at while an analysis paused it (the background run). It refuses a Deployment without
-// valid steps, a revision whose steps have not started or are done, and, without full, any other step.
+// valid steps, a revision whose steps have not started or are done (unless an analysis paused it: the background
+// one may pause the last stretch), and, without full, any other step.
 func promote(d *appsv1.Deployment, rev int64, full bool) (string, string, error) {
 	steps, st, err := currentStep(d, rev)
 	if err != nil {
@@ -150,7 +151,11 @@ func promote(d *appsv1.Deployment, rev int64, full bool) (string, string, error)
 		return rolloutstate.PromoteValue(rev, st.Step, true),
 			fmt.Sprintf("promoted: revision %d skips steps %d–%d and rolls out to 100%%", rev, st.Step+1, len(steps)), nil
 	}
-	s, value := steps[st.Step], rolloutstate.PromoteValue(rev, st.Step, false)
+	value := rolloutstate.PromoteValue(rev, st.Step, false)
+	if st.Step >= len(steps) { // every step done, a background analysis paused the last stretch (currentStep)
+		return value, fmt.Sprintf("promoted: revision %d goes on past the analysis that paused it (every step done)", rev), nil
+	}
+	s := steps[st.Step]
 	switch {
 	case s.Pause != nil || s.Analysis != nil:
 		return value, fmt.Sprintf("promoted: step %d of %d (%s) of revision %d ends", st.Step+1, len(steps), s, rev), nil
@@ -183,7 +188,7 @@ func currentStep(d *appsv1.Deployment, rev int64) (rolloutstate.Steps, rolloutst
 		return nil, st, fmt.Errorf("revision %d is complete: nothing to promote", rev)
 	case !ok || st.Revision != rev:
 		return nil, st, fmt.Errorf("revision %d has not started its steps (a first rollout and a rollback have none): nothing to promote", rev)
-	case st.Step >= len(steps):
+	case st.Step >= len(steps) && !analysisPaused(d):
 		return nil, st, fmt.Errorf("every step of revision %d is done: nothing to promote", rev)
 	}
 	return steps, st, nil

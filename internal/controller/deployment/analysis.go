@@ -27,7 +27,19 @@ const (
 	// AnalysisTemplateInvalid is the Warning event reason while an analysis step's templates cannot be read or
 	// used (missing, unlabelled, invalid); the rollout holds at the step and nothing is measured.
 	AnalysisTemplateInvalid = "AnalysisTemplateInvalid"
+	// AnalysisPromoted is the Normal event reason of `kubedeploy rollout promote` going on past a background
+	// analysis that paused the rollout (kubedeploy.io/rollout-analysis): that run measures no more.
+	AnalysisPromoted = "AnalysisPromoted"
 )
+
+// runName names run of analysis a for events: "rollout step 2 (analysis error-rate)", or "the background
+// analysis error-rate" for the run of kubedeploy.io/rollout-analysis.
+func runName(run *rolloutstate.AnalysisRun, a *rolloutstate.StepAnalysis) string {
+	if run.Step == rolloutstate.BackgroundRun {
+		return "the background " + a.String()
+	}
+	return fmt.Sprintf("rollout step %d (%s)", run.Step+1, a)
+}
 
 // templateRetry is how soon a step whose templates could not be read looks again (they may be created later).
 const templateRetry = 30 * time.Second
@@ -103,7 +115,7 @@ func (sc *syncContext) measureStep(ctx context.Context, step *rolloutstate.StepA
 	}
 	if err != nil {
 		hold.why = "its templates cannot be used: " + err.Error()
-		sc.c.recorder.Eventf(sc.d, v1.EventTypeWarning, AnalysisTemplateInvalid, "Rollout step %d (%s): %v; holding until fixed", run.Step+1, step, err)
+		sc.c.recorder.Eventf(sc.d, v1.EventTypeWarning, AnalysisTemplateInvalid, "Revision %d: %s: %v; holding until fixed", sc.newRevision(), runName(run, step), err)
 		sc.requeueAt(templateRetry)
 		return
 	}
@@ -140,7 +152,7 @@ func (sc *syncContext) requeueAt(wait time.Duration) {
 func (sc *syncContext) analysisEnded(step *rolloutstate.StepAnalysis, run *rolloutstate.AnalysisRun, metric string, last analysis.Measurement) {
 	rev := sc.newRevision()
 	if run.Phase == rolloutstate.AnalysisSuccessful {
-		sc.c.recorder.Eventf(sc.d, v1.EventTypeNormal, AnalysisSuccessful, "Revision %d: rollout step %d (%s) succeeded: %s", rev, run.Step+1, step, countsOf(run))
+		sc.c.recorder.Eventf(sc.d, v1.EventTypeNormal, AnalysisSuccessful, "Revision %d: %s succeeded: %s", rev, runName(run, step), countsOf(run))
 		return
 	}
 	why := last.Message
@@ -153,9 +165,9 @@ func (sc *syncContext) analysisEnded(step *rolloutstate.StepAnalysis, run *rollo
 	if run.Phase == rolloutstate.AnalysisFailed {
 		reason, then = AnalysisFailed, "aborting the rollout"
 	}
-	sc.c.recorder.Eventf(sc.d, v1.EventTypeWarning, reason, "Revision %d: rollout step %d (%s) is %s on metric %q: %s; %s",
-		rev, run.Step+1, step, run.Phase, metric, why, then)
-	sc.logger.Info("Analysis ended", "revision", rev, "step", run.Step+1, "phase", run.Phase, "metric", metric)
+	sc.c.recorder.Eventf(sc.d, v1.EventTypeWarning, reason, "Revision %d: %s is %s on metric %q: %s; %s",
+		rev, runName(run, step), run.Phase, metric, why, then)
+	sc.logger.Info("Analysis ended", "revision", rev, "run", runName(run, step), "phase", run.Phase, "metric", metric)
 }
 
 // countsOf says a run's measurements per metric: "error-rate 3/3 successful".
@@ -215,15 +227,18 @@ func (sc *syncContext) newPods() []*v1.Pod {
 	return append([]*v1.Pod(nil), sc.podsByRS[sc.newRS.UID]...)
 }
 
-// analysisFailed reports whether the current revision's analysis run at d's current step was decided Failed
-// (EX-6): the sync then aborts the rollout as `kubedeploy rollout abort` would.
+// analysisFailed reports whether the current revision's analysis run at d's current step, or its background
+// run, was decided Failed (EX-6): the sync then aborts the rollout as `kubedeploy rollout abort` would.
 func (sc *syncContext) analysisFailed() bool {
 	rev := sc.newRevision()
+	rec := rolloutstate.AnalysisRecordOf(sc.d, rev)
+	if run := rec.Run(rolloutstate.BackgroundRun); run != nil && run.Phase == rolloutstate.AnalysisFailed {
+		return true
+	}
 	_, st, ok := rolloutstate.RecordedStep(sc.d, fmt.Sprint(rev))
 	if !ok {
 		return false
 	}
-	rec := rolloutstate.AnalysisRecordOf(sc.d, rev)
 	run := rec.Run(st.Step)
 	return run != nil && run.Phase == rolloutstate.AnalysisFailed
 }

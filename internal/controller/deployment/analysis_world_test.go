@@ -92,7 +92,8 @@ func newAnalysisWorld(t *testing.T, steps string) *analysisWorld {
 }
 
 // checkVerdictWrites fails the test at any Deployment write whose analysis record has a run paused
-// (Inconclusive or Error) at the step the rollout is at, while its Progressing condition says otherwise:
+// (Inconclusive or Error) at the step the rollout is at, or a paused background run, while its Progressing
+// condition says otherwise:
 // the verdict and the condition it holds the rollout with go in one write.
 func (w *analysisWorld) checkVerdictWrites() {
 	w.f.Client.PrependReactor("update", "deployments", func(action core.Action) (bool, runtime.Object, error) {
@@ -106,7 +107,10 @@ func (w *analysisWorld) checkVerdictWrites() {
 		}
 		rec := rolloutstate.AnalysisRecordOf(d, st.Revision)
 		run := rec.Run(st.Step)
-		if run == nil || (run.Phase != rolloutstate.AnalysisInconclusive && run.Phase != rolloutstate.AnalysisError) {
+		if bg := rec.Run(rolloutstate.BackgroundRun); bg.Paused() {
+			run = bg
+		}
+		if !run.Paused() {
 			return false, nil, nil
 		}
 		if c := rolloutstate.Condition(&d.Status, appsv1.DeploymentProgressing); c == nil || c.Reason != rolloutstate.RolloutAnalysisPaused {

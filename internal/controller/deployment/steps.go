@@ -34,6 +34,8 @@ type rolloutSteps struct {
 	invalid  *rolloutstate.StepsError
 	// analysis is how the current analysis step holds the rollout (EX-6), nil at any other step.
 	analysis *analysisHold
+	// background is the background analysis (EX-6), nil without kubedeploy.io/rollout-analysis.
+	background *backgroundHold
 }
 
 // syncSteps reads d's rollout steps (EX-5) and sets sc.partition to the limit the current step puts on the new
@@ -58,15 +60,21 @@ func (sc *syncContext) syncSteps(ctx context.Context) error {
 		sc.partition = rolloutPartition{Partition: rolloutstate.Partition{Set: true, Replicas: replicas}, steps: &rolloutSteps{invalid: invalid}}
 		return nil
 	}
-	p := rolloutstate.AdvanceSteps(rolloutstate.StepInput{D: sc.d, Steps: steps, Revision: rev, NewRS: sc.newRS, AllRSs: sc.allRSs(), Now: sc.now})
-	sc.partition = rolloutPartition{Partition: p.Partition, steps: &rolloutSteps{steps: steps, progress: p}}
+	stored := sc.d.Annotations[rolloutstate.RolloutAnalysisStateAnnotation]
+	background := sc.syncBackground(ctx, rev) // EX-6
+	p := rolloutstate.AdvanceSteps(rolloutstate.StepInput{D: sc.d, Steps: steps, Revision: rev, NewRS: sc.newRS, AllRSs: sc.allRSs(), Now: sc.now,
+		Held: background.holds()})
+	sc.partition = rolloutPartition{Partition: p.Partition, steps: &rolloutSteps{steps: steps, progress: p, background: background}}
 	if p.Wait == rolloutstate.StepWaitTime {
 		sc.requeueAfter = p.Remaining + 100*time.Millisecond
 	}
 	if err := sc.recordStep(ctx, steps, p, rev, replicas); err != nil {
 		return err
 	}
-	if p.Wait == rolloutstate.StepWaitAnalysis && rev != 0 && !sc.d.Spec.Paused {
+	if err := sc.writeBackground(ctx, stored); err != nil {
+		return err
+	}
+	if p.Wait == rolloutstate.StepWaitAnalysis && p.State.Step < len(steps) && steps[p.State.Step].Analysis != nil && rev != 0 && !sc.d.Spec.Paused {
 		return sc.syncAnalysis(ctx, steps, p) // EX-6
 	}
 	return nil
@@ -134,6 +142,8 @@ func (s *rolloutSteps) hold(d *appsv1.Deployment, status *appsv1.DeploymentStatu
 		return nil
 	case !rolloutstate.HeldAtPartition(d, status, newRS, limit):
 		return nil
+	case s.background.holds():
+		return s.background.condition(d, status, newRS, replicas)
 	case s.progress.Wait == rolloutstate.StepWaitAnalysis:
 		return s.analysisCondition(d, status, newRS, replicas)
 	}

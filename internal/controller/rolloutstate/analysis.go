@@ -3,6 +3,7 @@ package rolloutstate
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -219,8 +220,16 @@ type AnalysisRun struct {
 	// Phase is the run's verdict once it is done (Successful, Failed, Inconclusive, Error), as the Deployment
 	// controller decided it from the templates' limits then; empty while it runs. A recorded verdict stands even
 	// if the templates change afterwards.
-	Phase   AnalysisPhase  `json:"phase,omitempty"`
-	Metrics []MetricRecord `json:"metrics"`
+	Phase AnalysisPhase `json:"phase,omitempty"`
+	// Promoted is set on a background run that was Inconclusive or Error when `kubedeploy rollout promote` went
+	// on past it (EX-6): it holds the rollout no more and takes no more measurements; its verdict stays.
+	Promoted bool           `json:"promoted,omitempty"`
+	Metrics  []MetricRecord `json:"metrics"`
+}
+
+// Paused reports whether run ended Inconclusive or Error and waits for a human: not yet promoted past.
+func (run *AnalysisRun) Paused() bool {
+	return run != nil && (run.Phase == AnalysisInconclusive || run.Phase == AnalysisError) && !run.Promoted
 }
 
 // Metric returns the record of the metric named name, adding an empty one when there is none yet.
@@ -327,6 +336,38 @@ func (a *StepAnalysis) ArgsMap() map[string]string {
 		m[arg.Name] = arg.Value
 	}
 	return m
+}
+
+// BackgroundAnalysisOf reads d's RolloutAnalysisAnnotation ("NAME[,NAME]", spaces around names ignored) as the
+// analysis it names: nil, nil without the annotation; an error naming the fault for an empty list, a name that
+// is not a ConfigMap name or a name given twice.
+func BackgroundAnalysisOf(d *appsv1.Deployment) (*StepAnalysis, error) {
+	v, ok := d.Annotations[RolloutAnalysisAnnotation]
+	if !ok {
+		return nil, nil
+	}
+	a := &StepAnalysis{}
+	for _, name := range strings.Split(v, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			a.Templates = append(a.Templates, name)
+		}
+	}
+	if why := a.check(); why != "" {
+		return nil, fmt.Errorf("invalid %s %q: %s", RolloutAnalysisAnnotation, v, why)
+	}
+	return a, nil
+}
+
+// BackgroundHeldMessage is the Progressing=True message while the background analysis (RolloutAnalysisAnnotation,
+// a) holds subject, of Deployment name, with updated of replicas pods on the new template (EX-6): paused
+// (Inconclusive or Error) for a human, or, with why, unable to measure (templates that cannot be used).
+func BackgroundHeldMessage(subject, name string, a *StepAnalysis, phase AnalysisPhase, why string, updated, replicas int32) string {
+	head := fmt.Sprintf("%s has %d of %d pods updated, held by the background %s", subject, updated, replicas, a)
+	if why != "" && phase == "" {
+		return fmt.Sprintf("%s: %s.", head, why)
+	}
+	return fmt.Sprintf("%s: it ended %s; `kubedeploy rollout promote deploy/%s` goes on without it, `kubedeploy rollout abort deploy/%s` rolls back.",
+		head, phase, name, name)
 }
 
 // AnalysisHeldMessage is the Progressing=True message while analysis step st.Step of steps holds subject, of

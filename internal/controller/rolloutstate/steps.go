@@ -319,6 +319,13 @@ func promoted(d *appsv1.Deployment, revision int64, step int) (full, this bool) 
 	return false, what == strconv.Itoa(step)
 }
 
+// Promoted reports whether d's RolloutPromoteAnnotation promotes step (0-based; len(steps) once every step is
+// done) of revision, or every step left of it.
+func Promoted(d *appsv1.Deployment, revision int64, step int) bool {
+	full, this := promoted(d, revision, step)
+	return full || this
+}
+
 // AbortRequested reports whether d's RolloutAbortAnnotation asks to abort revision.
 func AbortRequested(d *appsv1.Deployment, revision int64) bool {
 	return revision > 0 && d.Annotations[RolloutAbortAnnotation] == strconv.FormatInt(revision, 10)
@@ -365,6 +372,9 @@ type StepInput struct {
 	NewRS    *appsv1.ReplicaSet
 	AllRSs   []*appsv1.ReplicaSet
 	Now      time.Time
+	// Held says the background analysis holds the rollout where it is (EX-6: paused for a human, or unable to
+	// measure): no step starts, and the new ReplicaSet grows no more.
+	Held bool
 }
 
 // AdvanceSteps returns where the rollout of in.Revision stands (EX-5): from the stored state when it is for
@@ -373,6 +383,8 @@ type StepInput struct {
 // ReplicaSets hold the rest (StepReached), a timed pause once its duration has passed since it started, an
 // untimed one once promoted, an analysis once its run is recorded Successful (EX-6) or it is promoted; a promote
 // "full" ends them all. A state with a step past the list (the list was shortened) counts as done. The result's Partition is the current step's limit.
+// While in.Held (a background analysis holds the rollout, EX-6) no step starts and the partition holds the new
+// ReplicaSet where it is, steps done or not (Wait StepWaitAnalysis).
 func AdvanceSteps(in StepInput) StepProgress {
 	replicas := Replicas(in.D)
 	stored, ok := StepStateOf(in.D)
@@ -381,6 +393,11 @@ func AdvanceSteps(in StepInput) StepProgress {
 		st = StepState{Revision: in.Revision, Since: metav1.NewTime(ceilSecond(in.Now))}
 	}
 	p := StepProgress{}
+	if in.Held {
+		p.State, p.Changed, p.Wait = st, !ok || st != stored, StepWaitAnalysis
+		p.Partition = Partition{Set: true, Replicas: replicas} // 0 pods: where the rollout is (Limit)
+		return p
+	}
 	for st.Step < len(in.Steps) {
 		full, this := promoted(in.D, in.Revision, st.Step)
 		if full {
