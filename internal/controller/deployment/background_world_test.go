@@ -3,6 +3,7 @@ package deployment
 import (
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 
@@ -36,6 +37,10 @@ func TestBackgroundAnalysisFailsAndAborts(t *testing.T) {
 	w.run(3)
 	if run := w.background(rev); run == nil || run.Phase != "" || run.Metric("error-rate").Successful != 2 {
 		w.fatalf("background run %+v after 3 s, want running with 2 successes (t=0 s, 2 s)", run)
+	}
+	// In the 60 s pause the sync asks to be back for the next measurement (2 s apart), not at the pause's end.
+	if res, err := w.f.sync(); err != nil || res.RequeueAfter <= 0 || res.RequeueAfter > 2*time.Second+200*time.Millisecond {
+		w.fatalf("a sync in the pause: requeue after %s (%v), want within the measurements' 2 s interval", res.RequeueAfter, err)
 	}
 	w.a.set(analysis.PhaseFailed, "0.4")
 	w.run(4)

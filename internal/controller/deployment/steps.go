@@ -3,7 +3,6 @@ package deployment
 import (
 	"context"
 	"fmt"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
@@ -66,7 +65,7 @@ func (sc *syncContext) syncSteps(ctx context.Context) error {
 		Held: background.holds()})
 	sc.partition = rolloutPartition{Partition: p.Partition, steps: &rolloutSteps{steps: steps, progress: p, background: background}}
 	if p.Wait == rolloutstate.StepWaitTime {
-		sc.requeueAfter = p.Remaining + 100*time.Millisecond
+		sc.requeueAt(p.Remaining) // the earliest wins: the background analysis may be due sooner
 	}
 	if err := sc.recordStep(ctx, steps, p, rev, replicas); err != nil {
 		return err

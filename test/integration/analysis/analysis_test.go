@@ -104,6 +104,11 @@ func (w *world) followReplicaSets(ctx context.Context, t *testing.T) {
 // waits for its first rollout, and returns the namespace and a watch of the rolling-update bounds (maxSurge 3,
 // maxUnavailable 2 of 25%) and of the ReplicaSets' sizes.
 func deploy(ctx context.Context, t *testing.T, template string) (string, *harness.RolloutWatch, *harness.SizeLog) {
+	return deployWith(ctx, t, template, map[string]string{rolloutstate.RolloutStepsAnnotation: steps})
+}
+
+// deployWith is deploy with annotations in place of issue 47's steps.
+func deployWith(ctx context.Context, t *testing.T, template string, annotations map[string]string) (string, *harness.RolloutWatch, *harness.SizeLog) {
 	ns := env.Namespace(t)
 	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "error-rate", Labels: map[string]string{analysis.TemplateLabel: "true"}},
 		Data: map[string]string{analysis.MetricsKey: template}}
@@ -111,7 +116,7 @@ func deploy(ctx context.Context, t *testing.T, template string) (string, *harnes
 		t.Fatal(err)
 	}
 	d := harness.NewDeployment(ns, "web", replicas, "nginx:1")
-	d.Annotations = map[string]string{rolloutstate.RolloutStepsAnnotation: steps}
+	d.Annotations = annotations
 	if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,8 @@ import (
 // image completes; a bad one (40% 5xx) is aborted by the analysis and rolled back, its ReplicaSet never above 3
 // pods, within initialDelay + (failureLimit+1) × interval + 10 s of the analysis starting; an empty result is
 // Inconclusive, not success; with Prometheus stopped a good image stays at 30% and goes on after Prometheus is
-// back and a promote. The rolling-update bounds are checked at every ReplicaSet change throughout.
+// back and a promote. And the background analysis (kubedeploy.io/rollout-analysis) aborts a bad image during a
+// pause. The rolling-update bounds are checked at every ReplicaSet change throughout.
 func TestAnalysisAgainstPrometheus(t *testing.T) {
 	ctx := harness.Context(t, 10*time.Minute)
 	w := newWorld(ctx, t)
@@ -27,6 +28,7 @@ func TestAnalysisAgainstPrometheus(t *testing.T) {
 		t.Run("GoodImageCompletes", func(t *testing.T) { t.Parallel(); goodImageCompletes(ctx, t) })
 		t.Run("BadImageIsAbortedInTime", func(t *testing.T) { t.Parallel(); badImageIsAborted(ctx, t) })
 		t.Run("EmptyResultIsInconclusive", func(t *testing.T) { t.Parallel(); emptyResultIsInconclusive(ctx, t) })
+		t.Run("BackgroundAbortsDuringPause", func(t *testing.T) { t.Parallel(); backgroundAbortsDuringPause(ctx, t) })
 	})
 	t.Run("PrometheusDownHoldsUntilBackAndPromoted", func(t *testing.T) { w.prometheusDown(ctx, t) })
 }
