@@ -36,12 +36,13 @@ const killTemplate = `
   provider: {pods: {}}
 `
 
-// runCounts is one analysis run's record as a watch saw it: its start and each metric's counts.
+// runCounts is one analysis run's record as a watch saw it: its start, phase and its metrics' counts summed.
 type runCounts struct {
-	since       time.Time
-	phase       rolloutstate.AnalysisPhase
-	ok, failed  int32
-	measuredAll int32
+	since        time.Time
+	phase        rolloutstate.AnalysisPhase
+	ok, failed   int32
+	inconclusive int32
+	measuredAll  int32
 }
 
 // analysisLog records every new state of the run of step 1 of revision 2 from a watch of the Deployment.
@@ -59,8 +60,11 @@ func watchAnalysis(ctx context.Context, t *testing.T, client kubernetes.Interfac
 		if run == nil {
 			return
 		}
-		r := runCounts{since: run.Since.Time, phase: run.Phase, ok: run.Metric("ready").Successful, failed: run.Metric("too-few").Failed}
-		r.measuredAll = run.Metric("ready").Measured() + run.Metric("too-few").Measured()
+		r := runCounts{since: run.Since.Time, phase: run.Phase}
+		for _, m := range run.Metrics {
+			r.ok, r.failed, r.inconclusive = r.ok+m.Successful, r.failed+m.Failed, r.inconclusive+m.Inconclusive
+			r.measuredAll += m.Measured()
+		}
 		l.mu.Lock()
 		if n := len(l.records); n == 0 || l.records[n-1] != r {
 			l.records = append(l.records, r)

@@ -77,6 +77,41 @@ func (e *Exporter) SetErrorRate(hash string, rate float64) {
 	tr.rate, tr.since = rate, now
 }
 
+// ErrorRateMetric is an analysis template's metrics (EX-6, issue 47's): 3 measurements 2 s apart of the
+// Exporter's 5xx share for the new pods' pod-template-hash, success below 5%. The numerator falls back to 0
+// for a version that never answered a 5xx (its code="500" series does not exist).
+const ErrorRateMetric = `
+- name: error-rate
+  interval: 2s
+  count: 3
+  successCondition: result < 0.05
+  provider:
+    prometheus:
+      query: |
+        (sum(rate(http_requests_total{code="500",pod_template_hash="{{ .NewPodTemplateHash }}"}[5s])) or vector(0))
+        / sum(rate(http_requests_total{pod_template_hash="{{ .NewPodTemplateHash }}"}[5s]))
+`
+
+// ErrorsOnlyMetric is ErrorRateMetric without the fallback and the denominator: for a version that never
+// failed its result is empty, which is Inconclusive.
+const ErrorsOnlyMetric = `
+- name: error-rate
+  interval: 2s
+  count: 3
+  successCondition: result < 0.05
+  provider:
+    prometheus:
+      query: sum(rate(http_requests_total{code="500",pod_template_hash="{{ .NewPodTemplateHash }}"}[5s]))
+`
+
+// Forget stops serving hash's series (as if its pods were gone): from the next scrape Prometheus marks them
+// stale, and an instant query over them is empty.
+func (e *Exporter) Forget(hash string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.hashes, hash)
+}
+
 // countsAt returns the requests answered 200 and 500 up to now.
 func (tr *traffic) countsAt(now time.Time) (ok, errors float64) {
 	n := max(now.Sub(tr.since).Seconds(), 0) * RequestsPerSecond

@@ -35,30 +35,12 @@ const (
 	badRate = 0.4
 )
 
-// errorRate is issue 47's template: 3 measurements 2 s apart of the new pods' 5xx share, success below 5%. The
-// numerator falls back to 0 for a version that never answered a 5xx (its code="500" series does not exist).
-const errorRate = `
-- name: error-rate
-  interval: 2s
-  count: 3
-  successCondition: result < 0.05
-  provider:
-    prometheus:
-      query: |
-        (sum(rate(http_requests_total{code="500",pod_template_hash="{{ .NewPodTemplateHash }}"}[5s])) or vector(0))
-        / sum(rate(http_requests_total{pod_template_hash="{{ .NewPodTemplateHash }}"}[5s]))
-`
-
-// errorsOnly has no fallback: for a version that never failed its result is empty, which is Inconclusive.
-const errorsOnly = `
-- name: error-rate
-  interval: 2s
-  count: 3
-  successCondition: result < 0.05
-  provider:
-    prometheus:
-      query: sum(rate(http_requests_total{code="500",pod_template_hash="{{ .NewPodTemplateHash }}"}[5s]))
-`
+// errorRate and errorsOnly are issue 47's template and its variant without a fallback (empty for a version that
+// never failed).
+const (
+	errorRate  = promserver.ErrorRateMetric
+	errorsOnly = promserver.ErrorsOnlyMetric
+)
 
 // world is the Prometheus, the exporter that plays the pods' traffic and the controllers pointed at them.
 type world struct {
