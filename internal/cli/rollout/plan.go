@@ -203,6 +203,9 @@ func printPlan(out io.Writer, r planReport) error {
 	p := r.plan
 	printHeader(out, r)
 	printRolloutSteps(out, p)
+	if len(p.RolloutSteps) > 0 {
+		printBackgroundAnalysis(out, r.next)
+	}
 	if p.Paused {
 		fmt.Fprintf(out, "It is paused: nothing happens until `kubectl rollout resume deployment/%s`; then:\n", p.Deployment)
 	}
@@ -329,6 +332,20 @@ func printRolloutSteps(out io.Writer, p *simulator.Plan) {
 		}
 	}
 	fmt.Fprintf(out, "  then all %d.\n", p.Replicas)
+}
+
+// printBackgroundAnalysis says what d's background analysis (EX-6, rolloutstate.RolloutAnalysisAnnotation) does
+// beside its rollout steps, or why it holds the rollout when the annotation is invalid; nothing without one.
+func printBackgroundAnalysis(out io.Writer, d *appsv1.Deployment) {
+	a, err := rolloutstate.BackgroundAnalysisOf(d)
+	switch {
+	case err != nil:
+		fmt.Fprintf(out, "Background analysis: %v; it holds the rollout where it is until fixed.\n", err)
+	case a != nil:
+		fmt.Fprintf(out, "Background analysis (%s): %s from the first step until the rollout completes, beside the steps; "+
+			"a failure aborts the rollout, an inconclusive or errored one holds it until `kubedeploy rollout promote deploy/%s`.\n",
+			rolloutstate.RolloutAnalysisAnnotation, a, d.Name)
+	}
 }
 
 // printStuck says, for a rollout that will not complete without a change (s not nil), which pods fail and

@@ -201,6 +201,7 @@ metadata:
       - pause: {duration: 12s}
       - setWeight: 50
       - pause: {}
+    kubedeploy.io/rollout-analysis: error-rate
 spec:
   replicas: 10
   selector: {matchLabels: {app: web}}
@@ -222,7 +223,9 @@ spec:
 			"  2. pause 12s: holds at 2 pods\n" +
 			"  3. setWeight 50: 5 pods on the new template, available before the next step\n" +
 			"  4. pause until promoted: holds at 5 pods until `kubedeploy rollout promote deploy/web`\n" +
-			"  then all 10.\n",
+			"  then all 10.\n" +
+			"Background analysis (kubedeploy.io/rollout-analysis): analysis error-rate from the first step until the rollout completes, " +
+			"beside the steps; a failure aborts the rollout, an inconclusive or errored one holds it until `kubedeploy rollout promote deploy/web`.\n",
 		"held by rollout step 4 of 4 (pause until promoted): 5 of 10 pods updated after about 16s.",
 	} {
 		if !strings.Contains(out, want) {
