@@ -62,6 +62,7 @@ func TestShardedMoveAgainstPrometheus(t *testing.T) {
 	}
 	r.waitSettled("with 3 replicas")
 	r.waitRolloutsComplete()
+	r.watchRollouts()
 	logs, sizes := map[string]*analysisLog{}, map[string]*harness.SizeLog{}
 	for _, ns := range r.namespaces {
 		sizes[ns] = harness.WatchReplicaSetSizes(r.ctx, t, r.client, ns)

@@ -30,6 +30,9 @@ const (
 	// AnalysisPromoted is the Normal event reason of `kubedeploy rollout promote` going on past a background
 	// analysis that paused the rollout (kubedeploy.io/rollout-analysis): that run measures no more.
 	AnalysisPromoted = "AnalysisPromoted"
+	// AnalysisIgnored is the Warning event reason while a Deployment with kubedeploy.io/rollout-analysis but no
+	// kubedeploy.io/rollout-steps rolls out: the background analysis runs only beside steps.
+	AnalysisIgnored = "AnalysisIgnored"
 )
 
 // runName names run of analysis a for events: "rollout step 2 (analysis error-rate)", or "the background

@@ -63,6 +63,18 @@ func (sc *syncContext) syncBackground(ctx context.Context, rev int64) *backgroun
 	return b
 }
 
+// backgroundWithoutSteps emits a Warning AnalysisIgnored while a rollout of a Deployment that has
+// kubedeploy.io/rollout-analysis but no kubedeploy.io/rollout-steps is under way: the background analysis runs
+// only beside steps (EX-6), and an annotation that silently does nothing would surprise its author.
+func (sc *syncContext) backgroundWithoutSteps() {
+	if _, ok := sc.d.Annotations[rolloutstate.RolloutAnalysisAnnotation]; !ok || rolloutstate.Complete(sc.d, &sc.d.Status) {
+		return
+	}
+	sc.c.recorder.Eventf(sc.d, v1.EventTypeWarning, AnalysisIgnored, "%s runs only beside %s, which this Deployment does not have: "+
+		"this rollout is not analysed (a single step `- setWeight: 100` runs it for the whole rollout)",
+		rolloutstate.RolloutAnalysisAnnotation, rolloutstate.RolloutStepsAnnotation)
+}
+
 // backgroundPromoted reports whether RolloutPromoteAnnotation names the step revision rev's rollout is at (as
 // recorded; the step count once every step is done), or every step left.
 func (sc *syncContext) backgroundPromoted(rev int64) bool {

@@ -130,3 +130,28 @@ func TestBackgroundAnalysisInvalidHolds(t *testing.T) {
 		t.Errorf("events:\n%s\nwant AnalysisTemplateInvalid", ev)
 	}
 }
+
+// EX-6: without rollout steps the background analysis does not run, and a Warning AnalysisIgnored says so while
+// a rollout is under way; with the one step its message suggests (setWeight 100) it runs for the whole rollout.
+func TestBackgroundAnalysisNeedsSteps(t *testing.T) {
+	w := newBackgroundWorld(t, "- setWeight: 100\n")
+	w.a.set(analysis.PhaseFailed, "0.4")
+	w.setImage(false)
+	w.run(3)
+	if run := w.background(2); run == nil || run.Phase != rolloutstate.AnalysisFailed {
+		w.fatalf("background run %+v beside setWeight 100, want Failed", run)
+	}
+	w = newAnalysisWorld(t, "- setWeight: 100\n")
+	d := w.f.deployment()
+	delete(d.Annotations, rolloutstate.RolloutStepsAnnotation)
+	d.Annotations[rolloutstate.RolloutAnalysisAnnotation] = "error-rate"
+	w.update(d, "background analysis without steps")
+	w.setImage(false)
+	w.run(3)
+	if w.a.count() != 0 || w.background(2) != nil {
+		t.Errorf("%d measurements, run %+v without steps; want none", w.a.count(), w.background(2))
+	}
+	if ev := strings.Join(w.f.Events(), "\n"); !strings.Contains(ev, AnalysisIgnored+" kubedeploy.io/rollout-analysis runs only beside kubedeploy.io/rollout-steps") {
+		t.Errorf("events:\n%s\nwant AnalysisIgnored", ev)
+	}
+}

@@ -46,6 +46,7 @@ type rolloutSteps struct {
 // rollbacks (rolloutstate.StepsApply). It returns the API error of the record.
 func (sc *syncContext) syncSteps(ctx context.Context) error {
 	if !rolloutstate.HasRolloutSteps(sc.d) {
+		sc.backgroundWithoutSteps()
 		return nil
 	}
 	rev := sc.newRevision()
