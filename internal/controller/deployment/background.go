@@ -96,7 +96,7 @@ func (sc *syncContext) writeBackground(ctx context.Context, stored string) error
 	return nil
 }
 
-// backgroundCondition returns the Progressing condition the background analysis b holds the rollout with:
+// condition returns the Progressing condition the background analysis b holds the rollout with:
 // RolloutAnalysisPaused while its run waits for a human, RolloutAnalysisRunning while it cannot measure.
 func (b *backgroundHold) condition(d *appsv1.Deployment, status *appsv1.DeploymentStatus, newRS *appsv1.ReplicaSet, replicas int32) *appsv1.DeploymentCondition {
 	var phase rolloutstate.AnalysisPhase

@@ -22,6 +22,15 @@ func newBackgroundWorld(t *testing.T, steps string) *analysisWorld {
 	return w
 }
 
+// startBackground is newBackgroundWorld on steps whose measurements succeed, its new image set and 3 s run.
+func startBackground(t *testing.T, steps string) *analysisWorld {
+	w := newBackgroundWorld(t, steps)
+	w.a.set(analysis.PhaseSuccessful, "0.001")
+	w.setImage(false)
+	w.run(3)
+	return w
+}
+
 func (w *analysisWorld) background(rev int64) *rolloutstate.AnalysisRun {
 	rec := rolloutstate.AnalysisRecordOf(w.f.deployment(), rev)
 	return rec.Run(rolloutstate.BackgroundRun)
@@ -30,11 +39,8 @@ func (w *analysisWorld) background(rev int64) *rolloutstate.AnalysisRun {
 // EX-6: a background analysis that fails aborts the rollout at whatever step it is (here the 60 s pause), as
 // `kubedeploy rollout abort` does, the new ReplicaSet never past the 3 pods of its step.
 func TestBackgroundAnalysisFailsAndAborts(t *testing.T) {
-	w := newBackgroundWorld(t, backgroundSteps)
-	w.a.set(analysis.PhaseSuccessful, "0.001")
-	w.setImage(false)
+	w := startBackground(t, backgroundSteps)
 	const rev = 2
-	w.run(3)
 	if run := w.background(rev); run == nil || run.Phase != "" || run.Metric("error-rate").Successful != 2 {
 		w.fatalf("background run %+v after 3 s, want running with 2 successes (t=0 s, 2 s)", run)
 	}
@@ -66,11 +72,8 @@ func TestBackgroundAnalysisFailsAndAborts(t *testing.T) {
 // pause that has ended (RolloutAnalysisPaused); a promote goes on without it (recorded promoted, nothing more
 // measured) to completion.
 func TestBackgroundAnalysisInconclusivePausesUntilPromoted(t *testing.T) {
-	w := newBackgroundWorld(t, "- setWeight: 30\n- pause: {duration: 5s}\n- setWeight: 60\n")
-	w.a.set(analysis.PhaseSuccessful, "0.001")
-	w.setImage(false)
+	w := startBackground(t, "- setWeight: 30\n- pause: {duration: 5s}\n- setWeight: 60\n")
 	const rev = 2
-	w.run(3)
 	w.a.set(analysis.PhaseInconclusive, "")
 	w.run(10) // the pause ends at 5 s: the hold keeps step 2
 	d := w.f.deployment()
@@ -102,11 +105,8 @@ func TestBackgroundAnalysisInconclusivePausesUntilPromoted(t *testing.T) {
 // EX-6: a background analysis does not gate the steps: they go on while it measures, and it ends Successful
 // after its count.
 func TestBackgroundAnalysisDoesNotGateSteps(t *testing.T) {
-	w := newBackgroundWorld(t, "- setWeight: 30\n- pause: {duration: 1s}\n- setWeight: 60\n- pause: {duration: 10s}\n")
-	w.a.set(analysis.PhaseSuccessful, "0.001")
-	w.setImage(false)
+	w := startBackground(t, "- setWeight: 30\n- pause: {duration: 1s}\n- setWeight: 60\n- pause: {duration: 10s}\n")
 	const rev = 2
-	w.run(3)
 	if _, st := w.revision(); st.Step < 3 {
 		w.fatalf("at step %d after 3 s, want the steps going on beside the background analysis (step 4)", st.Step+1)
 	}
