@@ -150,8 +150,9 @@ type Coordinator struct {
 	logger  klog.Logger
 	// badRing is the last undecodable ring's error, logged once.
 	badRing string
-	// lastRefresh is when refreshWeights last wrote the ring; lastMeasure when maybeResplit last measured.
-	lastRefresh, lastMeasure time.Time
+	// lastRefresh is when refreshWeights last wrote the ring, lastCount when it last counted the buckets' pods;
+	// lastMeasure when maybeResplit last measured.
+	lastRefresh, lastCount, lastMeasure time.Time
 
 	// owned is how many buckets the ring gave this replica when last read, -1 before it was read.
 	owned atomic.Int64

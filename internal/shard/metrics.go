@@ -22,11 +22,11 @@ var (
 	})
 	metricCachedPods = metrics.NewGauge(&metrics.GaugeOpts{
 		Name: "kubedeploy_shard_cached_pods", StabilityLevel: metrics.ALPHA,
-		Help: "Pods in the informer caches of the buckets this replica runs (pods; SH-4: only its namespaces').",
+		Help: "Pods in the informer caches of the buckets this replica runs (pods; SH-4: only its namespaces'), counted every 10 s.",
 	})
 	metricCachedNamespaces = metrics.NewGauge(&metrics.GaugeOpts{
 		Name: "kubedeploy_shard_cached_namespaces", StabilityLevel: metrics.ALPHA,
-		Help: "Namespaces with pods in the informer caches of the buckets this replica runs.",
+		Help: "Namespaces with pods in the informer caches of the buckets this replica runs, counted every 10 s.",
 	})
 	metricHandovers = metrics.NewCounterVec(&metrics.CounterOpts{
 		Name: "kubedeploy_shard_handovers_total", StabilityLevel: metrics.ALPHA,
