@@ -168,11 +168,35 @@ func OlderFirst(a, b *appsv1.ReplicaSet) bool {
 // pod-template-hash label is removed from both (RV-1): nil and empty maps and slices are equal, quantities
 // compare numerically. It compares the typed templates; the Deployment controller also compares what the API
 // server stored of fields its API does not know (IM-8, rawtemplate).
+//
+// It copies neither template (it runs for every ReplicaSet in every Deployment sync, issue 48): the labels are
+// compared apart, the rest on shallow copies whose labels are cleared.
 func TemplatesEqualIgnoringHash(a, b *v1.PodTemplateSpec) bool {
-	a1, b1 := a.DeepCopy(), b.DeepCopy()
-	delete(a1.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-	delete(b1.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-	return equality.Semantic.DeepEqual(a1, b1)
+	if !labelsEqualIgnoringHash(a.Labels, b.Labels) {
+		return false
+	}
+	a1, b1 := *a, *b
+	a1.Labels, b1.Labels = nil, nil
+	return equality.Semantic.DeepEqual(&a1, &b1)
+}
+
+// labelsEqualIgnoringHash reports whether a and b hold the same labels but pod-template-hash (nil and empty are
+// equal).
+func labelsEqualIgnoringHash(a, b map[string]string) bool {
+	n := 0
+	for k, v := range a {
+		if k == appsv1.DefaultDeploymentUniqueLabelKey {
+			continue
+		}
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+		n++
+	}
+	if _, ok := b[appsv1.DefaultDeploymentUniqueLabelKey]; ok {
+		n++
+	}
+	return n == len(b)
 }
 
 // NewReplicaSet returns d's new ReplicaSet among rss (RV-1: the oldest whose pod template equals d's, ignoring
