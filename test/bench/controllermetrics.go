@@ -216,7 +216,7 @@ func (p *process) profileInto(dir string) error {
 // written or has failed (a failure is logged, not returned: the profile is a diagnostic, not a measurement).
 func (p *process) profile(ctx context.Context, cl *cluster, phase string) <-chan struct{} {
 	done := make(chan struct{})
-	if p.profileDir == "" || p.plain {
+	if p.profileDir == "" || p.noPprof {
 		close(done)
 		return done
 	}
@@ -224,7 +224,7 @@ func (p *process) profile(ctx context.Context, cl *cluster, phase string) <-chan
 		defer close(done)
 		client := *cl.metrics
 		client.Timeout = profileFor + 30*time.Second
-		url := fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/profile?seconds=%d", p.port, int(profileFor.Seconds()))
+		url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(p.metricsURL(), "/metrics"), int(profileFor.Seconds()))
 		b, err := get(ctx, &client, url)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(p.profileDir, phase+".pprof"), b, 0o644)

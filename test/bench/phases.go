@@ -110,7 +110,7 @@ func measure(ctx context.Context, cl *cluster, bins binaries, side string, q rat
 	if err != nil {
 		return nil, err
 	}
-	p.port, p.plain = port, side == sideObserve
+	p.port, p.plain, p.noPprof = port, side == sideObserve, side == sideObserve
 	if o.profile {
 		if err := p.profileInto(filepath.Join(filepath.Dir(cl.dir), ns+"-pprof")); err != nil {
 			return nil, err

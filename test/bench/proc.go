@@ -64,9 +64,11 @@ type process struct {
 	exited chan error
 	log    string
 	port   int // of /metrics
-	// plain is set for observe mode, which serves /metrics over plain HTTP and no /debug/pprof.
+	// plain is set for a process serving plain HTTP: observe mode and the floor.
 	plain bool
-	// profileDir, if set, is where observe writes a CPU profile of each phase's first profileFor.
+	// noPprof is set for a process without /debug/pprof (observe mode).
+	noPprof bool
+	// profileDir, if set, is where profile writes a CPU profile of each phase's first profileFor.
 	profileDir string
 
 	mu      sync.Mutex
