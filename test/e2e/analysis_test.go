@@ -174,7 +174,8 @@ const movingTemplate = `
 // TestShardedMoveContinuesAnalysis (issue 47, EX-6, SH-9): 3 sharded replicas, 12 namespaces whose rollouts
 // (30% → analysis of movingTemplate) are measuring when a 4th replica joins and buckets move to it. In every
 // namespace, moved or not, the run keeps its start, its count never goes down, and it ends Successful with
-// exactly its 8 measurements; at least one namespace moved while its analysis ran.
+// exactly its 8 measurements; at least one namespace moved while its analysis ran; the rollouts keep their
+// surge and availability bounds at every ReplicaSet change (watchRollouts).
 func TestShardedMoveContinuesAnalysis(t *testing.T) {
 	skipShort(t)
 	r := startShardRun(t, shardOptions{namespaces: 12}, nil)
@@ -183,6 +184,7 @@ func TestShardedMoveContinuesAnalysis(t *testing.T) {
 	}
 	r.waitSettled("with 3 replicas")
 	r.waitRolloutsComplete()
+	r.watchRollouts()
 	logs := map[string]*analysisLog{}
 	for _, ns := range r.namespaces {
 		logs[ns] = startMovingAnalysis(r, ns)
@@ -217,6 +219,7 @@ func TestShardedMoveContinuesAnalysis(t *testing.T) {
 		t.Error("no namespace moved to the 4th replica during its analysis")
 	}
 	r.waitRolloutsComplete()
+	r.checkRollouts()
 }
 
 // startMovingAnalysis creates movingTemplate in ns and starts web's rollout with its analysis step, returning
