@@ -31,8 +31,10 @@ var cpuBuckets = []cpuBucket{
 	{"events", []string{"k8s.io/client-go/tools/record.", "k8s.io/client-go/tools/events.", "k8s.io/apimachinery/pkg/watch.(*Broadcaster)"}},
 	{"informer", []string{"k8s.io/client-go/tools/cache.", "github.com/kubedeploy/kubedeploy/internal/informerunion.",
 		"github.com/kubedeploy/kubedeploy/internal/controller/podcache.", "k8s.io/apimachinery/pkg/watch."}},
-	{"sync", []string{"github.com/kubedeploy/kubedeploy/internal/controller/", "k8s.io/kubernetes/pkg/controller/",
-		"k8s.io/client-go/util/workqueue."}},
+	// Upstream's side (kube-controller-manager, in the single and many modes) is matched by its controllers' type
+	// names, not by the import paths of upstream packages (which only internal/controlplane may name).
+	{"sync", []string{"github.com/kubedeploy/kubedeploy/internal/controller/", "(*DeploymentController).",
+		"(*ReplicaSetController).", "(*ControllerExpectations).", "(*RealPodControl).", "k8s.io/client-go/util/workqueue."}},
 	{"scheduler", []string{"runtime.schedule", "runtime.findRunnable", "runtime.mcall", "runtime.park_m",
 		"runtime.futex", "runtime.notesleep", "runtime.stopm", "runtime.usleep", "runtime.netpoll"}},
 }
