@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -231,10 +232,10 @@ func TestEnqueueCoalesced(t *testing.T) {
 	if r.Len() != 0 {
 		t.Fatalf("within the window: queue length %d, want 0 until the window ends", r.Len())
 	}
-	for i, d := range q.delayed() {
-		if d.delay != 200*time.Millisecond || d.rateLimited {
-			t.Fatalf("coalesced add %d: %+v, want the key after the 200ms left of the window", i, d)
-		}
+	// One delayed add reaches the queue: the other four are due at the same time, so the queue would keep
+	// only that one anyway (issue 48).
+	if d := q.delayed(); len(d) != 1 || d[0].delay != 200*time.Millisecond || d[0].rateLimited {
+		t.Fatalf("coalesced adds %+v, want one: the key after the 200ms left of the window", d)
 	}
 	clk.Step(200 * time.Millisecond)
 	if n := waitForLen(r, 1); n != 1 {
@@ -249,6 +250,63 @@ func TestEnqueueCoalesced(t *testing.T) {
 	r.EnqueueCoalesced(cache.ObjectName{Namespace: "ns", Name: "b"}, 0)
 	if r.Len() != 2 {
 		t.Fatalf("after a quiet window and with window 0: queue length %d, want both keys at once", r.Len())
+	}
+}
+
+// TestDelayedAddsCoalesce (issue 48): a delayed add due no earlier than one already waiting is not handed to
+// the queue (which would keep only the earlier); an earlier one is, and so is every add after the key has been
+// taken from the queue or once the recorded add is due, so a wake-up is never lost where the queue would have
+// kept it (a retry with backoff may replace the waiting add with an earlier one, which fires).
+func TestDelayedAddsCoalesce(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	key := cache.ObjectName{Namespace: "ns", Name: "a"}
+	clk := testingclock.NewFakeClock(time.Now())
+	var results []Result
+	r := New("test", func(context.Context, cache.ObjectName) (Result, error) {
+		res := results[0]
+		results = results[1:]
+		return res, nil
+	}, WithClock(clk))
+	defer r.queue.ShutDown()
+	q := recordQueue(r)
+	delays := func() []time.Duration {
+		var out []time.Duration
+		for _, d := range q.delayed() {
+			if !d.rateLimited {
+				out = append(out, d.delay)
+			}
+		}
+		return out
+	}
+
+	r.EnqueueAfter(key, 2*time.Second)
+	r.EnqueueAfter(key, 3*time.Second) // later than the waiting one: not handed over
+	r.EnqueueAfter(key, 2*time.Second) // as late: not handed over
+	r.EnqueueAfter(key, time.Second)   // earlier: handed over
+	if got := delays(); !slices.Equal(got, []time.Duration{2 * time.Second, time.Second}) {
+		t.Fatalf("delayed adds handed to the queue: %v, want [2s 1s]", got)
+	}
+	r.EnqueueAfter(cache.ObjectName{Namespace: "ns", Name: "b"}, 3*time.Second) // another key: its own
+	if got := delays(); len(got) != 3 {
+		t.Fatalf("another key's delayed add was not handed over: %v", got)
+	}
+
+	// Once the key has been taken from the queue (here added at once, as a retry whose backoff replaced the
+	// waiting add would be), the sync's RequeueAfter of 5s is handed over although the 1s add is not due yet.
+	r.Enqueue(key)
+	results = []Result{{RequeueAfter: 5 * time.Second}}
+	r.ProcessNextItem(ctx)
+	if got := delays(); len(got) != 4 || got[3] != 5*time.Second {
+		t.Fatalf("after the key was taken, the sync's RequeueAfter was not handed over: %v", got)
+	}
+
+	// A recorded add that is past due no longer holds back a later one, even before its key is taken.
+	c := cache.ObjectName{Namespace: "ns", Name: "c"}
+	r.EnqueueAfter(c, 500*time.Millisecond)
+	clk.Step(500 * time.Millisecond)
+	r.EnqueueAfter(c, time.Second)
+	if got := delays(); len(got) != 6 || got[5] != time.Second {
+		t.Fatalf("an add recorded as due held back a later one: %v", got)
 	}
 }
 
