@@ -107,6 +107,8 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{set: "controllers.concurrentDeploymentSyncs=0", want: []string{"/controllers/concurrentDeploymentSyncs", "minimum"}},
 		{set: "namespace=Kube_System", want: []string{"/namespace"}},
 		{set: "image.pullPolicy=Sometimes", want: []string{"/image/pullPolicy"}},
+		{set: "memoryPolicy.gcPercent=-2", want: []string{"/memoryPolicy/gcPercent", "minimum"}},
+		{set: "memoryPolicy.memoryLimit=lots", want: []string{"/memoryPolicy/memoryLimit"}},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := helmtool.Run(t, "template", "kubedeploy", chartDir, "--set", tc.set)
@@ -126,6 +128,17 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 	}
 }
 
+// TestMemoryPolicyReachesObserve: observe mode gets memoryPolicy's flags too (issue 48), before its extraArgs.
+func TestMemoryPolicyReachesObserve(t *testing.T) {
+	objs := decodeTyped(t, render(t, "-f", filepath.Join(chartDir, "values-observe.yaml"),
+		"--set", "memoryPolicy.gcPercent=100,memoryPolicy.memoryLimit=none,observe.extraArgs={--v=2}"))
+	c := find[*appsv1.Deployment](t, objs, "Deployment", "kubedeploy-observe").Spec.Template.Spec.Containers[0]
+	want := []string{"observe", "--bind-address=0.0.0.0", "--port=10261", "--gc-percent=100", "--memory-limit=none", "--v=2"}
+	if !slices.Equal(c.Args, want) {
+		t.Errorf("args = %q, want %q", c.Args, want)
+	}
+}
+
 // TestValuesChangeWhatTheyName: the values a user sets reach the objects (image, replicas, flags, namespace,
 // resources), and the leader-election Role follows the Lease the flags name.
 func TestValuesChangeWhatTheyName(t *testing.T) {
@@ -134,6 +147,7 @@ func TestValuesChangeWhatTheyName(t *testing.T) {
 		"--set", "leaderElection.namespace=ops,leaderElection.name=kd-leader",
 		"--set", "controllers.concurrentDeploymentSyncs=8,controllers.extraArgs={--v=2}",
 		"--set", "controllers.prometheusURL=http://prometheus.monitoring:9090,controllers.analysisAllowedAddresses={http://a:9090,http://b:9090}",
+		"--set", "memoryPolicy.gcPercent=0,memoryPolicy.memoryLimit=400Mi",
 		"--set", "resources.requests.cpu=1"))
 	sts := find[*appsv1.StatefulSet](t, objs, "StatefulSet", "kubedeploy-controllers")
 	c := sts.Spec.Template.Spec.Containers[0]
@@ -141,7 +155,7 @@ func TestValuesChangeWhatTheyName(t *testing.T) {
 		t.Errorf("StatefulSet %s/%s: replicas %d, image %s (%s); want ops, 3, registry.example/kd:v9 (Always)", sts.Namespace, sts.Name, *sts.Spec.Replicas, c.Image, c.ImagePullPolicy)
 	}
 	wantArgs := []string{"--bind-address=0.0.0.0", "--secure-port=10260", "--leader-elect-resource-namespace=ops", "--leader-elect-resource-name=kd-leader", "--concurrent-deployment-syncs=8",
-		"--prometheus-url=http://prometheus.monitoring:9090", "--analysis-allowed-addresses=http://a:9090,http://b:9090", "--v=2"}
+		"--prometheus-url=http://prometheus.monitoring:9090", "--analysis-allowed-addresses=http://a:9090,http://b:9090", "--gc-percent=0", "--memory-limit=400Mi", "--v=2"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args = %q, want %q", c.Args, wantArgs)
 	}

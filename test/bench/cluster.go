@@ -23,6 +23,10 @@ type binaries struct {
 	kubedeploy, controllers, upstream string
 	// floor is test/bench/floor, the shards mode's informers-only side.
 	floor string
+	// oursArgs are -kubedeploy-args: appended to the command line of every kubedeploy controllers process
+	// (controllerArgs), after the bench's own flags, so a flag given there wins over them (a sharded side's
+	// --sharding flags and -shard-concurrency come after it).
+	oursArgs []string
 }
 
 // build compiles the four binaries into dir/bin with `go build` (the build cache makes repeated runs quick).

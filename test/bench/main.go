@@ -96,6 +96,7 @@ func main() {
 	flag.StringVar(&o.shardSides, "shard-sides", "unsharded,sharded-2,sharded-3,floor", "sides of the shards mode, run in this order; the first must be unsharded (the ratios' base)")
 	flag.IntVar(&o.shardConcurrency, "shard-concurrency", 0, "--concurrent-deployment-syncs and --concurrent-replicaset-syncs given to each sharded replica, the fleet's: each runs its share of them, at least 1 (default 0: not given, the default 5; the unsharded replica runs 5 of each)")
 	flag.StringVar(&o.upArgs, "up-args", "", "more arguments for the measured cluster's `kubedeploy up`, space-separated (e.g. --feature-gates=ShardedListAndWatch=false: the shards mode with client-side filtering only)")
+	flag.StringVar(&o.oursArgs, "kubedeploy-args", "", "more arguments for kubedeploy's controllers (every kubedeploy side, sharded replicas included; not upstream's), space-separated (e.g. --gc-percent=100: the memory policy's trade-off, docs/performance.md)")
 	flag.IntVar(&o.namespaces, "namespaces", 120, "namespaces of the shards mode (ns-001…), one Deployment each")
 	flag.IntVar(&o.nodes, "nodes", 0, "KWOK nodes of the cluster, 1,000 pods each (default: enough for the scenario's peak, at least 3)")
 	flag.StringVar(&o.workDir, "work-dir", "", "directory for binaries, the cluster's data dir and the controllers' logs (default: a new temporary directory, removed on success)")
@@ -122,7 +123,7 @@ type options struct {
 	mode, qps, sides      string
 	shardSides            string
 	shardConcurrency      int
-	upArgs                string
+	upArgs, oursArgs      string
 	workDir, jsonOut      string
 	phaseTimeout          time.Duration
 	profile               bool
@@ -252,6 +253,7 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
+	bins.oursArgs = strings.Fields(o.oursArgs)
 	if o.mode == modeIdle {
 		return runIdle(ctx, bins, work, o)
 	}

@@ -35,11 +35,11 @@ const (
 // sideObserve, observe mode serving plain HTTP on port): only the
 // Deployment and ReplicaSet controllers, 5 workers each (both sides' default), no leader election, /metrics and
 // /debug/pprof/ (both sides serve it by default) on 127.0.0.1:port (upstream lets anyone read them; kubedeploy
-// authorizes the bench's admin certificate).
+// authorizes the bench's admin certificate); kubedeploy's end with bins.oursArgs (-kubedeploy-args).
 func controllerArgs(bins binaries, side, kubeconfig string, q rateLimit, port int) (string, []string) {
 	if side == sideObserve {
-		return bins.controllers, []string{"observe", "--kubeconfig=" + kubeconfig, "--bind-address=127.0.0.1",
-			fmt.Sprintf("--port=%d", port), fmt.Sprintf("--kube-api-qps=%g", q.QPS), fmt.Sprintf("--kube-api-burst=%d", q.Burst)}
+		return bins.controllers, append([]string{"observe", "--kubeconfig=" + kubeconfig, "--bind-address=127.0.0.1",
+			fmt.Sprintf("--port=%d", port), fmt.Sprintf("--kube-api-qps=%g", q.QPS), fmt.Sprintf("--kube-api-burst=%d", q.Burst)}, bins.oursArgs...)
 	}
 	args := []string{
 		"--kubeconfig=" + kubeconfig,
@@ -55,7 +55,7 @@ func controllerArgs(bins binaries, side, kubeconfig string, q rateLimit, port in
 		return bins.upstream, append(args, "--controllers=deployment-controller,replicaset-controller",
 			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*")
 	}
-	return bins.controllers, append(args, "--controllers=deployment,replicaset")
+	return bins.controllers, append(append(args, "--controllers=deployment,replicaset"), bins.oursArgs...)
 }
 
 // process is one running controllers child, with its RSS sampled in the background.

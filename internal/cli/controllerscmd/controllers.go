@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/debug"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -28,6 +26,7 @@ type controllersOptions struct {
 	kubeconfig  string
 	controllers string
 	manager     manager.Config
+	memory      memoryOptions
 	logging     *logsapi.LoggingConfiguration
 }
 
@@ -85,6 +84,7 @@ func addControllersFlags(cmd *cobra.Command, o *controllersOptions) {
 	f.StringVar(&m.Serving.BindAddress, "bind-address", "127.0.0.1", "IP address for --secure-port (0.0.0.0 for all interfaces, e.g. in a pod)")
 	f.BoolVar(&m.Serving.Profiling, "profiling", true, "serve Go's pprof profiles under /debug/pprof/ on --secure-port, to users allowed get on that nonResourceURL")
 	AddAnalysisFlags(f, &m.Prometheus)
+	addMemoryFlags(f, &o.memory)
 	logsapi.AddFlags(o.logging, f)
 }
 
@@ -117,6 +117,7 @@ func (o *controllersOptions) check() error {
 		cliargs.InRange("--shard-buckets", m.Sharding.Buckets, 1, 1024),
 		cliargs.AtLeast("--shard-consolidate-after", m.Sharding.ConsolidateAfter, 0),
 		cliargs.InRange("--secure-port", m.Serving.Port, 0, 65535),
+		o.memory.check(),
 		checkLoggingFlags(o.logging),
 	)
 }
@@ -171,14 +172,14 @@ func runControllers(ctx context.Context, o *controllersOptions) error {
 	if err != nil {
 		return err
 	}
-	return runManager(ctx, cfg, o.kubeconfig, o.logging, "Starting kubedeploy controllers",
+	return runManager(ctx, cfg, o.kubeconfig, &o.memory, o.logging, "Starting kubedeploy controllers",
 		"controllers", cfg.Controllers, "leaderElect", cfg.LeaderElection.Enabled && !cfg.Sharding.Enabled, "sharding", cfg.Sharding.Enabled, "identity", cfg.LeaderElection.Identity)
 }
 
-// runManager applies GOGC and the logging flags, loads the kubeconfig into cfg, logs msg with keysAndValues and
-// runs the manager until ctx ends or it fails.
-func runManager(ctx context.Context, cfg manager.Config, kubeconfig string, logging *logsapi.LoggingConfiguration, msg string, keysAndValues ...any) error {
-	gcPercent := defaultGCPercent()
+// runManager applies the memory policy (memory.apply) and the logging flags, loads the kubeconfig into cfg, logs
+// msg with keysAndValues and the memory policy, and runs the manager until ctx ends or it fails.
+func runManager(ctx context.Context, cfg manager.Config, kubeconfig string, memory *memoryOptions, logging *logsapi.LoggingConfiguration, msg string, keysAndValues ...any) error {
+	policy := memory.apply()
 	if err := logsapi.ValidateAndApply(logging, nil); err != nil {
 		return fmt.Errorf("logging flags: %w", err)
 	}
@@ -188,37 +189,13 @@ func runManager(ctx context.Context, cfg manager.Config, kubeconfig string, logg
 		return err
 	}
 	logger := klog.Background().WithName("kubedeploy")
-	logger.Info(msg, append([]any{"version", cfg.Version, "server", cfg.RESTConfig.Host, "gcPercent", gcPercent}, keysAndValues...)...)
+	kv := append([]any{"version", cfg.Version, "server", cfg.RESTConfig.Host}, policy.logValues()...)
+	logger.Info(msg, append(kv, keysAndValues...)...)
 	err = manager.Run(klog.NewContext(ctx, logger), cfg)
 	if err == nil {
 		logger.Info("Stopped")
 	}
 	return err
-}
-
-// GCPercent is the Go garbage collector's target (GOGC) the controllers run with unless the GOGC environment
-// variable says otherwise: 25, where Go's default is 100. Their heap is mostly the informer caches, long-lived
-// and growing with the cluster (about 2 KB per cached pod, see podcache), and Go lets the heap grow to
-// (1 + GOGC/100) times what is live before it collects, so at 100 a 10,000-pod cache costs about twice its size
-// in RSS. Measured with `go run ./test/bench -mode many -runs 1 -sides kubedeploy` (10,020 pods), 50 -> 25 took
-// the RSS growth per cached pod from 5.8 to 4.8 KB for 6-8% more controller CPU in the create and rollout
-// steps (issue 10); set GOGC=100 (or any value, or off) to choose otherwise, as with any Go program.
-const GCPercent = 25
-
-// defaultGCPercent applies GCPercent unless GOGC is set, and returns the target in force (-1 for off).
-func defaultGCPercent() int {
-	if v, ok := os.LookupEnv("GOGC"); ok {
-		if v == "off" {
-			return -1
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return 100 // the runtime ignores a GOGC it cannot parse
-		}
-		return n
-	}
-	debug.SetGCPercent(GCPercent)
-	return GCPercent
 }
 
 // loadRESTConfig returns the client configuration from path if set, else from

@@ -21,6 +21,7 @@ import (
 type observeOptions struct {
 	kubeconfig string
 	manager    manager.Config
+	memory     memoryOptions
 	logging    *logsapi.LoggingConfiguration
 	// once and namespace are --once and --namespace: print the shadow check's report and exit.
 	once      bool
@@ -84,6 +85,7 @@ as exporters such as kube-state-metrics serve theirs.`,
 	f.DurationVar(&m.ShadowQuiet, "shadow-quiet", shadow.DefaultQuiet, "how long a Deployment kubedeploy would write to must stay unchanged before the shadow check reports it (> 0)")
 	f.BoolVar(&o.once, "once", false, "check every Deployment once, print the writes kubedeploy would make, and exit (1 if any)")
 	f.StringVarP(&o.namespace, "namespace", "n", "", "with --once: the namespace to check (default: all)")
+	addMemoryFlags(f, &o.memory)
 	logsapi.AddFlags(o.logging, f)
 	return cmd
 }
@@ -96,6 +98,7 @@ func (o *observeOptions) check() error {
 		checkClientFlags(m.QPS, m.Burst),
 		cliargs.InRange("--port", m.Serving.Port, 0, 65535),
 		cliargs.Positive("--shadow-quiet", m.ShadowQuiet),
+		o.memory.check(),
 		checkLoggingFlags(o.logging),
 	)
 }
@@ -183,5 +186,5 @@ func runObserve(ctx context.Context, o *observeOptions) error {
 	if err != nil {
 		return err
 	}
-	return runManager(ctx, cfg, o.kubeconfig, o.logging, "Starting kubedeploy observe", "address", cfg.Serving.BindAddress, "port", cfg.Serving.Port)
+	return runManager(ctx, cfg, o.kubeconfig, &o.memory, o.logging, "Starting kubedeploy observe", "address", cfg.Serving.BindAddress, "port", cfg.Serving.Port)
 }

@@ -73,3 +73,15 @@ readOnlyRootFilesystem: true
 capabilities:
   drop: ["ALL"]
 {{- end -}}
+
+{{/*
+The flags of .Values.memoryPolicy, one "- --flag=value" line each, none for a value left to the binary.
+*/}}
+{{- define "kubedeploy.memoryPolicyArgs" -}}
+{{- if not (kindIs "invalid" .Values.memoryPolicy.gcPercent) }}
+- --gc-percent={{ .Values.memoryPolicy.gcPercent }}
+{{- end }}
+{{- with .Values.memoryPolicy.memoryLimit }}
+- --memory-limit={{ . }}
+{{- end }}
+{{- end -}}
