@@ -6,8 +6,10 @@ import (
 	"math/rand/v2"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -74,8 +76,8 @@ func runObserving(ctx context.Context, cfg Config, syncCheck *serving.SyncCheck)
 	return nil
 }
 
-// observerInformers returns observe mode's informer factory (namespace "" for all) with pods slimmed by
-// podcache.Transform, and the rawtemplate store its Deployment and ReplicaSet informers fill (IM-8: they are
+// observerInformers returns observe mode's informer factory (namespace "" for all) with pods decoded partially
+// (podcache.NewClient) and slimmed by podcache.Transform, and the rawtemplate store its Deployment and ReplicaSet informers fill (IM-8: they are
 // rawtemplate's, protobuf, as the controllers' own, so the shadow check's syncs see the templates as stored and
 // name ReplicaSets as the controllers do). Its errors are the clients' and the informers'.
 func observerInformers(ctx context.Context, cfg Config, namespace string) (informers.SharedInformerFactory, *rawtemplate.Store, error) {
@@ -84,8 +86,15 @@ func observerInformers(ctx context.Context, cfg Config, namespace string) (infor
 		return nil, nil, err
 	}
 	resync := time.Duration(float64(minResyncPeriod) * (1 + rand.Float64()))
+	podClient, err := podcache.NewClient(infConfig)
+	if err != nil {
+		return nil, nil, err
+	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, resync,
 		informers.WithTransform(podcache.Transform), informers.WithNamespace(namespace))
+	factory.InformerFor(&v1.Pod{}, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return cache.NewSharedIndexInformer(podListWatch(podClient, namespace), &v1.Pod{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	})
 	templates := rawtemplate.NewStore(klog.FromContext(ctx), dyn)
 	if err := templates.InformersIn(factory, infConfig, namespace); err != nil {
 		factory.Shutdown()

@@ -99,19 +99,25 @@ func resyncPeriod() time.Duration {
 }
 
 // newInformerFactory returns a shared informer factory of resync period resync over infClient whose caches
-// hold no managedFields (CM-5) and pods only the fields the controllers read (issue 10; podcache.Transform),
-// and whose Deployments and ReplicaSets are templates' checked informers through infConfig (whose stored form
-// has fields we do not know are read as JSON too, their pod templates kept, IM-8). A non-nil scoped restricts
-// the pod, Deployment and ReplicaSet informers to some namespaces (SH-4: shard.Scope.ListWatch). The error is
-// the template store's.
+// hold no managedFields (CM-5) and pods only the fields the controllers read (issue 10; podcache.Transform, after
+// podcache.NewClient decoded only those, issue 48), and whose Deployments and ReplicaSets are templates' checked
+// informers through infConfig (whose stored form has fields we do not know are read as JSON too, their pod
+// templates kept, IM-8). A non-nil scoped restricts the pod, Deployment and ReplicaSet informers to some
+// namespaces (SH-4: shard.Scope.ListWatch). The error is the pod client's or the template store's.
 func newInformerFactory(infClient kubernetes.Interface, infConfig *rest.Config, templates *rawtemplate.Store, resync time.Duration,
 	scoped func(cache.ListerWatcher) cache.ListerWatcher) (informers.SharedInformerFactory, error) {
-	factory := informers.NewSharedInformerFactoryWithOptions(infClient, resync, informers.WithTransform(podcache.Transform))
-	if scoped != nil {
-		factory.InformerFor(&v1.Pod{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return cache.NewSharedIndexInformer(scoped(podListWatch(client)), &v1.Pod{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-		})
+	podClient, err := podcache.NewClient(infConfig)
+	if err != nil {
+		return nil, err
 	}
+	factory := informers.NewSharedInformerFactoryWithOptions(infClient, resync, informers.WithTransform(podcache.Transform))
+	factory.InformerFor(&v1.Pod{}, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		var lw cache.ListerWatcher = podListWatch(podClient, metav1.NamespaceAll)
+		if scoped != nil {
+			lw = scoped(lw)
+		}
+		return cache.NewSharedIndexInformer(lw, &v1.Pod{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	})
 	if err := templates.Informers(factory, infConfig, scoped); err != nil {
 		factory.Shutdown()
 		return nil, err
@@ -119,14 +125,14 @@ func newInformerFactory(infClient kubernetes.Interface, infConfig *rest.Config, 
 	return factory, nil
 }
 
-// podListWatch lists and watches the pods of every namespace through client.
-func podListWatch(client kubernetes.Interface) *cache.ListWatch {
+// podListWatch lists and watches the pods of namespace ("" for every namespace) through client.
+func podListWatch(client kubernetes.Interface, namespace string) *cache.ListWatch {
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
+			return client.CoreV1().Pods(namespace).List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
+			return client.CoreV1().Pods(namespace).Watch(ctx, o)
 		},
 	}
 }

@@ -9,6 +9,10 @@
 // (TestSlimKeepsTheListedFields checks the list; replicaset's TestSlimPodsRankAndCountLikeFullPods checks that
 // its readers decide the same on slim pods as on full ones, TestSlimPodsAreUnavailableForTheSameReason that
 // unavailable.Of gives the same reasons).
+//
+// NewClient is the client the pod informers list and watch through: it decodes pods sent as protobuf into only
+// the fields Transform keeps, instead of decoding whole pods for Transform to drop most of (issue 48; wire.go,
+// TestPartialDecodeSlimsLikeFullDecode).
 package podcache
 
 import (
