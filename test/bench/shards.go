@@ -260,8 +260,14 @@ func heapProfileOff() string {
 // sideArgs is the command line of one of s's processes: the floor program, or kubedeploy's controllers as the
 // bench runs them (controllerArgs, lifted rate limit) with --sharding and ringNS for a sharded side.
 func sideArgs(bins binaries, s shardSide, kubeconfig, ringNS string, port int) (string, []string) {
-	if s.floor {
-		return bins.floor, []string{"--kubeconfig=" + kubeconfig, fmt.Sprintf("--port=%d", port)}
+	if s.floor { // at the GC target -kubedeploy-args gives the controllers, if any
+		args := []string{"--kubeconfig=" + kubeconfig, fmt.Sprintf("--port=%d", port)}
+		for _, a := range bins.oursArgs {
+			if strings.HasPrefix(a, "--gc-percent=") {
+				args = append(args, a)
+			}
+		}
+		return bins.floor, args
 	}
 	name, args := controllerArgs(bins, sideOurs, kubeconfig, rateLimits["lifted"], port)
 	if s.sharded {

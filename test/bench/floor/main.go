@@ -28,8 +28,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
+	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -44,9 +46,10 @@ import (
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the cluster")
 	port := flag.Int("port", 10300, "port of /metrics, /readyz and /debug/pprof/ on 127.0.0.1 (plain HTTP)")
+	gcPercent := flag.Int("gc-percent", controllerscmd.GCPercent, "Go GC target, as the controllers' --gc-percent (the bench passes theirs); GOGC, if set, wins")
 	flag.Parse()
 	if _, ok := os.LookupEnv("GOGC"); !ok {
-		debug.SetGCPercent(controllerscmd.GCPercent) // as the controllers run
+		debug.SetGCPercent(*gcPercent) // as the controllers run
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -89,7 +92,8 @@ func run(ctx context.Context, kubeconfig string, port int) error {
 }
 
 // newFloor builds the shared informer factory as manager.newSharedInformers does for an unsharded replica
-// (protobuf, podcache.Transform, rawtemplate's checked Deployment and ReplicaSet informers), at the bench's lifted
+// (protobuf, pods through podcache.NewClient and podcache.Transform, rawtemplate's checked Deployment and
+// ReplicaSet informers), at the bench's lifted
 // client rate limit, and asks it for the four informers the Deployment and ReplicaSet controllers read.
 func newFloor(ctx context.Context, cfg *rest.Config) (*floor, error) {
 	cfg = rest.CopyConfig(cfg)
@@ -104,7 +108,14 @@ func newFloor(ctx context.Context, cfg *rest.Config) (*floor, error) {
 	if err != nil {
 		return nil, err
 	}
+	podClient, err := podcache.NewClient(cfg)
+	if err != nil {
+		return nil, err
+	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 12*time.Hour, informers.WithTransform(podcache.Transform))
+	factory.InformerFor(&v1.Pod{}, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return corev1informers.NewPodInformer(podClient, metav1.NamespaceAll, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	})
 	if err := rawtemplate.NewStore(klog.FromContext(ctx), dyn).Informers(factory, cfg, nil); err != nil {
 		return nil, err
 	}
