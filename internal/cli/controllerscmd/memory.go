@@ -18,7 +18,7 @@ import (
 // environment variable says otherwise. The heap grows to (1 + GCPercent/100) times what is live before the
 // runtime collects, so a lower value means less memory and more frequent collections. The figures behind the
 // choice are in docs/performance.md ("The memory policy", issue 48).
-const GCPercent = 25
+const GCPercent = 50
 
 // MemoryLimitRatio is the share of the container's memory limit (the cgroup's memory.max, or memory.limit_in_bytes
 // on cgroup v1) that --memory-limit=auto gives the Go runtime as its soft limit (GOMEMLIMIT): near it the runtime
