@@ -177,19 +177,21 @@ func decodeMeta(b []byte, m *metav1.ObjectMeta) error {
 				err = m.DeletionTimestamp.Unmarshal(t)
 			}
 		case metaLabels:
-			if m.Labels == nil {
-				m.Labels = map[string]string{}
-			}
-			err = decodeMapEntry(f, m.Labels, nil)
-		case metaAnnotations:
-			err = decodeMapEntry(f, nil, func(k, v string) {
-				if keptAnnotations[k] {
-					if m.Annotations == nil {
-						m.Annotations = map[string]string{}
-					}
-					m.Annotations[k] = v
+			var k, v string
+			if k, v, err = decodeMapEntry(f); err == nil {
+				if m.Labels == nil {
+					m.Labels = map[string]string{}
 				}
-			})
+				m.Labels[k] = v
+			}
+		case metaAnnotations:
+			var k, v string
+			if k, v, err = decodeMapEntry(f); err == nil && keptAnnotations[k] {
+				if m.Annotations == nil {
+					m.Annotations = map[string]string{}
+				}
+				m.Annotations[k] = v
+			}
 		case metaOwners:
 			var r []byte
 			if r, err = f.msg(); err == nil {
@@ -203,15 +205,14 @@ func decodeMeta(b []byte, m *metav1.ObjectMeta) error {
 	})
 }
 
-// decodeMapEntry decodes f, an entry of a map<string, string> field, into into, or, if into is nil, hands its key
-// and value to keep (a missing key or value is "", as the generated decoders read it).
-func decodeMapEntry(f field, into map[string]string, keep func(k, v string)) error {
+// decodeMapEntry returns the key and value of f, an entry of a map<string, string> field (a missing key or value
+// is "", as the generated decoders read it).
+func decodeMapEntry(f field) (k, v string, err error) {
 	b, err := f.msg()
 	if err != nil {
-		return err
+		return "", "", err
 	}
-	var k, v string
-	if err := eachField(b, func(e field) error {
+	err = eachField(b, func(e field) error {
 		var err error
 		switch e.num {
 		case mapKey:
@@ -220,15 +221,8 @@ func decodeMapEntry(f field, into map[string]string, keep func(k, v string)) err
 			v, err = e.str()
 		}
 		return err
-	}); err != nil {
-		return err
-	}
-	if into != nil {
-		into[k] = v
-	} else {
-		keep(k, v)
-	}
-	return nil
+	})
+	return k, v, err
 }
 
 func decodeSpec(b []byte, spec *v1.PodSpec) error {
@@ -398,8 +392,6 @@ type partialDecoder struct {
 	inner runtime.Decoder
 }
 
-var podGVK = schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
-
 // Decode implements runtime.Decoder. into may be nil (a watch event's object), a *v1.Pod or a *v1.PodList (a
 // list's response); it is filled and returned.
 func (d partialDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
@@ -412,7 +404,7 @@ func (d partialDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, i
 				pod, isPod = &v1.Pod{}, true
 			}
 			if isPod && decodePartialPod(raw, pod) == nil {
-				return pod, &podGVK, nil
+				return pod, &schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, nil
 			}
 		case "PodList":
 			if list, isList := into.(*v1.PodList); isList && decodePartialPodList(raw, list) == nil {
