@@ -8,8 +8,11 @@
 package rolloutstate
 
 import (
+	"bytes"
+	"maps"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -169,15 +172,122 @@ func OlderFirst(a, b *appsv1.ReplicaSet) bool {
 // compare numerically. It compares the typed templates; the Deployment controller also compares what the API
 // server stored of fields its API does not know (IM-8, rawtemplate).
 //
-// It copies neither template (it runs for every ReplicaSet in every Deployment sync, issue 48): the labels are
-// compared apart, the rest on shallow copies whose labels are cleared.
+// It runs for every ReplicaSet in every Deployment sync and every rollout-metrics observation, so it copies
+// neither template and decides most pairs without reflection (issue 48): the labels are compared apart; then
+// templates whose annotations or whose containers' names or images differ are unequal (Semantic compares those
+// as plain strings, nil and empty maps alike); then templates that encode to the same protobuf bytes are equal
+// (sameEncoding). Only the pairs left, neither shown unequal nor encoded alike, are compared by
+// equality.Semantic.DeepEqual (on shallow copies whose labels are cleared). Measured on a two-container template
+// (BenchmarkTemplatesEqualIgnoringHash, rich): equal pairs about 9× faster than DeepEqual alone.
 func TemplatesEqualIgnoringHash(a, b *v1.PodTemplateSpec) bool {
-	if !labelsEqualIgnoringHash(a.Labels, b.Labels) {
+	if !labelsEqualIgnoringHash(a.Labels, b.Labels) || !maps.Equal(a.Annotations, b.Annotations) ||
+		!sameNamesAndImages(a.Spec.InitContainers, b.Spec.InitContainers) || !sameNamesAndImages(a.Spec.Containers, b.Spec.Containers) {
 		return false
+	}
+	if !quantitiesOutsideMaps(a) && !quantitiesOutsideMaps(b) && sameEncodingIgnoringLabels(a, b) {
+		return true
 	}
 	a1, b1 := *a, *b
 	a1.Labels, b1.Labels = nil, nil
 	return equality.Semantic.DeepEqual(&a1, &b1)
+}
+
+// quantitiesOutsideMaps reports whether t holds a resource.Quantity that is not a map value: an emptyDir's
+// sizeLimit or a resourceFieldRef's divisor (in a downwardAPI volume, a projected one, or a container's env).
+// Marshalling such a Quantity caches its string form in it (Quantity.String), a write into t, which may be an
+// informer's object read by other goroutines at once; sameEncoding is not used then. A map's Quantity is
+// marshalled from a copy. TestQuantitiesOutsideMapsKnowsEveryPath keeps this list in step with the API.
+func quantitiesOutsideMaps(t *v1.PodTemplateSpec) bool {
+	refs := func(items []v1.DownwardAPIVolumeFile) bool {
+		for _, it := range items {
+			if it.ResourceFieldRef != nil {
+				return true
+			}
+		}
+		return false
+	}
+	for _, v := range t.Spec.Volumes {
+		if (v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil) || (v.DownwardAPI != nil && refs(v.DownwardAPI.Items)) {
+			return true
+		}
+		if v.Projected != nil {
+			for _, src := range v.Projected.Sources {
+				if src.DownwardAPI != nil && refs(src.DownwardAPI.Items) {
+					return true
+				}
+			}
+		}
+	}
+	envRefs := func(env []v1.EnvVar) bool {
+		for _, e := range env {
+			if e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil {
+				return true
+			}
+		}
+		return false
+	}
+	for _, cs := range [][]v1.Container{t.Spec.InitContainers, t.Spec.Containers} {
+		for _, c := range cs {
+			if envRefs(c.Env) {
+				return true
+			}
+		}
+	}
+	for _, c := range t.Spec.EphemeralContainers {
+		if envRefs(c.Env) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameNamesAndImages reports whether a and b have as many containers with, in order, the same names and images:
+// false proves two templates unequal.
+func sameNamesAndImages(a, b []v1.Container) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Image != b[i].Image {
+			return false
+		}
+	}
+	return true
+}
+
+// encodings holds the buffers sameEncoding marshals into.
+var encodings = sync.Pool{New: func() any { return new([]byte) }}
+
+// sameEncodingIgnoringLabels reports whether a and b, their labels left out, marshal to the same protobuf bytes,
+// which proves them semantically equal but for the labels: the encoding holds every field of the typed template,
+// maps in key order, quantities in their canonical form, times as seconds and nanoseconds, and nil and empty
+// slices and maps alike as nothing. false proves nothing (a quantity spelt "1000m" against "1", a pointer to an
+// empty struct against nil, an encoding error). The copies whose labels it clears stay on the stack.
+func sameEncodingIgnoringLabels(a, b *v1.PodTemplateSpec) bool {
+	a1, b1 := *a, *b
+	a1.Labels, b1.Labels = nil, nil
+	return sameEncoding(&a1, &b1)
+}
+
+// sameEncoding reports whether a and b marshal to the same protobuf bytes (see sameEncodingIgnoringLabels).
+func sameEncoding(a, b *v1.PodTemplateSpec) bool {
+	n := a.Size()
+	if n != b.Size() {
+		return false
+	}
+	buf := encodings.Get().(*[]byte)
+	defer encodings.Put(buf)
+	if cap(*buf) < 2*n {
+		*buf = make([]byte, 2*n)
+	}
+	ea, eb := (*buf)[:n], (*buf)[n:2*n]
+	if _, err := a.MarshalToSizedBuffer(ea); err != nil {
+		return false
+	}
+	if _, err := b.MarshalToSizedBuffer(eb); err != nil {
+		return false
+	}
+	return bytes.Equal(ea, eb)
 }
 
 // labelsEqualIgnoringHash reports whether a and b hold the same labels but pod-template-hash (nil and empty are
