@@ -239,30 +239,19 @@ func (f *Feeder) Step() {
 	}
 }
 
-// observe shows the tracker d with its ReplicaSets and their pods.
+// observe shows the tracker d with its ReplicaSets, and their pods as the tracker asks for them, from the
+// controller index.
 func (f *Feeder) observe(d *appsv1.Deployment, now time.Time) {
-	rss, pods, err := f.objectsOf(d.UID)
+	rss, err := ownership.ByController[*appsv1.ReplicaSet](f.rsIndexer, d.UID)
 	if err != nil {
-		f.logger.V(4).Info("Reading a Deployment's ReplicaSets and pods for the rollout metrics", "deployment", klog.KObj(d), "err", err)
+		f.logger.V(4).Info("Reading a Deployment's ReplicaSets for the rollout metrics", "deployment", klog.KObj(d), "err", err)
 		return
 	}
-	f.tracker.Observe(d, rss, pods, now)
-}
-
-// objectsOf returns the ReplicaSets the Deployment with uid controls and
-// their pods, from the controller index.
-func (f *Feeder) objectsOf(uid types.UID) ([]*appsv1.ReplicaSet, []*v1.Pod, error) {
-	rss, err := ownership.ByController[*appsv1.ReplicaSet](f.rsIndexer, uid)
-	if err != nil {
-		return nil, nil, err
-	}
-	var pods []*v1.Pod
-	for _, rs := range rss {
-		p, err := ownership.ByController[*v1.Pod](f.podIndex, rs.UID)
+	f.tracker.ObserveWith(d, rss, func(uid types.UID) []*v1.Pod {
+		pods, err := ownership.ByController[*v1.Pod](f.podIndex, uid)
 		if err != nil {
-			return nil, nil, err
+			f.logger.V(4).Info("Reading a ReplicaSet's pods for the rollout metrics", "deployment", klog.KObj(d), "replicaSetUID", uid, "err", err)
 		}
-		pods = append(pods, p...)
-	}
-	return rss, pods, nil
+		return pods
+	}, now)
 }

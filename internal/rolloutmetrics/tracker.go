@@ -120,9 +120,21 @@ func NewTracker() *Tracker {
 // No new ReplicaSet among rss (not created yet, or a cache behind) changes
 // nothing.
 func (t *Tracker) Observe(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods []*v1.Pod, now time.Time) {
+	t.ObserveWith(d, rss, func(uid types.UID) []*v1.Pod { return rolloutstate.ControlledBy(pods, uid) }, now)
+}
+
+// PodsOf returns the pods the ReplicaSet with uid controls (the Feeder's: from the controller index).
+type PodsOf func(uid types.UID) []*v1.Pod
+
+// ObserveWith is Observe with d's pods read per ReplicaSet through podsOf, and only while a rollout is in
+// progress (the Feeder reads them from the controller index, so no observation walks pods it does not need).
+// Each observation compares d's pod template with its ReplicaSets' once (NewReplicaSet, then VerdictGiven); a
+// rollout's own template is compared with d's only when its ReplicaSet is no longer d's new one (while it is,
+// d has that template by definition).
+func (t *Tracker) ObserveWith(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, podsOf PodsOf, now time.Time) {
 	owned := rolloutstate.ControlledBy(rss, d.UID)
 	newRS := rolloutstate.NewReplicaSet(d, owned)
-	phase := rolloutstate.PhaseOf(d, owned)
+	phase := rolloutstate.VerdictGiven(d, owned, newRS).Phase
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -132,7 +144,7 @@ func (t *Tracker) Observe(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods [
 		t.deployments[d.UID] = st
 	}
 	defer func() { st.lastSeen, st.analysis = now, analysisOf(d, st.rollout != nil) }()
-	if r := st.rollout; r != nil && !rolloutstate.TemplatesEqualIgnoringHash(r.template, &d.Spec.Template) {
+	if r := st.rollout; r != nil && (newRS == nil || newRS.UID != r.rsUID) && !rolloutstate.TemplatesEqualIgnoringHash(r.template, &d.Spec.Template) {
 		outcome := Superseded
 		if newRS != nil && (r.older[newRS.UID] || newRS.CreationTimestamp.Time.Before(r.rsCreate)) {
 			outcome = RolledBack
@@ -160,11 +172,11 @@ func (t *Tracker) Observe(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, pods [
 		t.end(st, Failed, now)
 		return
 	}
-	newPods := rolloutstate.ControlledBy(pods, r.rsUID)
+	newPods := podsOf(r.rsUID)
 	var oldPods []*v1.Pod
 	for _, rs := range owned {
 		if rs.UID != r.rsUID {
-			oldPods = append(oldPods, rolloutstate.ControlledBy(pods, rs.UID)...)
+			oldPods = append(oldPods, podsOf(rs.UID)...)
 		}
 	}
 	r.advance(waitOf(d, phase, newPods, oldPods, now), now)

@@ -1,13 +1,16 @@
 package rolloutmetrics
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
@@ -336,5 +339,51 @@ func TestRolloutSeenComplete(t *testing.T) {
 	restarted.Observe(c.d, c.rss, c.pods, at(6))
 	if len(ended) != 0 || len(restarted.InProgress(at(6))) != 0 {
 		t.Errorf("a restart counted a complete rollout: ended %+v", ended)
+	}
+}
+
+// richTemplate is a pod template of the size real Deployments carry: an app container with resources, env and
+// probes, and a sidecar.
+func richTemplate(image string) v1.PodTemplateSpec {
+	tpl := template(image)
+	probe := &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 5}
+	tpl.Spec.Containers[0].Ports = []v1.ContainerPort{{Name: "http", ContainerPort: 8080}}
+	tpl.Spec.Containers[0].Env = []v1.EnvVar{{Name: "MODE", Value: "prod"}, {Name: "LOG_LEVEL", Value: "info"}, {Name: "REGION", Value: "eu"}}
+	tpl.Spec.Containers[0].Resources = v1.ResourceRequirements{
+		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("128Mi")},
+		Limits:   v1.ResourceList{v1.ResourceMemory: resource.MustParse("256Mi")},
+	}
+	tpl.Spec.Containers[0].ReadinessProbe, tpl.Spec.Containers[0].LivenessProbe = probe, probe
+	tpl.Spec.Containers = append(tpl.Spec.Containers, v1.Container{Name: "proxy", Image: "envoy:1.30", Args: []string{"--config", "/etc/envoy.yaml"},
+		VolumeMounts: []v1.VolumeMount{{Name: "config", MountPath: "/etc"}}})
+	tpl.Spec.Volumes = []v1.Volume{{Name: "config", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "envoy"}}}}}
+	return tpl
+}
+
+// BenchmarkTrackerObserve is one observation of a rollout in progress, as the Feeder makes one each second for
+// every Deployment whose objects changed: three ReplicaSets (the new one and two of the revision history) of
+// richTemplate, five new pods not Ready yet and five old ones.
+func BenchmarkTrackerObserve(b *testing.B) {
+	c := newCluster("nginx:3")
+	c.d.Spec.Template = richTemplate("nginx:3")
+	rss := []*appsv1.ReplicaSet{c.rs("nginx:1", "1", at(-300)), c.rs("nginx:2", "2", at(-200)), c.rs("nginx:3", "3", at(-10))}
+	for i, rs := range rss {
+		rs.Spec.Template = richTemplate("nginx:" + strconv.Itoa(i+1))
+		rs.Spec.Template.Labels = map[string]string{"app": "web", appsv1.DefaultDeploymentUniqueLabelKey: "h" + strconv.Itoa(i)}
+	}
+	c.progressing("ReplicaSetUpdated")
+	for i := range 5 {
+		c.pod(rss[2], "new-"+strconv.Itoa(i), unavailable.NotReady)
+		c.pod(rss[1], "old-"+strconv.Itoa(i), "")
+	}
+	tr := NewTracker()
+	b.ReportAllocs()
+	now := 0.0
+	for b.Loop() {
+		now++
+		tr.Observe(c.d, c.rss, c.pods, at(now))
+	}
+	if got := tr.InProgress(at(now)); len(got) != 1 || got[0].ReplicaSet != "web-3" || got[0].Wait.On != Startup {
+		b.Fatalf("in progress %+v, want web-3's rollout waiting on startup", got)
 	}
 }

@@ -56,13 +56,22 @@ type Verdict struct {
 // without a progress deadline); PhaseFailed on ProgressDeadlineExceeded unless AutoRollbackPending (then
 // PhaseProgressing: the rollback's rollout follows); else PhaseProgressing.
 func VerdictOf(d *appsv1.Deployment, rss []*appsv1.ReplicaSet) Verdict {
+	if d.Status.ObservedGeneration < d.Generation {
+		return VerdictGiven(d, rss, nil) // the new ReplicaSet plays no part
+	}
+	return VerdictGiven(d, rss, NewReplicaSet(d, rss))
+}
+
+// VerdictGiven is VerdictOf for a caller that has d's new ReplicaSet already: newRS must be NewReplicaSet(d,
+// rss) (nil for none), which VerdictOf would otherwise compute by comparing each ReplicaSet's pod template with
+// d's. The rollout metrics' Tracker uses it so that one observation compares the templates once.
+func VerdictGiven(d *appsv1.Deployment, rss []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) Verdict {
 	st := &d.Status
 	v := Verdict{Updated: st.UpdatedReplicas, Replicas: Replicas(d)}
 	counts := fmt.Sprintf("%d of %d pods updated", v.Updated, v.Replicas)
 	if st.ObservedGeneration < d.Generation {
 		return v.with(PhaseProgressing, fmt.Sprintf("waiting for the controller to observe generation %d", d.Generation))
 	}
-	newRS := NewReplicaSet(d, rss)
 	if !statusCounts(d, rss, newRS) {
 		return v.with(PhaseProgressing, fmt.Sprintf("progressing: %s, %d available (the controller has not yet counted its ReplicaSets' latest status)",
 			counts, st.AvailableReplicas))
