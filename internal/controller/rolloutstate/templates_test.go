@@ -155,23 +155,26 @@ func randomTemplates(seed int64, n int) []v1.PodTemplateSpec {
 	return out
 }
 
+// roundTrip returns tpl marshalled to protobuf and decoded again, as a watch delivers it.
+func roundTrip(t *testing.T, tpl *v1.PodTemplateSpec) *v1.PodTemplateSpec {
+	t.Helper()
+	data, err := tpl.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &v1.PodTemplateSpec{}
+	if err := out.Unmarshal(data); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // TestTemplatesEqualIgnoringHashAsSemantic (RV-1) checks TemplatesEqualIgnoringHash against deepCopyEqual on
 // random templates, each paired with its deep copy, its protobuf round trip, a copy whose first container's
 // quantity is spelt otherwise (equal), and copies that differ in one field below the names and images (an env
 // value, a probe's period, a volume's name, a quantity's value): the pairs the encoding decides and those it
 // leaves to DeepEqual. It also counts the pairs whose encodings agree, so the fast path is exercised.
 func TestTemplatesEqualIgnoringHashAsSemantic(t *testing.T) {
-	enc := func(tpl *v1.PodTemplateSpec) *v1.PodTemplateSpec {
-		data, err := tpl.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := &v1.PodTemplateSpec{}
-		if err := out.Unmarshal(data); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
 	mutations := []func(*v1.PodTemplateSpec) bool{
 		func(p *v1.PodTemplateSpec) bool {
 			p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, v1.EnvVar{Name: "X", Value: "1"})
@@ -220,7 +223,7 @@ func TestTemplatesEqualIgnoringHashAsSemantic(t *testing.T) {
 	yes := true
 	for i, tpl := range randomTemplates(48, 500) {
 		check(i, "deep copy", &tpl, tpl.DeepCopy(), &yes)
-		check(i, "protobuf round trip", &tpl, enc(&tpl), nil)
+		check(i, "protobuf round trip", &tpl, roundTrip(t, &tpl), nil)
 		for m, mutate := range mutations {
 			c := tpl.DeepCopy()
 			want := mutate(c)
@@ -294,24 +297,13 @@ func TestQuantitiesOutsideMapsKnowsEveryPath(t *testing.T) {
 // not keep their string form ("16Mi", "128Mi": ParseQuantity keeps it only for some canonical forms); under -race
 // (CI runs this package with it) a write into them, such as Quantity.String caching its form, fails it.
 func TestTemplatesEqualIgnoringHashConcurrent(t *testing.T) {
-	decode := func(tpl v1.PodTemplateSpec) *v1.PodTemplateSpec {
-		data, err := tpl.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := &v1.PodTemplateSpec{}
-		if err := out.Unmarshal(data); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
 	plain := richTemplate("nginx:1")
 	withRef := richTemplate("nginx:1")
 	withRef.Spec.Containers[0].Env = append(withRef.Spec.Containers[0].Env, v1.EnvVar{Name: "CPU",
 		ValueFrom: &v1.EnvVarSource{ResourceFieldRef: &v1.ResourceFieldSelector{Resource: "limits.memory", Divisor: resource.MustParse("16Mi")}}})
 	sizeLimit := resource.MustParse("128Mi")
 	withRef.Spec.Volumes = append(withRef.Spec.Volumes, v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{SizeLimit: &sizeLimit}}})
-	pairs := [][2]*v1.PodTemplateSpec{{decode(plain), decode(plain)}, {decode(withRef), decode(withRef)}}
+	pairs := [][2]*v1.PodTemplateSpec{{roundTrip(t, &plain), roundTrip(t, &plain)}, {roundTrip(t, &withRef), roundTrip(t, &withRef)}}
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
