@@ -169,35 +169,38 @@ func roundTrip(t *testing.T, tpl *v1.PodTemplateSpec) *v1.PodTemplateSpec {
 	return out
 }
 
+// mutations change one field of a template below its containers' names and images and say whether the result is
+// still semantically equal to the original (only the respelt quantity is).
+var mutations = []func(*v1.PodTemplateSpec) bool{
+	func(p *v1.PodTemplateSpec) bool {
+		p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, v1.EnvVar{Name: "X", Value: "1"})
+		return false
+	},
+	func(p *v1.PodTemplateSpec) bool {
+		p.Spec.Containers[0].ReadinessProbe = &v1.Probe{PeriodSeconds: 7}
+		return false
+	},
+	func(p *v1.PodTemplateSpec) bool {
+		p.Spec.Volumes = append(p.Spec.Volumes, v1.Volume{Name: "extra"})
+		return false
+	},
+	func(p *v1.PodTemplateSpec) bool {
+		p.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceCPU: resource.MustParse("3")}
+		return false
+	},
+	func(p *v1.PodTemplateSpec) bool { // the same value spelt otherwise
+		q := p.Spec.Containers[0].Resources.Limits[v1.ResourceCPU]
+		p.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(q.MilliValue(), resource.DecimalSI)}
+		return true
+	},
+}
+
 // TestTemplatesEqualIgnoringHashAsSemantic (RV-1) checks TemplatesEqualIgnoringHash against deepCopyEqual on
 // random templates, each paired with its deep copy, its protobuf round trip, a copy whose first container's
 // quantity is spelt otherwise (equal), and copies that differ in one field below the names and images (an env
 // value, a probe's period, a volume's name, a quantity's value): the pairs the encoding decides and those it
 // leaves to DeepEqual. It also counts the pairs whose encodings agree, so the fast path is exercised.
 func TestTemplatesEqualIgnoringHashAsSemantic(t *testing.T) {
-	mutations := []func(*v1.PodTemplateSpec) bool{
-		func(p *v1.PodTemplateSpec) bool {
-			p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, v1.EnvVar{Name: "X", Value: "1"})
-			return false
-		},
-		func(p *v1.PodTemplateSpec) bool {
-			p.Spec.Containers[0].ReadinessProbe = &v1.Probe{PeriodSeconds: 7}
-			return false
-		},
-		func(p *v1.PodTemplateSpec) bool {
-			p.Spec.Volumes = append(p.Spec.Volumes, v1.Volume{Name: "extra"})
-			return false
-		},
-		func(p *v1.PodTemplateSpec) bool {
-			p.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceCPU: resource.MustParse("3")}
-			return false
-		},
-		func(p *v1.PodTemplateSpec) bool { // the same value spelt otherwise
-			q := p.Spec.Containers[0].Resources.Limits[v1.ResourceCPU]
-			p.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(q.MilliValue(), resource.DecimalSI)}
-			return true
-		},
-	}
 	pairs, encoded := 0, 0
 	check := func(i int, what string, a, b *v1.PodTemplateSpec, want *bool) {
 		pairs++
