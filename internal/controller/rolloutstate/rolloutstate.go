@@ -176,7 +176,7 @@ func OlderFirst(a, b *appsv1.ReplicaSet) bool {
 // neither template and decides most pairs without reflection (issue 48): the labels are compared apart; then
 // templates whose annotations or whose containers' names or images differ are unequal (Semantic compares those
 // as plain strings, nil and empty maps alike); then templates that encode to the same protobuf bytes are equal
-// (sameEncoding). Only the pairs left, neither shown unequal nor encoded alike, are compared by
+// (sameEncodingIgnoringLabels). Only the pairs left, neither shown unequal nor encoded alike, are compared by
 // equality.Semantic.DeepEqual (on shallow copies whose labels are cleared). Measured on a two-container template
 // (BenchmarkTemplatesEqualIgnoringHash, rich): equal pairs about 9× faster than DeepEqual alone.
 func TemplatesEqualIgnoringHash(a, b *v1.PodTemplateSpec) bool {
@@ -195,7 +195,7 @@ func TemplatesEqualIgnoringHash(a, b *v1.PodTemplateSpec) bool {
 // quantitiesOutsideMaps reports whether t holds a resource.Quantity that is not a map value: an emptyDir's
 // sizeLimit or a resourceFieldRef's divisor (in a downwardAPI volume, a projected one, or a container's env).
 // Marshalling such a Quantity caches its string form in it (Quantity.String), a write into t, which may be an
-// informer's object read by other goroutines at once; sameEncoding is not used then. A map's Quantity is
+// informer's object read by other goroutines at once; sameEncodingIgnoringLabels is not used then. A map's Quantity is
 // marshalled from a copy. TestQuantitiesOutsideMapsKnowsEveryPath keeps this list in step with the API.
 func quantitiesOutsideMaps(t *v1.PodTemplateSpec) bool {
 	refs := func(items []v1.DownwardAPIVolumeFile) bool {
@@ -255,7 +255,7 @@ func sameNamesAndImages(a, b []v1.Container) bool {
 	return true
 }
 
-// encodings holds the buffers sameEncoding marshals into.
+// encodings holds the buffers sameEncodingIgnoringLabels marshals into.
 var encodings = sync.Pool{New: func() any { return new([]byte) }}
 
 // sameEncodingIgnoringLabels reports whether a and b, their labels left out, marshal to the same protobuf bytes,
@@ -266,13 +266,8 @@ var encodings = sync.Pool{New: func() any { return new([]byte) }}
 func sameEncodingIgnoringLabels(a, b *v1.PodTemplateSpec) bool {
 	a1, b1 := *a, *b
 	a1.Labels, b1.Labels = nil, nil
-	return sameEncoding(&a1, &b1)
-}
-
-// sameEncoding reports whether a and b marshal to the same protobuf bytes (see sameEncodingIgnoringLabels).
-func sameEncoding(a, b *v1.PodTemplateSpec) bool {
-	n := a.Size()
-	if n != b.Size() {
+	n := a1.Size()
+	if n != b1.Size() {
 		return false
 	}
 	buf := encodings.Get().(*[]byte)
@@ -281,10 +276,10 @@ func sameEncoding(a, b *v1.PodTemplateSpec) bool {
 		*buf = make([]byte, 2*n)
 	}
 	ea, eb := (*buf)[:n], (*buf)[n:2*n]
-	if _, err := a.MarshalToSizedBuffer(ea); err != nil {
+	if _, err := a1.MarshalToSizedBuffer(ea); err != nil {
 		return false
 	}
-	if _, err := b.MarshalToSizedBuffer(eb); err != nil {
+	if _, err := b1.MarshalToSizedBuffer(eb); err != nil {
 		return false
 	}
 	return bytes.Equal(ea, eb)
