@@ -68,7 +68,7 @@ func (c *Controller) onReplicaSetAdd(logger klog.Logger, obj any) {
 	case !ok:
 	case rs.DeletionTimestamp != nil: // added while being deleted (e.g. after a restart)
 		c.onReplicaSetDelete(logger, rs)
-	case !c.enqueueOwner(rs.Namespace, metav1.GetControllerOf(rs)):
+	case !c.enqueueOwner(rs.Namespace, metav1.GetControllerOfNoCopy(rs)):
 		c.enqueueMatching(logger, rs)
 	}
 }
@@ -80,7 +80,7 @@ func (c *Controller) onReplicaSetUpdate(logger klog.Logger, oldObj, curObj any) 
 	if !ok1 || !ok2 || old.ResourceVersion == cur.ResourceVersion {
 		return
 	}
-	oldRef, curRef := metav1.GetControllerOf(old), metav1.GetControllerOf(cur)
+	oldRef, curRef := metav1.GetControllerOfNoCopy(old), metav1.GetControllerOfNoCopy(cur)
 	refChanged := !reflect.DeepEqual(oldRef, curRef)
 	if refChanged && oldRef != nil {
 		c.enqueueOwner(old.Namespace, oldRef)
@@ -107,7 +107,7 @@ func (c *Controller) onReplicaSetDelete(logger klog.Logger, obj any) {
 	if !ok {
 		return
 	}
-	c.enqueueOwner(rs.Namespace, metav1.GetControllerOf(rs))
+	c.enqueueOwner(rs.Namespace, metav1.GetControllerOfNoCopy(rs))
 }
 
 // onPodDelete handles EH-7/EH-8 (the Recreate wake-up, RC-8): when a pod of a
@@ -130,7 +130,7 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 	if !ok {
 		return
 	}
-	d, ok := c.deploymentFor(rs.Namespace, metav1.GetControllerOf(rs))
+	d, ok := c.deploymentFor(rs.Namespace, metav1.GetControllerOfNoCopy(rs))
 	if !ok {
 		return
 	}

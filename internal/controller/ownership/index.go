@@ -77,13 +77,17 @@ func byIndex[T any](indexer cache.Indexer, key string) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]T, 0, len(objs))
+	return appendAs(make([]T, 0, len(objs)), objs), nil
+}
+
+// appendAs appends the objects of objs that are of type T to out.
+func appendAs[T any](out []T, objs []any) []T {
 	for _, o := range objs {
 		if t, ok := o.(T); ok {
 			out = append(out, t)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // LabelIndex is the name of the informer index AddLabelIndex adds for label key.
@@ -148,13 +152,13 @@ func SelectedBy[T any](indexer cache.Indexer, namespace string, ls *metav1.Label
 // orphans of namespace, as type T (ByController then Orphans). Objects controlled by another owner are left out;
 // the claim would skip them (AD-1).
 func Candidates[T any](indexer cache.Indexer, uid types.UID, namespace string) ([]T, error) {
-	owned, err := ByController[T](indexer, uid)
+	owned, err := indexer.ByIndex(ControllerIndex, ControllerIndexKey(uid))
 	if err != nil {
 		return nil, err
 	}
-	orphans, err := Orphans[T](indexer, namespace)
+	orphans, err := indexer.ByIndex(ControllerIndex, OrphanIndexKey(namespace))
 	if err != nil {
 		return nil, err
 	}
-	return append(owned, orphans...), nil
+	return appendAs(appendAs(make([]T, 0, len(owned)+len(orphans)), owned), orphans), nil
 }

@@ -60,7 +60,7 @@ type Claimer[T metav1.Object] struct {
 // AD-1/AD-5 ignore are aggregated into the returned error; objects that were
 // claimed despite errors are still returned.
 func (c *Claimer[T]) Claim(ctx context.Context, objs []T) ([]T, error) {
-	var claimed []T
+	claimed := make([]T, 0, len(objs))
 	var errs []error
 	for _, obj := range objs {
 		got, ok, err := c.claimOne(ctx, obj)
@@ -79,7 +79,7 @@ func (c *Claimer[T]) Claim(ctx context.Context, objs []T) ([]T, error) {
 func (c *Claimer[T]) claimOne(ctx context.Context, obj T) (T, bool, error) {
 	matches := c.Selector.Matches(labels.Set(obj.GetLabels()))
 	ownerDeleting := c.Owner.GetDeletionTimestamp() != nil
-	if ref := metav1.GetControllerOf(obj); ref != nil {
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
 		if ref.UID != c.Owner.GetUID() || !RefersTo(ref, c.OwnerKind.GroupKind()) {
 			return obj, false, nil // another owner's (AD-1), or a ref that only borrows our UID
 		}

@@ -81,7 +81,7 @@ func (c *Controller) onPodAdd(logger klog.Logger, obj any) {
 		c.onPodDelete(logger, pod)
 		return
 	}
-	if ref := metav1.GetControllerOf(pod); ref != nil {
+	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
 		rs, ok := c.resolveOwner(pod.Namespace, ref)
 		if !ok {
 			return
@@ -113,7 +113,7 @@ func (c *Controller) onPodUpdate(logger klog.Logger, oldObj, curObj any) {
 		}
 		return
 	}
-	curRef, oldRef := metav1.GetControllerOf(curPod), metav1.GetControllerOf(oldPod)
+	curRef, oldRef := metav1.GetControllerOfNoCopy(curPod), metav1.GetControllerOfNoCopy(oldPod)
 	refChanged := !equality.Semantic.DeepEqual(curRef, oldRef)
 	if refChanged && oldRef != nil {
 		if rs, ok := c.resolveOwner(oldPod.Namespace, oldRef); ok {
@@ -170,7 +170,7 @@ func (c *Controller) onPodDelete(logger klog.Logger, obj any) {
 	if !ok {
 		return
 	}
-	ref := metav1.GetControllerOf(pod)
+	ref := metav1.GetControllerOfNoCopy(pod)
 	if ref == nil {
 		return
 	}

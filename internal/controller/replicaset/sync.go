@@ -130,7 +130,7 @@ func (c *Controller) claimPods(ctx context.Context, sc *syncContext) error {
 	if err != nil {
 		return err
 	}
-	var active []*v1.Pod
+	active := make([]*v1.Pod, 0, len(candidates))
 	var terminating int32
 	for _, p := range candidates {
 		switch {
@@ -187,7 +187,7 @@ func (c *Controller) patchPod(ctx context.Context, key string, pod *v1.Pod, patc
 // scale-down in a namespace of 10,000 pods no longer reads them all (issue 10:
 // half of the controllers' CPU in the many-Deployments rollout was here).
 func (c *Controller) relatedPods(rs *appsv1.ReplicaSet) ([]*v1.Pod, error) {
-	ref := metav1.GetControllerOf(rs)
+	ref := metav1.GetControllerOfNoCopy(rs)
 	if ref == nil {
 		return nil, nil
 	}
@@ -198,7 +198,7 @@ func (c *Controller) relatedPods(rs *appsv1.ReplicaSet) ([]*v1.Pod, error) {
 	seen := map[types.UID]bool{}
 	var out []*v1.Pod
 	for _, other := range all {
-		if otherRef := metav1.GetControllerOf(other); otherRef == nil || otherRef.UID != ref.UID {
+		if otherRef := metav1.GetControllerOfNoCopy(other); otherRef == nil || otherRef.UID != ref.UID {
 			continue
 		}
 		sel, ok := ownership.Selector(other.Spec.Selector)
