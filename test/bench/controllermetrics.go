@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -212,26 +213,36 @@ func (p *process) profileInto(dir string) error {
 }
 
 // profile, when p has a profileDir, fetches a profileFor CPU profile from the controllers'
-// /debug/pprof/profile into profileDir/<phase>.pprof in the background; the returned channel is closed when it is
-// written or has failed (a failure is logged, not returned: the profile is a diagnostic, not a measurement).
+// /debug/pprof/profile into profileDir/<phase>.pprof and an allocation profile of the same seconds
+// (/debug/pprof/allocs) into profileDir/<phase>.allocs in the background; the returned channel is closed when both
+// are written or have failed (a failure is logged, not returned: the profile is a diagnostic, not a measurement).
 func (p *process) profile(ctx context.Context, cl *cluster, phase string) <-chan struct{} {
 	done := make(chan struct{})
 	if p.profileDir == "" || p.noPprof {
 		close(done)
 		return done
 	}
+	var wg sync.WaitGroup
+	wg.Go(func() { p.fetchProfile(ctx, cl, "profile", phase+".pprof") })
+	wg.Go(func() { p.fetchProfile(ctx, cl, "allocs", phase+".allocs") })
 	go func() {
-		defer close(done)
-		client := *cl.metrics
-		client.Timeout = profileFor + 30*time.Second
-		url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(p.metricsURL(), "/metrics"), int(profileFor.Seconds()))
-		b, err := get(ctx, &client, url)
-		if err == nil {
-			err = os.WriteFile(filepath.Join(p.profileDir, phase+".pprof"), b, 0o644)
-		}
-		if err != nil {
-			logf("profile of %s: %v", phase, err)
-		}
+		wg.Wait()
+		close(done)
 	}()
 	return done
+}
+
+// fetchProfile fetches the profileFor delta of the controllers' /debug/pprof/<name> (profile: CPU; allocs: the
+// bytes and objects allocated in that time, by call stack) into profileDir/file. A failure is logged, not returned.
+func (p *process) fetchProfile(ctx context.Context, cl *cluster, name, file string) {
+	client := *cl.metrics
+	client.Timeout = profileFor + 30*time.Second
+	url := fmt.Sprintf("%s/debug/pprof/%s?seconds=%d", strings.TrimSuffix(p.metricsURL(), "/metrics"), name, int(profileFor.Seconds()))
+	b, err := get(ctx, &client, url)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(p.profileDir, file), b, 0o644)
+	}
+	if err != nil {
+		logf("%s profile of %s: %v", name, file, err)
+	}
 }

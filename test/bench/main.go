@@ -48,7 +48,7 @@
 // bench's own image changes included) with their 409s; then stopped before the next starts. It prints a table per
 // side, the floor's CPU beside each replica's, and issue 35's Done-when ratios (sharded ÷ unsharded), which it
 // reports, not asserts. -shard-sides picks the sides (unsharded first), -shard-concurrency the --concurrent-*-syncs
-// given to the sharded replicas (the fleet's; default: not given, 5 as the unsharded replica's), -profile a CPU profile of each replica's (and the floor's)
+// given to the sharded replicas (the fleet's; default: not given, 5 as the unsharded replica's), -profile a CPU and an allocation profile of each replica's (and the floor's)
 // first 30 s of the rollout. With -profile, the report ends with each profile's CPU by bucket (cpubreakdown.go).
 //
 // Each repetition also measures B, the raw pod-create rate of the cluster: N bare pods created by 32 concurrent
@@ -101,7 +101,7 @@ func main() {
 	flag.IntVar(&o.nodes, "nodes", 0, "KWOK nodes of the cluster, 1,000 pods each (default: enough for the scenario's peak, at least 3)")
 	flag.StringVar(&o.workDir, "work-dir", "", "directory for binaries, the cluster's data dir and the controllers' logs (default: a new temporary directory, removed on success)")
 	flag.StringVar(&o.jsonOut, "json", "", "also write every measurement to this file as JSON")
-	flag.BoolVar(&o.profile, "profile", false, "save a CPU profile of each phase's first 30 s of both sides' controllers (their /debug/pprof/profile) in the work dir, <namespace>-pprof/<phase>.pprof; in shards mode each replica's (and the floor's) first 30 s of the rollout, <side>-<i>-pprof/rollout.pprof; the report ends with each profile's CPU by bucket (GC, decode, HTTP/TLS, events, informer, sync, scheduler)")
+	flag.BoolVar(&o.profile, "profile", false, "save a CPU profile and an allocation profile of each phase's first 30 s of both sides' controllers (their /debug/pprof/profile and allocs) in the work dir, <namespace>-pprof/<phase>.pprof and .allocs; in shards mode each replica's (and the floor's) first 30 s of the rollout, <side>-<i>-pprof/rollout.pprof; the report ends with each profile's CPU by bucket (GC, decode, HTTP/TLS, events, informer, sync, scheduler)")
 	flag.DurationVar(&o.phaseTimeout, "phase-timeout", 20*time.Minute, "give up on a phase after this long")
 	flag.Parse()
 	if err := o.validate(); err != nil {
