@@ -2,6 +2,7 @@ package replicaset
 
 import (
 	"errors"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -75,6 +76,40 @@ func TestReplicaDiff(t *testing.T) {
 	for _, tc := range cases {
 		if got := replicaDiff(tc.active, tc.desired, tc.burst); got != tc.want {
 			t.Errorf("replicaDiff(%d, %d, %d) = %d, want %d", tc.active, tc.desired, tc.burst, got, tc.want)
+		}
+	}
+}
+
+// TestConcurrentlyBoundsPodWritesInFlight: a burst of pod writes (RS-13's last batch, RS-14's victims) runs
+// concurrently but never more than maxPodWritesInFlight at once, and every call is made exactly once.
+func TestConcurrentlyBoundsPodWritesInFlight(t *testing.T) {
+	const n = 3*maxPodWritesInFlight + 7
+	var inFlight, peak atomic.Int32
+	calls := make([]atomic.Int32, n)
+	release := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		concurrently(n, func(i int) {
+			now := inFlight.Add(1)
+			for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
+			}
+			<-release
+			calls[i].Add(1)
+			inFlight.Add(-1)
+		})
+		close(done)
+	}()
+	for inFlight.Load() < maxPodWritesInFlight { // the first maxPodWritesInFlight block together
+		runtime.Gosched()
+	}
+	close(release)
+	<-done
+	if p := peak.Load(); p != maxPodWritesInFlight {
+		t.Errorf("peak in flight = %d, want %d (concurrent, and bounded)", p, maxPodWritesInFlight)
+	}
+	for i := range calls {
+		if c := calls[i].Load(); c != 1 {
+			t.Errorf("fn(%d) called %d times, want once", i, c)
 		}
 	}
 }
