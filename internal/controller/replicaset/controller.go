@@ -52,6 +52,9 @@ type Controller struct {
 	// ReplicaSet caches.
 	freshness *expectations.ReadYourWrites
 	runner    *runner.Runner
+	// podWrites holds a token for each pod create or delete in flight, across all workers
+	// (maxPodWritesInFlight).
+	podWrites chan struct{}
 }
 
 // New validates cfg, adds ownership.ControllerIndex and the pod-template-hash
@@ -120,6 +123,7 @@ func newController(cfg Config) (*Controller, error) {
 			resourcePods:        expectations.InformerCache(podInformer),
 			resourceReplicaSets: expectations.InformerCache(rsInformer),
 		}),
+		podWrites: make(chan struct{}, maxPodWritesInFlight),
 	}
 	if cfg.Nodes != nil {
 		nodes := cfg.Nodes.Lister()

@@ -3,8 +3,8 @@ package replicaset
 import (
 	"context"
 	"fmt"
+	"sync"
 
-	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -99,25 +99,27 @@ func (c *Controller) spreadFor(ctx context.Context, rs *appsv1.ReplicaSet) *spre
 	return &spread{keys: keys, nodes: c.nodeLabels}
 }
 
-// maxPodWritesInFlight is how many pod creates or deletes one call of slowStartBatch or deletePods has in flight
-// at once. kube-apiserver allows 100 concurrent streams per HTTP/2 connection unless told otherwise
-// (--http2-max-streams-per-connection); a burst beyond what the client's connection can take makes client-go's
-// transport dial, and TLS-handshake, more connections, most of them closed again at once (issue 48: the
-// handshakes were 14-16% of the controllers' CPU in a 944-pod scale-down). 64 leaves room for the watches
-// sharing that connection; the server, which admits 200 mutating requests at once, runs no fewer of them.
+// maxPodWritesInFlight is how many pod creates and deletes one ReplicaSet controller has in flight at once, all
+// workers together. kube-apiserver allows 100 concurrent streams per HTTP/2 connection unless told otherwise
+// (--http2-max-streams-per-connection); requests beyond what the client's connection can take make client-go's
+// transport dial, and TLS-handshake, a connection for each waiting request, most of them closed again at once
+// (issue 48: the handshakes were 14-16% of the controllers' CPU in a 944-pod scale-down). 64 leaves room for the
+// watches and status writes sharing that connection; the server, which admits 200 mutating requests at once by
+// default and runs on the same cores in `kubedeploy up`, completes no fewer of them per second.
 const maxPodWritesInFlight = 64
 
-// concurrently calls fn(0) … fn(n-1), at most maxPodWritesInFlight at once, and returns when all have returned.
-func concurrently(n int, fn func(i int)) {
-	var g errgroup.Group
-	g.SetLimit(maxPodWritesInFlight)
+// concurrently calls fn(0) … fn(n-1) concurrently, each holding a token of inFlight while it runs (so at most
+// cap(inFlight) run at once across all callers sharing it), and returns when all have returned.
+func concurrently(inFlight chan struct{}, n int, fn func(i int)) {
+	var wg sync.WaitGroup
 	for i := range n {
-		g.Go(func() error {
+		inFlight <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-inFlight }()
 			fn(i)
-			return nil
 		})
 	}
-	_ = g.Wait() // fn returns no error: each call reports its own
+	wg.Wait()
 }
 
 // slowStartBatchSizes returns the batch sizes used to make count calls:
@@ -132,13 +134,13 @@ func slowStartBatchSizes(count, initial int) []int {
 }
 
 // slowStartBatch calls fn count times in batches of slowStartBatchSizes, each
-// batch concurrently (maxPodWritesInFlight at a time), and stops after the first batch with a failure (RS-13).
+// batch concurrently (a token of inFlight per call in flight: concurrently), and stops after the first batch with a failure (RS-13).
 // It returns the number of successful calls and the first error.
-func slowStartBatch(count, initial int, fn func() error) (int, error) {
+func slowStartBatch(inFlight chan struct{}, count, initial int, fn func() error) (int, error) {
 	successes := 0
 	for _, size := range slowStartBatchSizes(count, initial) {
 		errCh := make(chan error, size)
-		concurrently(size, func(int) {
+		concurrently(inFlight, size, func(int) {
 			if err := fn(); err != nil {
 				errCh <- err
 			}
@@ -160,7 +162,7 @@ func slowStartBatch(count, initial int, fn func() error) (int, error) {
 // the pods (IM-8). It returns the number of successes and the first error.
 func (c *Controller) createPods(ctx context.Context, rs *appsv1.ReplicaSet, n int, stored map[string]any) (int, error) {
 	key := keyOf(rs)
-	return slowStartBatch(n, slowStartInitialBatchSize, func() error {
+	return slowStartBatch(c.podWrites, n, slowStartInitialBatchSize, func() error {
 		created, err := c.createPod(ctx, rs, stored)
 		if err != nil {
 			if runner.IsNamespaceTerminating(err) {
@@ -200,14 +202,14 @@ func (c *Controller) createPod(ctx context.Context, rs *appsv1.ReplicaSet, store
 	return rawtemplate.PodFrom(created)
 }
 
-// deletePods deletes victims concurrently (RS-14; maxPodWritesInFlight at a time), remembering each
+// deletePods deletes victims concurrently (RS-14; within maxPodWritesInFlight), remembering each
 // successful delete for the IM-4 guard. A failed delete lowers the deletion
 // expectation at once; NotFound is not an error and records no event
 // (RS-10). It returns the first other error.
 func (c *Controller) deletePods(ctx context.Context, key string, rs *appsv1.ReplicaSet, victims []*v1.Pod) error {
 	logger := klog.FromContext(ctx)
 	errCh := make(chan error, len(victims))
-	concurrently(len(victims), func(i int) {
+	concurrently(c.podWrites, len(victims), func(i int) {
 		pod := victims[i]
 		err := c.cfg.Client.DeletePod(ctx, pod.Namespace, pod.Name)
 		if err == nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -49,7 +50,7 @@ func TestSlowStartBatch(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls atomic.Int32
-			got, err := slowStartBatch(tc.count, slowStartInitialBatchSize, func() error {
+			got, err := slowStartBatch(make(chan struct{}, maxPodWritesInFlight), tc.count, slowStartInitialBatchSize, func() error {
 				if slices.Contains(tc.failCalls, calls.Add(1)) {
 					return boom
 				}
@@ -80,36 +81,41 @@ func TestReplicaDiff(t *testing.T) {
 	}
 }
 
-// TestConcurrentlyBoundsPodWritesInFlight: a burst of pod writes (RS-13's last batch, RS-14's victims) runs
-// concurrently but never more than maxPodWritesInFlight at once, and every call is made exactly once.
+// TestConcurrentlyBoundsPodWritesInFlight: bursts of pod writes (RS-13's batches, RS-14's victims) from two
+// workers run concurrently but never more than the shared token channel's capacity at once, and every call is
+// made exactly once.
 func TestConcurrentlyBoundsPodWritesInFlight(t *testing.T) {
 	const n = 3*maxPodWritesInFlight + 7
-	var inFlight, peak atomic.Int32
-	calls := make([]atomic.Int32, n)
+	inFlight := make(chan struct{}, maxPodWritesInFlight)
+	var running, peak atomic.Int32
+	calls := make([][n]atomic.Int32, 2)
 	release := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		concurrently(n, func(i int) {
-			now := inFlight.Add(1)
-			for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
-			}
-			<-release
-			calls[i].Add(1)
-			inFlight.Add(-1)
+	var wg sync.WaitGroup
+	for w := range calls { // two workers bursting at once
+		wg.Go(func() {
+			concurrently(inFlight, n, func(i int) {
+				now := running.Add(1)
+				for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
+				}
+				<-release
+				calls[w][i].Add(1)
+				running.Add(-1)
+			})
 		})
-		close(done)
-	}()
-	for inFlight.Load() < maxPodWritesInFlight { // the first maxPodWritesInFlight block together
+	}
+	for running.Load() < maxPodWritesInFlight { // the first maxPodWritesInFlight block together
 		runtime.Gosched()
 	}
 	close(release)
-	<-done
+	wg.Wait()
 	if p := peak.Load(); p != maxPodWritesInFlight {
-		t.Errorf("peak in flight = %d, want %d (concurrent, and bounded)", p, maxPodWritesInFlight)
+		t.Errorf("peak in flight = %d, want %d (concurrent, and bounded across workers)", p, maxPodWritesInFlight)
 	}
-	for i := range calls {
-		if c := calls[i].Load(); c != 1 {
-			t.Errorf("fn(%d) called %d times, want once", i, c)
+	for w := range calls {
+		for i := range calls[w] {
+			if c := calls[w][i].Load(); c != 1 {
+				t.Errorf("worker %d: fn(%d) called %d times, want once", w, i, c)
+			}
 		}
 	}
 }
