@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/kubedeploy/kubedeploy/internal/analysis"
 	"github.com/kubedeploy/kubedeploy/internal/controller/rolloutstate"
@@ -222,12 +223,18 @@ func (sc *syncContext) queryArgs(step *rolloutstate.StepAnalysis) analysis.Query
 	return qa
 }
 
-// newPods returns the new ReplicaSet's pods from the cache (the pods provider's), nil without one.
+// newPods returns the new ReplicaSet's pods from the cache (the pods provider's), nil without one or when the
+// pod cache cannot be read (logged: the analysis then runs without pods).
 func (sc *syncContext) newPods() []*v1.Pod {
 	if sc.newRS == nil {
 		return nil
 	}
-	return append([]*v1.Pod(nil), sc.podsByRS[sc.newRS.UID]...)
+	pods, err := sc.podMap()
+	if err != nil {
+		sc.logger.Error(err, "Reading the new ReplicaSet's pods for an analysis run", "replicaSet", klog.KObj(sc.newRS))
+		return nil
+	}
+	return append([]*v1.Pod(nil), pods[sc.newRS.UID]...)
 }
 
 // analysisFailed reports whether the current revision's analysis run at d's current step, or its background

@@ -23,7 +23,14 @@ func (sc *syncContext) rolloutRecreate(ctx context.Context) (runner.Result, erro
 		}
 		scaled = scaled || ok
 	}
-	if scaled || oldPodsRunning(sc.newRS, sc.oldRSs, sc.podsByRS) {
+	if scaled {
+		return sc.syncRolloutStatus(ctx)
+	}
+	pods, err := sc.podMap()
+	if err != nil {
+		return runner.Result{}, err
+	}
+	if oldPodsRunning(sc.newRS, sc.oldRSs, pods) {
 		return sc.syncRolloutStatus(ctx)
 	}
 	if err := sc.ensureNewReplicaSet(ctx); err != nil {

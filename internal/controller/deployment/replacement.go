@@ -57,17 +57,21 @@ func terminationHeadroom(f rolloutstate.Fenceposts, allRSs []*appsv1.ReplicaSet,
 // newRSSizeWithinPods limits size, the new ReplicaSet's next size from
 // RU-10, so that it grows by no more than terminationHeadroom when d is
 // opted into TerminationComplete (EX-3); it never shrinks the new
-// ReplicaSet below its current size. Without the annotation it returns size.
-func (sc *syncContext) newRSSizeWithinPods(size int32) int32 {
+// ReplicaSet below its current size. Without the annotation it returns size; the error is podMap's.
+func (sc *syncContext) newRSSizeWithinPods(size int32) (int32, error) {
 	current := specReplicas(sc.newRS)
 	if !waitsForTermination(sc.d) || size <= current {
-		return size
+		return size, nil
 	}
-	headroom := terminationHeadroom(sc.f, sc.allRSs(), sc.podsByRS, sc.pendingByRS)
+	pods, err := sc.podMap()
+	if err != nil {
+		return 0, err
+	}
+	headroom := terminationHeadroom(sc.f, sc.allRSs(), pods, sc.pendingByRS)
 	capped := clampInt32(min(int64(size), int64(current)+max(0, headroom)))
 	if capped < size {
 		sc.logger.V(2).Info("Waiting for terminating pods before scaling up the new replica set",
 			"policy", rolloutstate.PodReplacementTerminationComplete, "wanted", size, "scalingTo", capped, "headroom", headroom)
 	}
-	return capped
+	return capped, nil
 }

@@ -64,13 +64,16 @@ func (sc *syncContext) reconcileNewReplicaSet(ctx context.Context) (bool, error)
 // (newRSNewReplicas), within the pod-level bound under TerminationComplete
 // (EX-3, newRSSizeWithinPods) and the partition (EX-1). This is the one
 // place the three bounds meet. It returns newRSNewReplicas' error for an
-// unknown strategy.
+// unknown strategy, or the pod cache's (EX-3 reads it).
 func (sc *syncContext) newReplicaSetSize() (int32, error) {
 	size, err := newRSNewReplicas(sc.d, sc.f, sc.allRSs(), sc.newRS)
 	if err != nil {
 		return 0, err
 	}
-	return min(sc.newRSSizeWithinPods(size), sc.partition.newReplicaSetLimit(sc.newRS, sc.allRSs())), nil
+	if size, err = sc.newRSSizeWithinPods(size); err != nil {
+		return 0, err
+	}
+	return min(size, sc.partition.newReplicaSetLimit(sc.newRS, sc.allRSs())), nil
 }
 
 // maxScaledDown returns how many old replicas may be removed now without

@@ -57,10 +57,6 @@ func (c *Controller) syncDeployment(ctx context.Context, key cache.ObjectName) (
 		return runner.Result{}, err
 	}
 	pendingByRS := c.pendingCreationsByReplicaSet(d, rsList)
-	podsByRS, err := c.podsByReplicaSet(rsList)
-	if err != nil {
-		return runner.Result{}, err
-	}
 	f, err := rolloutstate.FencepostsOf(d)
 	if err != nil {
 		return runner.Result{}, fmt.Errorf("Deployment %s has an invalid spec.strategy.rollingUpdate: %w", key, err)
@@ -70,7 +66,7 @@ func (c *Controller) syncDeployment(ctx context.Context, key cache.ObjectName) (
 		// Once per sync, here where it is read; the recorder aggregates repeats.
 		c.recorder.Eventf(d, v1.EventTypeWarning, InvalidRolloutPartition, "%v; %s", partition.invalid, partition.invalid.Effect)
 	}
-	sc := &syncContext{c: c, key: key, logger: logger, now: c.clock.Now(), d: d, f: f, partition: partition, rsList: rsList, podsByRS: podsByRS, pendingByRS: pendingByRS}
+	sc := &syncContext{c: c, key: key, logger: logger, now: c.clock.Now(), d: d, f: f, partition: partition, rsList: rsList, pendingByRS: pendingByRS}
 	res, err := sc.run(ctx)
 	if sc.requeueAfter > 0 && (res.RequeueAfter == 0 || sc.requeueAfter < res.RequeueAfter) {
 		res.RequeueAfter = sc.requeueAfter // EX-5: a timed pause ends

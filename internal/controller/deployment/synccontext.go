@@ -31,7 +31,10 @@ type syncContext struct {
 	newRS *appsv1.ReplicaSet
 	// oldRSs holds every other owned ReplicaSet, oldest first.
 	oldRSs []*appsv1.ReplicaSet
-	// podsByRS maps each owned ReplicaSet's UID to the pods it controls (SD-4).
+	// podsByRS maps each owned ReplicaSet's UID to the pods it controls (SD-4), read from the pod cache
+	// the first time a step needs it (podMap): Recreate (RC-3), EX-3 and EX-6 do, a plain rolling update
+	// does not, and reading every pod of every ReplicaSet on each of its syncs was 3.5% of the
+	// controllers' CPU in a 1,000-replica rolling update (issue 48). nil until then.
 	podsByRS map[types.UID][]*v1.Pod
 	// pendingByRS maps a ReplicaSet's UID to the creations its controller has
 	// in flight (read before podsByRS; only for EX-3 Deployments, else nil).
@@ -46,3 +49,16 @@ type syncContext struct {
 
 // allRSs returns old ReplicaSets followed by the new one (if any).
 func (sc *syncContext) allRSs() []*appsv1.ReplicaSet { return withNew(sc.oldRSs, sc.newRS) }
+
+// podMap returns podsByRS (SD-4), reading it from the pod cache over rsList on the first call; the error is the
+// pod index's (ByIndex: an index New did not add).
+func (sc *syncContext) podMap() (map[types.UID][]*v1.Pod, error) {
+	if sc.podsByRS == nil {
+		m, err := sc.c.podsByReplicaSet(sc.rsList)
+		if err != nil {
+			return nil, err
+		}
+		sc.podsByRS = m
+	}
+	return sc.podsByRS, nil
+}
