@@ -16,12 +16,13 @@ import (
 
 // GCPercent is the Go garbage collector's target (GOGC) the controllers run with unless --gc-percent or the GOGC
 // environment variable says otherwise. The heap grows to (1 + GCPercent/100) times what is live before the
-// runtime collects, so a lower value means less memory and more frequent collections. 50 is the largest of 25, 50
-// and 100 that kept the controllers' peak RSS within 0.6 of upstream's beside it (issue 48; one run each,
-// 2026-12-01, `go run ./test/bench -replicas 1000 -runs 1 -qps lifted` and `-mode many -pods 3000`): against 25
-// it cut the rolling update's controller CPU by 12% and 14% for 4 and 7 MB more peak RSS; 100 cut it by 22% and
-// 31% for 8 and 20 MB, past that bound. docs/performance.md ("The memory policy") has the table.
-const GCPercent = 50
+// runtime collects, so a lower value means less memory and more frequent collections. 75 is chosen by measurement
+// beside upstream (issue 48, docs/performance.md "The memory policy"): on 2026-12-01, of 25, 50 and 100, only 25 and
+// 50 kept the controllers' peak RSS within 0.6 of upstream's in both the 1,000-replica and the many-Deployments
+// bench; after 2026-12-02's allocation cuts, 75 did (`go run ./test/bench -replicas 1000 -runs 3 -qps lifted
+// -kubedeploy-args=--gc-percent=75`: peak RSS 0.56, rolling update CPU 0.66 against 0.68 at 50; `-mode many
+// -pods 10000`: peak RSS 0.56).
+const GCPercent = 75
 
 // MemoryLimitRatio is the share of the container's memory limit (the cgroup's memory.max, or memory.limit_in_bytes
 // on cgroup v1) that --memory-limit=auto gives the Go runtime as its soft limit (GOMEMLIMIT): near it the runtime
