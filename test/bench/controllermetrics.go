@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/pprof/profile"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -230,6 +231,77 @@ func (p *process) profile(ctx context.Context, cl *cluster, phase string) <-chan
 		close(done)
 	}()
 	return done
+}
+
+// profileWhole, when p has a profileDir, fetches back-to-back profileFor CPU profiles from p until stop is closed
+// (the last one ends up to profileFor after it) into profileDir/<phase>-windows/NN.pprof, then merges them into
+// profileDir/<phase>.pprof: the CPU profile of the whole phase, not of its first profileFor (the shards mode's
+// rollout, whose first 30 s are mostly pod creates: issue 48). It fetches no allocation profile: the shards mode
+// runs its processes with heap profiling off (heapProfileOff). The returned channel is closed once the merged
+// profile is written or has failed (logged, not returned: a diagnostic).
+func (p *process) profileWhole(ctx context.Context, cl *cluster, phase string, stop <-chan struct{}) <-chan struct{} {
+	done := make(chan struct{})
+	if p.profileDir == "" || p.noPprof {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		windows := phase + "-windows"
+		if err := os.MkdirAll(filepath.Join(p.profileDir, windows), 0o755); err != nil {
+			logf("CPU profile of %s: %v", phase, err)
+			return
+		}
+		var files []string
+		for i := 1; ; i++ {
+			file := filepath.Join(windows, fmt.Sprintf("%02d.pprof", i))
+			p.fetchProfile(ctx, cl, "profile", file)
+			files = append(files, filepath.Join(p.profileDir, file))
+			select {
+			case <-stop:
+			case <-ctx.Done():
+			default:
+				continue
+			}
+			break
+		}
+		if err := mergeProfiles(files, filepath.Join(p.profileDir, phase+".pprof")); err != nil {
+			logf("CPU profile of %s: %v", phase, err)
+		}
+	}()
+	return done
+}
+
+// mergeProfiles writes to out the merge of the pprof profiles at paths (github.com/google/pprof/profile.Merge:
+// the same samples summed); a path that is missing or unreadable is skipped (fetchProfile logged why). The error
+// is the merge's or out's, or says that no profile could be read.
+func mergeProfiles(paths []string, out string) error {
+	var ps []*profile.Profile
+	for _, path := range paths {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		if p, err := profile.ParseData(b); err == nil {
+			ps = append(ps, p)
+		}
+	}
+	if len(ps) == 0 {
+		return fmt.Errorf("none of the %d profiles could be read", len(paths))
+	}
+	merged, err := profile.Merge(ps)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	if err := merged.Write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // fetchProfile fetches the profileFor delta of the controllers' /debug/pprof/<name> (profile: CPU; allocs: the

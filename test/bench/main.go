@@ -36,7 +36,8 @@
 // With -mode shards it compares, in one run against one cluster, one unsharded `kubedeploy-controllers` with 2 and
 // 3 sharded replicas (--sharding, 12 buckets, the default, each side with a ring of its own) and a floor: test/bench/floor,
 // a program that runs only the informers the controllers run (same types, same pod transform, no controller),
-// beside an unmeasured unsharded kubedeploy that performs the rollout. The workload is -namespaces namespaces
+// beside an unmeasured unsharded kubedeploy that performs the rollout; on request (-shard-sides …,upstream) also
+// kube-controller-manager's own Deployment and ReplicaSet controllers on the same workload. The workload is -namespaces namespaces
 // ns-001… (default 120) with one Deployment each, -pods pods in all (default 10,000), created, with their pods,
 // before the measured sides start (so a ring is measured with them). Each side is first measured idle (started on
 // the cluster before the workload exists, ready, settled 5 s: its idle baseline); then, one side at a time, it is
@@ -48,8 +49,8 @@
 // bench's own image changes included) with their 409s; then stopped before the next starts. It prints a table per
 // side, the floor's CPU beside each replica's, and issue 35's Done-when ratios (sharded ÷ unsharded), which it
 // reports, not asserts. -shard-sides picks the sides (unsharded first), -shard-concurrency the --concurrent-*-syncs
-// given to the sharded replicas (the fleet's; default: not given, 5 as the unsharded replica's), -profile a CPU and an allocation profile of each replica's (and the floor's)
-// first 30 s of the rollout. With -profile, the report ends with each profile's CPU by bucket (cpubreakdown.go).
+// given to the sharded replicas (the fleet's; default: not given, 5 as the unsharded replica's), -profile a CPU profile of each replica's (and the floor's)
+// whole rollout, back-to-back 30 s windows merged. With -profile, the report ends with each profile's CPU by bucket (cpubreakdown.go).
 //
 // Each repetition also measures B, the raw pod-create rate of the cluster: N bare pods created by 32 concurrent
 // unthrottled clients (pods no scheduler or kubelet takes, so only the API server and etcd work).
@@ -93,7 +94,7 @@ func main() {
 	flag.StringVar(&o.sides, "sides", "kubedeploy,upstream", "controllers to measure: kubedeploy, upstream, observe (kubedeploy-controllers observe, following upstream's controllers run beside it unmeasured)")
 	flag.StringVar(&o.mode, "mode", modeSingle, "scenario: single (one -replicas Deployment), many (the clusterloader2 load mix of -pods pods), shards (unsharded against 2 and 3 sharded replicas and the informers-only floor, -pods pods in -namespaces namespaces) or idle (the whole `kubedeploy up`, idle)")
 	flag.IntVar(&o.pods, "pods", 10000, "pods of the many-Deployments mode (at least 100) and of the shards mode")
-	flag.StringVar(&o.shardSides, "shard-sides", "unsharded,sharded-2,sharded-3,floor", "sides of the shards mode, run in this order; the first must be unsharded (the ratios' base)")
+	flag.StringVar(&o.shardSides, "shard-sides", "unsharded,sharded-2,sharded-3,floor", "sides of the shards mode, run in this order; the first must be unsharded (the ratios' base); upstream (kube-controller-manager's own controllers, one replica) can be added")
 	flag.IntVar(&o.shardConcurrency, "shard-concurrency", 0, "--concurrent-deployment-syncs and --concurrent-replicaset-syncs given to each sharded replica, the fleet's: each runs its share of them, at least 1 (default 0: not given, the default 5; the unsharded replica runs 5 of each)")
 	flag.StringVar(&o.upArgs, "up-args", "", "more arguments for the measured cluster's `kubedeploy up`, space-separated (e.g. --feature-gates=ShardedListAndWatch=false: the shards mode with client-side filtering only)")
 	flag.StringVar(&o.oursArgs, "kubedeploy-args", "", "more arguments for kubedeploy's controllers (every kubedeploy side, sharded replicas included; not upstream's), space-separated (e.g. --gc-percent=100: the memory policy's trade-off, docs/performance.md)")
@@ -101,7 +102,7 @@ func main() {
 	flag.IntVar(&o.nodes, "nodes", 0, "KWOK nodes of the cluster, 1,000 pods each (default: enough for the scenario's peak, at least 3)")
 	flag.StringVar(&o.workDir, "work-dir", "", "directory for binaries, the cluster's data dir and the controllers' logs (default: a new temporary directory, removed on success)")
 	flag.StringVar(&o.jsonOut, "json", "", "also write every measurement to this file as JSON")
-	flag.BoolVar(&o.profile, "profile", false, "save a CPU profile and an allocation profile of each phase's first 30 s of both sides' controllers (their /debug/pprof/profile and allocs) in the work dir, <namespace>-pprof/<phase>.pprof and .allocs; in shards mode each replica's (and the floor's) first 30 s of the rollout, <side>-<i>-pprof/rollout.pprof; the report ends with each profile's CPU by bucket (GC, decode, HTTP/TLS, events, informer, sync, scheduler)")
+	flag.BoolVar(&o.profile, "profile", false, "save a CPU profile and an allocation profile of each phase's first 30 s of both sides' controllers (their /debug/pprof/profile and allocs) in the work dir, <namespace>-pprof/<phase>.pprof and .allocs; in shards mode a CPU profile of each replica's (and the floor's) whole rollout, back-to-back 30 s windows merged, <side>-<i>-pprof/rollout.pprof (the windows in rollout-windows/); the report ends with each profile's CPU by bucket (GC, decode, HTTP/TLS, events, informer, sync, scheduler)")
 	flag.DurationVar(&o.phaseTimeout, "phase-timeout", 20*time.Minute, "give up on a phase after this long")
 	flag.Parse()
 	if err := o.validate(); err != nil {
