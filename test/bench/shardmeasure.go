@@ -27,7 +27,7 @@ func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }
 // bench-idle-<side>), waits until it is ready (waitReady), settles and returns each replica's RSS and live heap
 // as its idle baseline (IdleRSSMB, IdleHeapMB), then stops it.
 func measureIdle(ctx context.Context, cl *cluster, bins binaries, s shardSide, o options) ([]replicaResult, error) {
-	ps, err := startSide(ctx, cl, bins, shardSide{name: "idle-" + s.name, replicas: s.replicas, sharded: s.sharded, floor: s.floor}, "bench-idle-"+s.name)
+	ps, err := startSide(ctx, cl, bins, shardSide{name: "idle-" + s.name, replicas: s.replicas, sharded: s.sharded, floor: s.floor, upstream: s.upstream}, "bench-idle-"+s.name)
 	if err != nil {
 		return nil, err
 	}
@@ -87,16 +87,23 @@ func measureShardSide(ctx context.Context, cl *cluster, bins binaries, s shardSi
 			}
 		}
 	}
+	stop := make(chan struct{})
+	var profiled []<-chan struct{}
 	err = rollout(ctx, cl, ps, &r, func() error {
+		defer close(stop)
 		if err := w.roll(ctx, cl, image); err != nil {
 			return err
 		}
-		// -profile: the first profileFor of the rollout, each replica's CPU profile (a diagnostic; not waited for).
+		// -profile: each replica's CPU profile of the whole rollout (a diagnostic; waited for below, after the
+		// rollout's figures are read, so that it does not lengthen them).
 		for _, p := range ps {
-			p.profile(ctx, cl, "rollout")
+			profiled = append(profiled, p.profileWhole(ctx, cl, "rollout", stop))
 		}
 		return w.wait(ctx, cl, alive, o.phaseTimeout)
 	})
+	for _, done := range profiled {
+		<-done
+	}
 	return r, err
 }
 
@@ -187,7 +194,16 @@ func readRollout(ctx context.Context, cl *cluster, ps []*process) (rolloutCounts
 // move do not mean the ring has settled.
 const ringQuiet = 20 * time.Second
 
-// waitReady polls every 2 s until s's processes ps are ready: each answers /readyz; for a sharded side, every
+// readyPath is where s's processes answer when ready: /readyz, or /healthz for upstream's
+// kube-controller-manager, which serves no /readyz (k8s.io/controller-manager's NewBaseHandler).
+func readyPath(s shardSide) string {
+	if s.upstream {
+		return "/healthz"
+	}
+	return "/readyz"
+}
+
+// waitReady polls every 2 s until s's processes ps are ready: each answers readyPath; for a sharded side, every
 // bucket is running on some replica, each replica runs at least one, and neither that nor the replicas'
 // handovers have changed for ringQuiet, and the replicas cache as many pods between them as the cluster holds;
 // for the floor, it caches them all. It logs what it waits for every 30 s.
@@ -204,7 +220,7 @@ func waitReady(ctx context.Context, cl *cluster, s shardSide, ps []*process, tim
 			return false, err
 		}
 		for _, p := range ps {
-			if err := getOK(ctx, cl.metrics, strings.TrimSuffix(p.metricsURL(), "/metrics")+"/readyz"); err != nil {
+			if err := getOK(ctx, cl.metrics, strings.TrimSuffix(p.metricsURL(), "/metrics")+readyPath(s)); err != nil {
 				state = err.Error()
 				return false, nil
 			}

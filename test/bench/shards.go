@@ -33,6 +33,10 @@ type shardSide struct {
 	sharded  bool
 	// floor runs test/bench/floor, beside an unmeasured unsharded kubedeploy that performs the rollout.
 	floor bool
+	// upstream runs kube-controller-manager's own Deployment and ReplicaSet controllers (the test-only upstreamkcm,
+	// as the other modes' upstream side) instead of kubedeploy's: what the same rollout costs upstream, to set
+	// beside the floor (issue 48).
+	upstream bool
 	// concurrency, when sharded and > 0, is the --concurrent-*-syncs each replica is given (-shard-concurrency;
 	// the fleet's, each replica runs its share).
 	concurrency int
@@ -44,6 +48,7 @@ var shardSides = []shardSide{
 	{name: "sharded-2", replicas: 2, sharded: true},
 	{name: "sharded-3", replicas: 3, sharded: true},
 	{name: "floor", replicas: 1, floor: true},
+	{name: "upstream", replicas: 1, upstream: true},
 }
 
 // shardSideList returns the sides -shard-sides names, in its order: an error names an unknown side, or a list
@@ -53,7 +58,7 @@ func (o options) shardSideList() ([]shardSide, error) {
 	for _, name := range strings.Split(o.shardSides, ",") {
 		i := slices.IndexFunc(shardSides, func(s shardSide) bool { return s.name == strings.TrimSpace(name) })
 		if i < 0 {
-			return nil, fmt.Errorf("-shard-sides: unknown side %q (want unsharded, sharded-2, sharded-3, floor)", name)
+			return nil, fmt.Errorf("-shard-sides: unknown side %q (want unsharded, sharded-2, sharded-3, floor, upstream)", name)
 		}
 		side := shardSides[i]
 		if side.sharded {
@@ -268,6 +273,9 @@ func sideArgs(bins binaries, s shardSide, kubeconfig, ringNS string, port int) (
 			}
 		}
 		return bins.floor, args
+	}
+	if s.upstream {
+		return controllerArgs(bins, sideUpstream, kubeconfig, rateLimits["lifted"], port)
 	}
 	name, args := controllerArgs(bins, sideOurs, kubeconfig, rateLimits["lifted"], port)
 	if s.sharded {
