@@ -118,3 +118,39 @@ func TestCPUBreakdownRefuses(t *testing.T) {
 		t.Errorf("empty work dir: %q, %v", out.String(), err)
 	}
 }
+
+// TestMergeProfiles checks that the whole-rollout profile is the sum of its windows (issue 48: the shards mode's
+// -profile): two windows' samples add up by stack, a missing window is skipped, and no readable window is an error.
+func TestMergeProfiles(t *testing.T) {
+	dir := t.TempDir()
+	stack := []string{"github.com/kubedeploy/kubedeploy/internal/controller/replicaset.(*Controller).syncReplicaSet"}
+	windows := []string{filepath.Join(dir, "01.pprof"), filepath.Join(dir, "02.pprof"), filepath.Join(dir, "missing.pprof")}
+	for i, d := range []time.Duration{300 * time.Millisecond, 200 * time.Millisecond} {
+		if err := os.WriteFile(windows[i], cpuProfile(t, map[time.Duration][]string{d: stack}), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(dir, "rollout.pprof")
+	if err := mergeProfiles(windows, out); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	merged, err := profile.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cpu int64
+	for _, s := range merged.Sample {
+		cpu += s.Value[1]
+	}
+	if want := int64(500 * time.Millisecond); cpu != want || len(merged.Sample) != 1 {
+		t.Errorf("merged profile: %d samples worth %v, want 1 worth %v", len(merged.Sample), time.Duration(cpu), time.Duration(want))
+	}
+	if err := mergeProfiles(windows[2:], out); err == nil || !strings.Contains(err.Error(), "none of the 1 profiles") {
+		t.Errorf("merging only a missing window: err = %v, want none could be read", err)
+	}
+}
