@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -139,16 +140,20 @@ func rollout(ctx context.Context, cl *cluster, ps []*process, r *sideResult, act
 		r.Replicas[i].RolloutCPUSeconds = (after.cpu[i] - before.cpu[i]).Seconds()
 		r.Replicas[i].ReadMB = float64(after.read[i]-before.read[i]) / (1 << 20)
 		r.Replicas[i].Events = after.events[i] - before.events[i]
+		r.Replicas[i].ReplicaSetSyncs = after.syncs[i]["replicaset"] - before.syncs[i]["replicaset"]
+		r.Replicas[i].DeploymentSyncs = after.syncs[i]["deployment"] - before.syncs[i]["deployment"]
 	}
 	return nil
 }
 
 // rolloutCounts are the counters a rollout is measured by, at one moment: per process its CPU time, bytes read
-// (rchar) and, for the floor, informer notifications; the cluster's CPU time and the API server's watch events.
+// (rchar), for the floor its informer notifications and for the others the syncs each queue finished (by queue
+// name); the cluster's CPU time and the API server's watch events.
 type rolloutCounts struct {
 	cpu      []time.Duration
 	read     []int64
 	events   []float64
+	syncs    []map[string]float64
 	cluster  time.Duration
 	watches  apiWatches
 	requests requestCounts
@@ -176,17 +181,34 @@ func readRollout(ctx context.Context, cl *cluster, ps []*process) (rolloutCounts
 		if err != nil {
 			return c, err
 		}
-		events := 0.0
-		if p.plain {
-			v, err := scrapeValues(ctx, cl.metrics, p.metricsURL())
-			if err != nil {
-				return c, err
-			}
-			events = v["kubedeploy_bench_floor_events_total"]
+		events, syncs, err := processCounts(ctx, cl, p)
+		if err != nil {
+			return c, err
 		}
-		c.cpu, c.read, c.events = append(c.cpu, cpu), append(c.read, read), append(c.events, events)
+		c.cpu, c.read, c.events, c.syncs = append(c.cpu, cpu), append(c.read, read), append(c.events, events), append(c.syncs, syncs)
 	}
 	return c, nil
+}
+
+// processCounts scrapes p's metrics: for the floor (plain) its informer notifications and no syncs; for a controller process no notifications and the syncs each of its workqueues finished (the count of
+// workqueue_work_duration_seconds, by queue name). The error is the scrape's.
+func processCounts(ctx context.Context, cl *cluster, p *process) (events float64, syncs map[string]float64, err error) {
+	if p.plain {
+		v, err := scrapeValues(ctx, cl.metrics, p.metricsURL())
+		if err != nil {
+			return 0, nil, err
+		}
+		return v["kubedeploy_bench_floor_events_total"], nil, nil
+	}
+	q, err := scrapeQueues(ctx, cl.metrics, p.metricsURL())
+	if err != nil {
+		return 0, nil, err
+	}
+	syncs = map[string]float64{}
+	for name, h := range q.work {
+		syncs[name] = h[math.Inf(1)]
+	}
+	return 0, syncs, nil
 }
 
 // ringQuiet is how long a sharded side's buckets and handovers must stay unchanged before it is measured: buckets

@@ -24,6 +24,10 @@ type replicaResult struct {
 	// the bytes it read meanwhile (rchar: sockets included, so mostly the API server's responses and watch
 	// events); Events, for the floor only, the informer notifications it received meanwhile.
 	RolloutCPUSeconds, ReadMB, Events float64
+	// ReplicaSetSyncs and DeploymentSyncs are the syncs its controllers finished during the rollout (the count of
+	// client-go's workqueue_work_duration_seconds for the "replicaset" and "deployment" queues, which
+	// kube-controller-manager's queues are named too); 0 for the floor, which runs none.
+	ReplicaSetSyncs, DeploymentSyncs float64
 	// CachedPods and CachedNamespaces are the pods in its cache and their namespaces (a sharded replica's
 	// kubedeploy_shard_cached_*, the floor's own count; for the unsharded replica, every pod of the cluster);
 	// OwnedPods and OwnedBuckets are a sharded replica's kubedeploy_shard_owned_*.
@@ -219,6 +223,8 @@ var shardRows = []shardRow{
 		}
 		return r.Events
 	}},
+	{"ReplicaSet syncs during rollout", "%.0f", func(r replicaResult, _ sideResult) float64 { return unlessFloor(r, r.ReplicaSetSyncs) }},
+	{"Deployment syncs during rollout", "%.0f", func(r replicaResult, _ sideResult) float64 { return unlessFloor(r, r.DeploymentSyncs) }},
 	{"cached pods", "%.0f", func(r replicaResult, _ sideResult) float64 { return float64(r.CachedPods) }},
 	{"cached namespaces", "%.0f", func(r replicaResult, _ sideResult) float64 { return nanIfZero(r.CachedNamespaces) }},
 	{"owned buckets", "%.0f", func(r replicaResult, _ sideResult) float64 { return nanIfZero(r.OwnedBuckets) }},
@@ -226,6 +232,14 @@ var shardRows = []shardRow{
 	{"pods share (cached ÷ the side's)", "%.3f", func(r replicaResult, s sideResult) float64 {
 		return float64(r.CachedPods) / float64(s.cachedPods())
 	}},
+}
+
+// unlessFloor is v, or NaN (printed "–") for the floor's replica, which runs no controller.
+func unlessFloor(r replicaResult, v float64) float64 {
+	if !r.Sharded && r.Side == "floor" {
+		return math.NaN()
+	}
+	return v
 }
 
 // nanIfZero is n, or NaN (printed "–") for 0.

@@ -151,6 +151,23 @@ func TestPrintSideHasAColumnPerReplica(t *testing.T) {
 	}
 }
 
+// TestPrintSideShowsSyncsButNotTheFloors checks the sync rows (issue 48: syncs beside writes): a controller
+// replica's counts, and "–" for the floor, which runs no controller.
+func TestPrintSideShowsSyncsButNotTheFloors(t *testing.T) {
+	var b bytes.Buffer
+	ours := shardResults()[0]
+	ours.Replicas[0].ReplicaSetSyncs, ours.Replicas[0].DeploymentSyncs = 41000, 12000
+	printSide(&b, ours)
+	printSide(&b, shardResults()[2])
+	out := b.String()
+	for _, want := range []string{"| ReplicaSet syncs during rollout | 41000 |", "| Deployment syncs during rollout | 12000 |",
+		"| ReplicaSet syncs during rollout | – |", "| Deployment syncs during rollout | – |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in\n%s", want, out)
+		}
+	}
+}
+
 func TestReadCharsCountsWhatTheProcessRead(t *testing.T) {
 	before, err := readChars(os.Getpid())
 	if err != nil {
