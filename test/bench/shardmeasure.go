@@ -190,7 +190,8 @@ func readRollout(ctx context.Context, cl *cluster, ps []*process) (rolloutCounts
 	return c, nil
 }
 
-// processCounts scrapes p's metrics: for the floor (plain) its informer notifications and no syncs; for a controller process no notifications and the syncs each of its workqueues finished (the count of
+// processCounts scrapes p's metrics: for the floor (plain) its informer notifications and no syncs; for a
+// controller process no notifications and the syncs each of its workqueues finished (the count of
 // workqueue_work_duration_seconds, by queue name). The error is the scrape's.
 func processCounts(ctx context.Context, cl *cluster, p *process) (events float64, syncs map[string]float64, err error) {
 	if p.plain {
