@@ -27,6 +27,9 @@ type binaries struct {
 	// (controllerArgs), after the bench's own flags, so a flag given there wins over them (a sharded side's
 	// --sharding flags and -shard-concurrency come after it).
 	oursArgs []string
+	// env is -controller-env: KEY=value entries added to the environment of every controllers process of every
+	// side, the shards mode's floor driver included (startProcess's env).
+	env []string
 }
 
 // build compiles the four binaries into dir/bin with `go build` (the build cache makes repeated runs quick).

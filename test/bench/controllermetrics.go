@@ -213,13 +213,17 @@ func (p *process) profileInto(dir string) error {
 	return os.MkdirAll(dir, 0o755)
 }
 
+// profiled says whether profile and profileWhole fetch anything from p: it has a profileDir and serves
+// /debug/pprof (observe mode's processes do not).
+func (p *process) profiled() bool { return p.profileDir != "" && !p.noPprof }
+
 // profile, when p has a profileDir, fetches a profileFor CPU profile from the controllers'
 // /debug/pprof/profile into profileDir/<phase>.pprof and an allocation profile of the same seconds
 // (/debug/pprof/allocs) into profileDir/<phase>.allocs in the background; the returned channel is closed when both
 // are written or have failed (a failure is logged, not returned: the profile is a diagnostic, not a measurement).
 func (p *process) profile(ctx context.Context, cl *cluster, phase string) <-chan struct{} {
 	done := make(chan struct{})
-	if p.profileDir == "" || p.noPprof {
+	if !p.profiled() {
 		close(done)
 		return done
 	}
@@ -241,7 +245,7 @@ func (p *process) profile(ctx context.Context, cl *cluster, phase string) <-chan
 // profile is written or has failed (logged, not returned: a diagnostic).
 func (p *process) profileWhole(ctx context.Context, cl *cluster, phase string, stop <-chan struct{}) <-chan struct{} {
 	done := make(chan struct{})
-	if p.profileDir == "" || p.noPprof {
+	if !p.profiled() {
 		close(done)
 		return done
 	}

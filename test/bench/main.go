@@ -98,6 +98,7 @@ func main() {
 	flag.IntVar(&o.shardConcurrency, "shard-concurrency", 0, "--concurrent-deployment-syncs and --concurrent-replicaset-syncs given to each sharded replica, the fleet's: each runs its share of them, at least 1 (default 0: not given, the default 5; the unsharded replica runs 5 of each)")
 	flag.StringVar(&o.upArgs, "up-args", "", "more arguments for the measured cluster's `kubedeploy up`, space-separated (e.g. --feature-gates=ShardedListAndWatch=false: the shards mode with client-side filtering only)")
 	flag.StringVar(&o.oursArgs, "kubedeploy-args", "", "more arguments for kubedeploy's controllers (every kubedeploy side, sharded replicas included; not upstream's), space-separated (e.g. --gc-percent=100: the memory policy's trade-off, docs/performance.md)")
+	flag.StringVar(&o.controllerEnv, "controller-env", "", "environment added to every controllers process of every side (kubedeploy, upstream, the floor and, in the shards mode, the floor's driver; not the cluster, not the bench, not observe mode's unmeasured upstream), space-separated KEY=value (e.g. GOMAXPROCS=1 or GOMEMLIMIT=64MiB: Go runtime settings read beside upstream's)")
 	flag.IntVar(&o.namespaces, "namespaces", 120, "namespaces of the shards mode (ns-001…), one Deployment each")
 	flag.IntVar(&o.nodes, "nodes", 0, "KWOK nodes of the cluster, 1,000 pods each (default: enough for the scenario's peak, at least 3)")
 	flag.StringVar(&o.workDir, "work-dir", "", "directory for binaries, the cluster's data dir and the controllers' logs (default: a new temporary directory, removed on success)")
@@ -125,6 +126,7 @@ type options struct {
 	shardSides            string
 	shardConcurrency      int
 	upArgs, oursArgs      string
+	controllerEnv         string
 	workDir, jsonOut      string
 	phaseTimeout          time.Duration
 	profile               bool
@@ -162,6 +164,11 @@ func (o options) validate() error {
 		return fmt.Errorf("-nodes must not be negative, got %d", o.nodes)
 	case o.nodes > 0 && o.peakPods() > o.nodes*1000:
 		return fmt.Errorf("the %s scenario holds up to %d pods during a rollout: more than -nodes %d (1,000 pods each) take", o.mode, o.peakPods(), o.nodes)
+	}
+	for _, kv := range strings.Fields(o.controllerEnv) {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return fmt.Errorf("-controller-env: %q is not KEY=value", kv)
+		}
 	}
 	for _, q := range o.rateLimits() {
 		if q.Name == "" {
@@ -254,7 +261,7 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	bins.oursArgs = strings.Fields(o.oursArgs)
+	bins.oursArgs, bins.env = strings.Fields(o.oursArgs), strings.Fields(o.controllerEnv)
 	if o.mode == modeIdle {
 		return runIdle(ctx, bins, work, o)
 	}

@@ -106,7 +106,7 @@ func measure(ctx context.Context, cl *cluster, bins binaries, side string, q rat
 		defer live.stop()
 	}
 	name, args := controllerArgs(bins, side, cl.kubeconfig, q, port)
-	p, err := startProcess(name, args, filepath.Join(filepath.Dir(cl.dir), ns+".log"))
+	p, err := startProcess(name, args, filepath.Join(filepath.Dir(cl.dir), ns+".log"), bins.env...)
 	if err != nil {
 		return nil, err
 	}

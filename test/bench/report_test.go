@@ -165,6 +165,7 @@ func TestOptionsValidate(t *testing.T) {
 		"single, nodes set": {mode: modeSingle, replicas: 2400, runs: 1, nodes: 3, qps: "lifted", sides: "kubedeploy"},
 		"many, auto nodes":  {mode: modeMany, pods: 10000, runs: 1, qps: "lifted", sides: "kubedeploy,upstream"},
 		"idle":              {mode: modeIdle, replicas: 1000, runs: 3, sides: "kubedeploy,upstream"},
+		"controller env":    {mode: modeSingle, replicas: 1000, runs: 1, nodes: 3, qps: "lifted", sides: "kubedeploy,upstream", controllerEnv: "GOMAXPROCS=1 GOMEMLIMIT=64MiB"},
 	} {
 		if err := o.validate(); err != nil {
 			t.Errorf("%s: valid options refused: %v", name, err)
@@ -180,6 +181,8 @@ func TestOptionsValidate(t *testing.T) {
 		"unknown side":         {mode: modeSingle, replicas: 100, runs: 1, nodes: 3, qps: "lifted", sides: "kcm"},
 		"no repetitions":       {mode: modeSingle, replicas: 100, runs: 0, nodes: 3, qps: "lifted", sides: "kubedeploy"},
 		"negative node number": {mode: modeSingle, replicas: 100, runs: 1, nodes: -1, qps: "lifted", sides: "kubedeploy"},
+		"env without a value":  {mode: modeSingle, replicas: 100, runs: 1, nodes: 3, qps: "lifted", sides: "kubedeploy", controllerEnv: "GOMAXPROCS"},
+		"env without a key":    {mode: modeSingle, replicas: 100, runs: 1, nodes: 3, qps: "lifted", sides: "kubedeploy", controllerEnv: "=1"},
 	} {
 		if err := o.validate(); err == nil {
 			t.Errorf("%s: accepted %+v", name, o)

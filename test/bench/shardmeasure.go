@@ -24,11 +24,18 @@ import (
 
 func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }
 
+// idleSide is s as measureIdle starts it: the same processes with the same flags (--concurrent-*-syncs included),
+// named idle-<side>, so that the idle baseline subtracted from the rollout's figures is that of what is measured.
+func idleSide(s shardSide) shardSide {
+	s.name = "idle-" + s.name
+	return s
+}
+
 // measureIdle starts s on the cluster as it is before the workload (a sharded side with a ring of its own,
 // bench-idle-<side>), waits until it is ready (waitReady), settles and returns each replica's RSS and live heap
 // as its idle baseline (IdleRSSMB, IdleHeapMB), then stops it.
 func measureIdle(ctx context.Context, cl *cluster, bins binaries, s shardSide, o options) ([]replicaResult, error) {
-	ps, err := startSide(ctx, cl, bins, shardSide{name: "idle-" + s.name, replicas: s.replicas, sharded: s.sharded, floor: s.floor, upstream: s.upstream}, "bench-idle-"+s.name)
+	ps, err := startSide(ctx, cl, bins, idleSide(s), "bench-idle-"+s.name)
 	if err != nil {
 		return nil, err
 	}

@@ -241,7 +241,7 @@ func startSide(ctx context.Context, cl *cluster, bins binaries, s shardSide, rin
 			return nil, err
 		}
 		name, args := sideArgs(bins, s, cl.kubeconfig, ringNS, port)
-		p, err := startProcess(name, args, filepath.Join(filepath.Dir(cl.dir), fmt.Sprintf("%s-%d.log", s.name, i)), heapProfileOff())
+		p, err := startProcess(name, args, filepath.Join(filepath.Dir(cl.dir), fmt.Sprintf("%s-%d.log", s.name, i)), append([]string{heapProfileOff()}, bins.env...)...)
 		if err != nil {
 			stopAll(ps)
 			return nil, err

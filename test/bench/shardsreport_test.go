@@ -183,3 +183,22 @@ func TestReadCharsCountsWhatTheProcessRead(t *testing.T) {
 		t.Fatalf("readChars of no process succeeded")
 	}
 }
+
+// The idle baseline of a side is measured on the same processes as its rollout: with -shard-concurrency the idle
+// replicas run the same --concurrent-*-syncs (an idle side built field by field once dropped it).
+func TestIdleSideKeepsEveryFlagOfTheSide(t *testing.T) {
+	s := shardSide{name: "sharded-3", replicas: 3, sharded: true, concurrency: 9}
+	idle := idleSide(s)
+	if idle.name != "idle-sharded-3" {
+		t.Fatalf("idle side named %q, want idle-sharded-3", idle.name)
+	}
+	idle.name = s.name
+	if idle != s {
+		t.Fatalf("idle side %+v, want %+v but for its name", idle, s)
+	}
+	_, want := sideArgs(binaries{kubedeploy: "kubedeploy", controllers: "kubedeploy"}, s, "kc", "ring", 1)
+	_, got := sideArgs(binaries{kubedeploy: "kubedeploy", controllers: "kubedeploy"}, idleSide(s), "kc", "ring", 1)
+	if strings.Join(got, " ") != strings.Join(want, " ") || !strings.Contains(strings.Join(got, " "), "--concurrent-replicaset-syncs=9") {
+		t.Fatalf("idle side's command line %q, want the side's %q, with --concurrent-replicaset-syncs=9", got, want)
+	}
+}
